@@ -1,0 +1,87 @@
+"""Resource lists (`cpu`, `memory`, `pods`, `nvidia.com/gpu`, ...) as exact integers.
+
+Every amount is held in thousandths (Kubernetes' MilliValue), so sums and
+comparisons are integer arithmetic: fast enough for the scheduler's hot loop
+and exact. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Iterable, Mapping
+
+from apis.quantity import Quantity, format_quantity
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+_BINARY_RESOURCES = {MEMORY, EPHEMERAL_STORAGE}
+
+
+class Resources(dict[str, int]):
+    """A resource list: name -> amount in thousandths. Missing names are zero."""
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, object] | None) -> Resources:
+        """From a manifest's resource list (`{"cpu": "500m", "memory": "1Gi"}`).
+
+        Raises QuantityError naming the resource whose amount does not parse."""
+        out = cls()
+        for name, text in (raw or {}).items():
+            try:
+                out[name] = Quantity.parse(text).milli  # type: ignore[arg-type]
+            except ValueError as e:
+                raise type(e)(f"{name}: {e}") from None
+        return out
+
+    @classmethod
+    def of(cls, **amounts: str | int) -> Resources:
+        """Build from keyword amounts, e.g. Resources.of(cpu="1", memory="2Gi")."""
+        return cls.parse(amounts)
+
+    def __add__(self, other: Mapping[str, int]) -> Resources:  # type: ignore[override]
+        out = Resources(self)
+        for name, amount in other.items():
+            out[name] = out.get(name, 0) + amount
+        return out
+
+    def __sub__(self, other: Mapping[str, int]) -> Resources:
+        out = Resources(self)
+        for name, amount in other.items():
+            out[name] = out.get(name, 0) - amount
+        return out
+
+    def fits_in(self, capacity: Mapping[str, int]) -> bool:
+        """True when every non-zero request here is within `capacity`."""
+        return all(amount <= 0 or amount <= capacity.get(name, 0) for name, amount in self.items())
+
+    def exceeding(self, capacity: Mapping[str, int]) -> list[str]:
+        """The names whose request is more than `capacity` holds, sorted."""
+        return sorted(n for n, a in self.items() if a > 0 and a > capacity.get(n, 0))
+
+    def max_with(self, other: Mapping[str, int]) -> Resources:
+        """Per-name maximum (how init containers combine with the rest)."""
+        out = Resources(self)
+        for name, amount in other.items():
+            out[name] = max(out.get(name, 0), amount)
+        return out
+
+    def clamp_zero(self) -> Resources:
+        return Resources({n: max(a, 0) for n, a in self.items()})
+
+    def to_manifest(self) -> dict[str, str]:
+        """Back to a manifest resource list with canonical quantity strings."""
+        return {
+            n: format_quantity(Fraction(a, 1000), binary=n in _BINARY_RESOURCES)
+            for n, a in sorted(self.items())
+        }
+
+
+def total(items: Iterable[Mapping[str, int]]) -> Resources:
+    """Sum of resource lists."""
+    out = Resources()
+    for item in items:
+        for name, amount in item.items():
+            out[name] = out.get(name, 0) + amount
+    return out

@@ -1,0 +1,105 @@
+"""karpenter.sh/v1alpha5: the Provisioner.
+
+Every field of Karpenter v0.16's Provisioner, as pydantic models with the
+wire names as aliases. Types only: validation is in
+`apis/provisioner_validation.py`, defaulting in `apis/provisioner_defaults.py`.
+Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from apis.meta import Object, Open, ResourceList, Spec
+from apis.requirements import Requirements
+from apis.v1alpha1 import AWS
+
+GROUP_VERSION = "karpenter.sh/v1alpha5"
+PROVISIONER_KIND = "Provisioner"
+
+
+class Taint(Spec):
+    key: str = ""
+    value: str | None = None
+    effect: str = ""
+    time_added: str | None = None
+
+
+class NodeSelectorRequirement(Spec):
+    key: str
+    operator: str
+    values: list[str] | None = None
+
+
+class KubeletConfiguration(Spec):
+    cluster_dns: list[str] | None = Field(default=None, alias="clusterDNS")
+    container_runtime: str | None = None
+    max_pods: int | None = None
+    pods_per_core: int | None = None
+    system_reserved: ResourceList | None = None
+    kube_reserved: ResourceList | None = None
+    eviction_hard: dict[str, str] | None = None
+
+
+class ProviderRef(Spec):
+    api_version: str | None = None
+    kind: str | None = None
+    name: str
+
+
+class Limits(Spec):
+    resources: ResourceList | None = None
+
+
+class Consolidation(Spec):
+    enabled: bool | None = None
+
+
+class ProvisionerSpec(Spec):
+    labels: dict[str, str] | None = None
+    taints: list[Taint] | None = None
+    startup_taints: list[Taint] | None = None
+    requirements: list[NodeSelectorRequirement] | None = None
+    kubelet_configuration: KubeletConfiguration | None = None
+    provider: AWS | None = None
+    provider_ref: ProviderRef | None = None
+    ttl_seconds_after_empty: int | None = None
+    ttl_seconds_until_expired: int | None = None
+    limits: Limits | None = None
+    weight: int | None = None
+    consolidation: Consolidation | None = None
+
+
+class ProvisionerStatus(Open):
+    last_scale_time: str | None = None
+    conditions: list[dict[str, Any]] | None = None
+    resources: ResourceList | None = None
+
+
+class Provisioner(Object):
+    api_version: Literal["karpenter.sh/v1alpha5"] = GROUP_VERSION
+    kind: Literal["Provisioner"] = PROVISIONER_KIND
+    spec: ProvisionerSpec = Field(default_factory=ProvisionerSpec)
+    status: ProvisionerStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    def node_requirements(self) -> Requirements:
+        """The provisioner's requirements and labels as one requirement set.
+
+        Assumes a validated object (operators known)."""
+        spec = self.spec
+        reqs = Requirements.from_node_selector_requirements(
+            [r.model_dump(exclude_none=True) for r in spec.requirements or []]
+        )
+        for r in Requirements.from_labels(spec.labels).values():
+            reqs.add(r)
+        return reqs
+
+    @property
+    def consolidation_enabled(self) -> bool:
+        return bool(self.spec.consolidation and self.spec.consolidation.enabled)

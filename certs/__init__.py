@@ -1,0 +1,1 @@
+"""TLS for karpy's servers: a private CA, serving certificates, caBundle injection."""

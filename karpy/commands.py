@@ -1,0 +1,67 @@
+"""What each `karpy` subcommand does: read flags, call the package that does the work."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+log = logging.getLogger("karpy")
+
+
+class UsageError(ValueError):
+    """Bad flags or input files: printed as one line, exit code 2."""
+
+
+def certs_generate(args: argparse.Namespace) -> int:
+    from certs.authority import DEFAULT_DNS_NAMES, generate, write
+
+    names = args.dns_name or list(DEFAULT_DNS_NAMES)
+    for path in write(generate(names), args.out_dir):
+        print(path)
+    return 0
+
+
+def certs_inject_ca(args: argparse.Namespace) -> int:
+    from certs.inject import inject_ca_bundle
+
+    try:
+        ca = Path(args.ca).read_bytes()
+    except OSError as e:
+        raise UsageError(f"reading --ca {args.ca}: {e.strerror}") from None
+    if b"BEGIN CERTIFICATE" not in ca:
+        raise UsageError(f"--ca {args.ca} is not a PEM certificate")
+    documents = []
+    for name in args.filename:
+        try:
+            with open(name, encoding="utf-8") as f:
+                documents += list(yaml.safe_load_all(f))
+        except (OSError, yaml.YAMLError) as e:
+            raise UsageError(f"{name}: {e}") from None
+    yaml.safe_dump_all(inject_ca_bundle(documents, ca), sys.stdout, sort_keys=False)
+    return 0
+
+
+def webhook(args: argparse.Namespace) -> int:
+    from serving.server import bind, prepare_metrics_dir, serve
+
+    cert_dir = Path(args.cert_dir)
+    certfile, keyfile = cert_dir / "tls.crt", cert_dir / "tls.key"
+    for f in (certfile, keyfile):
+        if not f.is_file():
+            raise UsageError(f"--cert-dir {cert_dir}: {f.name} not found (run 'karpy certs generate --out-dir {cert_dir}')")
+    prepare_metrics_dir()
+    from webhook.app import Settings, create_app  # after the metrics directory is set
+
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as e:
+        raise UsageError(f"--port {args.port}: {e.strerror}") from None
+    log.info("Serving admission webhook on https://%s:%d", args.host, sock.getsockname()[1])
+    settings = Settings(aws=args.cloud_provider == "aws")
+    serve(lambda: create_app(settings), sock=sock, certfile=str(certfile), keyfile=str(keyfile),
+          workers=args.workers, threads=args.threads)
+    return 0

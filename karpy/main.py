@@ -1,0 +1,67 @@
+"""The `karpy` command line: parses flags and dispatches. No logic of its own.
+
+Each subcommand imports its package only when it runs, so `karpy certs`
+does not pay for Flask, and `karpy webhook` can prepare the environment
+(Prometheus' multiprocess directory) before the app is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import time
+import sys
+from typing import Callable, Sequence
+
+from karpy import commands
+
+LOG_FORMAT = "%(asctime)s.%(msecs)03dZ\t%(levelname)s\t%(name)s\t%(message)s"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="karpy", description="Karpenter, the just-in-time node autoscaler, in Python.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    certs = sub.add_parser("certs", help="TLS certificates for the webhook and extender")
+    certs_sub = certs.add_subparsers(dest="certs_command", required=True, metavar="ACTION")
+    gen = certs_sub.add_parser("generate", help="write ca.crt, tls.crt and tls.key")
+    gen.add_argument("--out-dir", required=True, help="directory to write the PEM files into")
+    gen.add_argument(
+        "--dns-name", action="append", default=[], metavar="NAME",
+        help="host name or IP address the serving certificate is for (repeatable; default localhost, 127.0.0.1)",
+    )
+    gen.set_defaults(run=commands.certs_generate)
+    inject = certs_sub.add_parser("inject-ca", help="print manifests with caBundle set from a CA certificate")
+    inject.add_argument("--ca", required=True, help="PEM file of the CA (ca.crt)")
+    inject.add_argument("-f", "--filename", action="append", required=True, help="manifest file (repeatable)")
+    inject.set_defaults(run=commands.certs_inject_ca)
+
+    hook = sub.add_parser("webhook", help="serve the Provisioner/AWSNodeTemplate admission webhook over TLS")
+    hook.add_argument("--port", type=int, default=8443, help="HTTPS port (0 picks a free one)")
+    hook.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a cluster)")
+    hook.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
+    hook.add_argument("--cloud-provider", choices=["aws", "fake"], default="aws", help="whose rules and defaults apply")
+    hook.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    hook.add_argument("--threads", type=int, default=8, help="threads per worker")
+    hook.set_defaults(run=commands.webhook)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
+    logging.Formatter.converter = time.gmtime
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the same way on SIGTERM and ^C
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 0
+    except commands.UsageError as e:
+        print(f"karpy {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

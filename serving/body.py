@@ -1,0 +1,42 @@
+"""Reading a JSON request body without letting a client cost a 5xx or a hang.
+
+Checks the content type and the size (before reading it all). Nesting too
+deep for Python's parser is a RecursionError, which becomes a 400 too;
+callers that walk the result catch RecursionError the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Request
+
+
+class BadBody(ValueError):
+    """A body that cannot be taken; `status` is the HTTP code to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def read_json_body(req: Request, *, max_bytes: int) -> Any:
+    """The parsed JSON body of `req`; raises BadBody saying what is wrong."""
+    content_type = (req.mimetype or "").lower()
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        raise BadBody(f"content type {content_type!r} is not application/json", 415)
+    if req.content_length is not None and req.content_length > max_bytes:
+        raise BadBody(f"body of {req.content_length} bytes is over the limit of {max_bytes}", 413)
+    raw = req.get_data(cache=False)
+    if len(raw) > max_bytes:
+        raise BadBody(f"body of {len(raw)} bytes is over the limit of {max_bytes}", 413)
+    if not raw:
+        raise BadBody("empty body; expected JSON")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise BadBody("JSON nested too deeply") from None
+    except ValueError as e:
+        raise BadBody(f"body is not valid JSON: {e}") from None
+

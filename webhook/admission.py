@@ -1,0 +1,131 @@
+"""Admission decisions: an AdmissionReview request in, an AdmissionReview response out.
+
+Pure: no Flask, no I/O. The routes in `webhook/app.py` parse the body and
+call `review()` with the handler for their path; each handler decodes the
+object with the `apis` models, validates or defaults it, and says what to
+answer. A denial carries `status.code` 400 and names every offending field.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from typing import Any, Callable, Mapping
+
+import pydantic
+from pydantic import ConfigDict
+
+from apis.awsnodetemplate_validation import decode_awsnodetemplate, validate_awsnodetemplate
+from apis.errors import FieldError, from_validation_error, render
+from apis.provisioner_defaults import provisioner_default_patch
+from apis.provisioner_validation import decode_provisioner, validate_provisioner
+
+
+class AdmissionRequest(pydantic.BaseModel):
+    model_config = ConfigDict(extra="allow")
+    uid: str
+    operation: str = "CREATE"
+    object: dict[str, Any] | None = None
+    old_object: dict[str, Any] | None = pydantic.Field(default=None, alias="oldObject")
+
+
+class AdmissionReview(pydantic.BaseModel):
+    model_config = ConfigDict(extra="allow")
+    api_version: str = pydantic.Field(alias="apiVersion")
+    kind: str
+    request: AdmissionRequest
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What to answer: allowed or not, with the errors and an optional JSONPatch."""
+
+    errors: tuple[FieldError, ...] = ()
+    patch: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+
+Handler = Callable[[AdmissionRequest], Verdict]
+
+
+class BadReview(ValueError):
+    """A body that is not an AdmissionReview (answered with HTTP 400)."""
+
+
+def parse_review(body: Mapping[str, Any]) -> AdmissionReview:
+    """The AdmissionReview in `body`; raises BadReview naming what is wrong."""
+    if not isinstance(body, Mapping):
+        raise BadReview("body is not a JSON object")
+    try:
+        review = AdmissionReview.model_validate(body)
+    except pydantic.ValidationError as e:
+        raise BadReview("not an AdmissionReview: " + "; ".join(str(f) for f in from_validation_error(e))) from None
+    if review.kind != "AdmissionReview" or not review.api_version.startswith("admission.k8s.io/"):
+        raise BadReview(f"not an AdmissionReview: got {review.api_version} {review.kind}")
+    return review
+
+
+def review(body: Mapping[str, Any], handler: Handler) -> tuple[dict[str, Any], Verdict]:
+    """The AdmissionReview to answer `body` with, and the verdict behind it.
+
+    Raises BadReview when `body` is not an AdmissionReview."""
+    parsed = parse_review(body)
+    request = parsed.request
+    verdict = Verdict() if request.operation == "DELETE" else handler(request)
+    response: dict[str, Any] = {"uid": request.uid, "allowed": verdict.allowed}
+    if not verdict.allowed:
+        response["status"] = {"code": 400, "message": render(verdict.errors), "reason": "BadRequest"}
+    elif verdict.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(verdict.patch)).encode()).decode()
+    return {"apiVersion": parsed.api_version, "kind": "AdmissionReview", "response": response}, verdict
+
+
+def _object(request: AdmissionRequest) -> dict[str, Any] | None:
+    return request.object if isinstance(request.object, dict) else None
+
+
+_MISSING_OBJECT = Verdict(errors=(FieldError("request.object", "missing required field"),))
+
+
+def validate_provisioner_request(request: AdmissionRequest, *, aws: bool = True) -> Verdict:
+    raw = _object(request)
+    if raw is None:
+        return _MISSING_OBJECT
+    provisioner, errors = decode_provisioner(raw)
+    if provisioner is not None:
+        errors = validate_provisioner(provisioner, aws=aws)
+    return Verdict(errors=tuple(errors))
+
+
+def mutate_provisioner_request(request: AdmissionRequest, *, aws: bool = True) -> Verdict:
+    raw = _object(request)
+    if raw is None:
+        return _MISSING_OBJECT
+    provisioner, errors = decode_provisioner(raw)
+    if provisioner is None:
+        return Verdict(errors=tuple(errors))
+    return Verdict(patch=tuple(provisioner_default_patch(raw, aws=aws)))
+
+
+def validate_awsnodetemplate_request(request: AdmissionRequest) -> Verdict:
+    raw = _object(request)
+    if raw is None:
+        return _MISSING_OBJECT
+    template, errors = decode_awsnodetemplate(raw)
+    if template is not None:
+        errors = validate_awsnodetemplate(template)
+    return Verdict(errors=tuple(errors))
+
+
+def mutate_awsnodetemplate_request(request: AdmissionRequest) -> Verdict:
+    """AWSNodeTemplates have no defaults in v0.16; an object that does not decode is denied."""
+    raw = _object(request)
+    if raw is None:
+        return _MISSING_OBJECT
+    _, errors = decode_awsnodetemplate(raw)
+    return Verdict(errors=tuple(errors))
