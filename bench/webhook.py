@@ -1,0 +1,156 @@
+"""Admission throughput and latency of `karpy webhook` over TLS on this machine.
+
+Starts `karpy webhook` (gunicorn, TLS) on a free loopback port, then runs
+concurrent HTTPS clients (several processes, each with keep-alive
+connections, as the API server holds them) for --seconds against the
+validate and mutate paths, and prints requests/s and latency percentiles per
+path. The clients share the machine's cores with the server, so the figures
+are a floor for what the server alone would do.
+
+    python3 bench/webhook.py [--seconds 20] [--clients 8] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+PATHS = {
+    "validate": "/validate-karpenter-sh-v1alpha5-provisioner",
+    "mutate": "/mutate-karpenter-sh-v1alpha5-provisioner",
+}
+PROVISIONER = {
+    "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner",
+    "metadata": {"name": "default", "uid": "0f8e6f64-7a55-4a43-9d6f-1b0d6c1c2e11", "resourceVersion": "1234"},
+    "spec": {
+        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+                         {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]}],
+        "labels": {"team": "payments"},
+        "taints": [{"key": "dedicated", "value": "payments", "effect": "NoSchedule"}],
+        "limits": {"resources": {"cpu": 1000, "memory": "1000Gi"}},
+        "kubeletConfiguration": {"maxPods": 110, "evictionHard": {"memory.available": "5%"}},
+        "providerRef": {"name": "default"},
+        "ttlSecondsAfterEmpty": 30,
+    },
+}
+
+
+def review_body() -> bytes:
+    return json.dumps({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "object": PROVISIONER,
+                    "kind": {"group": "karpenter.sh", "version": "v1alpha5", "kind": "Provisioner"},
+                    "resource": {"group": "karpenter.sh", "version": "v1alpha5", "resource": "provisioners"},
+                    "userInfo": {"username": "kubernetes-admin"}},
+    }).encode()
+
+
+def client(port: int, ca: str, path: str, deadline: float, out: "mp.Queue[tuple[str, list[float], int]]") -> None:
+    """One keep-alive HTTPS connection posting reviews until `deadline`; reports latencies."""
+    context = ssl.create_default_context(cafile=ca)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    body = review_body()
+    headers = {"Content-Type": "application/json"}
+    latencies, errors = [], 0
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+            ok = response.status == 200 and b'"allowed":true' in data
+        except (OSError, http.client.HTTPException):
+            ok = False
+            conn.close()
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        if ok:
+            latencies.append(time.perf_counter() - started)
+        else:
+            errors += 1
+    conn.close()
+    out.put((path, latencies, errors))
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=1000, method="inclusive")[int(q * 10) - 1] if len(values) > 1 else values[0]
+
+
+def start_server(workers: int, threads: int) -> tuple[subprocess.Popen[bytes], int, str]:
+    certs = Path(tempfile.mkdtemp(prefix="karpy-bench-"))
+    subprocess.run([sys.executable, "-m", "karpy.main", "certs", "generate", "--out-dir", str(certs)],
+                   check=True, stdout=subprocess.DEVNULL)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "karpy.main", "webhook", "--port", str(port), "--cert-dir", str(certs),
+         "--workers", str(workers), "--threads", str(threads)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    ca = str(certs / "ca.crt")
+    context = ssl.create_default_context(cafile=ca)
+    for _ in range(200):
+        try:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return server, port, ca
+        except OSError:
+            time.sleep(0.05)
+    server.kill()
+    raise SystemExit("karpy webhook did not start")
+
+
+def run(args: argparse.Namespace, path_name: str, port: int, ca: str, *, warmup: bool = False) -> None:
+    out: "mp.Queue[tuple[str, list[float], int]]" = mp.Queue()
+    deadline = time.monotonic() + (2 if warmup else args.seconds)
+    procs = [mp.Process(target=client, args=(port, ca, PATHS[path_name], deadline, out)) for _ in range(args.clients)]
+    for p in procs:
+        p.start()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    if warmup:
+        return
+    latencies = sorted(x for _, lat, _ in results for x in lat)
+    errors = sum(e for _, _, e in results)
+    rate = len(latencies) / args.seconds
+    print(f"{path_name:<9} {rate:>9.0f} {percentile(latencies, 50) * 1000:>9.2f} {percentile(latencies, 99) * 1000:>9.2f} "
+          f"{latencies[-1] * 1000:>9.2f} {len(latencies):>9} {errors:>7}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--clients", type=int, default=8, help="concurrent keep-alive connections (one process each)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+    server, port, ca = start_server(args.workers, args.threads)
+    try:
+        print(f"karpy webhook: {args.workers} gunicorn worker(s) x {args.threads} thread(s), TLS; "
+              f"{args.clients} client connection(s), {args.seconds:.0f} s per path, {os.cpu_count()} core(s)")
+        print(f"{'path':<9} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'requests':>9} {'errors':>7}")
+        run(args, "validate", port, ca, warmup=True)  # connections, caches, first-request imports
+        for name in PATHS:
+            run(args, name, port, ca)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

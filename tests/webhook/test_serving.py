@@ -1,0 +1,44 @@
+"""`karpy webhook` as a process: refuses bad flags clearly, stops on SIGTERM within 5 s."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import start_server
+
+
+def test_missing_certificates_are_named(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "karpy.main", "webhook", "--port", "0", "--cert-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "tls.crt not found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stops_within_five_seconds(cert_dir: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    server = start_server(["webhook", "--cert-dir", str(cert_dir), "--workers", "2"], ca=cert_dir / "ca.crt",
+                          log=tmp_path / "log")
+    started = time.monotonic()
+    server.process.send_signal(sig)
+    server.process.wait(timeout=10)
+    assert time.monotonic() - started < 5
+    children = subprocess.run(["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True).stdout
+    assert children == ""
+
+
+def test_serving_certificate_is_verified_by_clients(webhook_server: object) -> None:
+    import requests
+
+    from tests.conftest import Server
+
+    assert isinstance(webhook_server, Server)
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(webhook_server.base_url + "/healthz", verify=True, timeout=5)  # system CAs do not know ours
+    assert webhook_server.get("/readyz").text == "ok"
