@@ -214,6 +214,10 @@ class Requirements(Mapping[str, Requirement]):
         out._by_key = dict(self._by_key)
         return out
 
+    def replace(self, requirement: Requirement) -> None:
+        """Set the requirement on its key, dropping what was there."""
+        self._by_key[requirement.key] = requirement
+
     def add(self, requirement: Requirement) -> None:
         """Intersect `requirement` into these, in place."""
         existing = self._by_key.get(requirement.key)
@@ -228,6 +232,18 @@ class Requirements(Mapping[str, Requirement]):
 
     def __len__(self) -> int:
         return len(self._by_key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def get(self, key: str, default: Requirement | None = None) -> Requirement | None:  # type: ignore[override]
+        return self._by_key.get(key, default)
+
+    def items(self):  # type: ignore[no-untyped-def]
+        return self._by_key.items()
+
+    def values(self):  # type: ignore[no-untyped-def]
+        return self._by_key.values()
 
     def get_or_exists(self, key: str) -> Requirement:
         """The requirement on `key`, or Exists when there is none."""

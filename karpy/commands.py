@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -42,6 +43,28 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
         except (OSError, yaml.YAMLError) as e:
             raise UsageError(f"{name}: {e}") from None
     yaml.safe_dump_all(inject_ca_bundle(documents, ca), sys.stdout, sort_keys=False)
+    return 0
+
+
+def plan(args: argparse.Namespace) -> int:
+    from controller.plan.inputs import PlanInputError, load
+    from controller.plan.render import plan_json, plan_table
+    from controller.provisioning.scheduling.scheduler import Scheduler
+
+    try:
+        loaded = load(args.filename, catalog=args.catalog)
+    except PlanInputError as e:
+        for problem in e.problems:
+            print(f"karpy plan: {problem}", file=sys.stderr)
+        return 2
+    for warning in loaded.warnings:
+        print(f"karpy plan: {warning}", file=sys.stderr)
+    results = Scheduler(loaded.snapshot).solve()
+    if args.output == "json":
+        json.dump(plan_json(results), sys.stdout, indent=2)
+        print()
+    else:
+        print(plan_table(results))
     return 0
 
 

@@ -37,6 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     inject.add_argument("-f", "--filename", action="append", required=True, help="manifest file (repeatable)")
     inject.set_defaults(run=commands.certs_inject_ca)
 
+    plan = sub.add_parser("plan", help="print the nodes karpy would launch for the pods in FILEs")
+    plan.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
+                      help="multi-document YAML or JSON (repeatable; - reads standard input)")
+    plan.add_argument("--catalog", default="aws", help="built-in catalog (aws, fake-400) or an InstanceTypeCatalog file")
+    plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    plan.set_defaults(run=commands.plan)
+
     hook = sub.add_parser("webhook", help="serve the Provisioner/AWSNodeTemplate admission webhook over TLS")
     hook.add_argument("--port", type=int, default=8443, help="HTTPS port (0 picks a free one)")
     hook.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a cluster)")
@@ -57,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:  # `karpy plan ... | head`: the reader left; nothing more to say
+        sys.stderr.close()
         return 0
     except commands.UsageError as e:
         print(f"karpy {args.command}: {e}", file=sys.stderr)

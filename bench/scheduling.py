@@ -1,0 +1,160 @@
+"""Karpenter's scheduling benchmark, ported: the core and `karpy plan` on fake-400.
+
+The workload is Karpenter's `makeDiversePods` (scheduling_benchmark_test.go):
+a fifth each of generic pods, zone-spread pods, hostname-spread pods, zone
+self-affinity pods and hostname anti-affinity pods, with random cpu (100m ..
+1500m), memory (100Mi .. 4Gi) and labels (a..g), seed 42, against the 400
+fake instance types and one unconstrained provisioner. For each size it
+prints, for the core alone and for the whole `karpy plan` process: seconds,
+pods/s, new nodes, unschedulable pods, $/h, and the ratio of $/h to a lower
+bound:
+
+    lower bound = sum over pods of 0.1 x cpu + 0.1 x memory(GB) of what they
+    request (fake-400 prices every type at exactly 0.1 per cpu plus 0.1 per
+    GB, so no packing can pay less than its pods' own requests cost), plus the
+    cost of the 100m/10Mi overhead on the fewest nodes the hostname
+    anti-affinity pods force (one each).
+
+    python3 bench/scheduling.py [--sizes 100,1000,5000,20000] [--no-process]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from apis.resources import CPU, MEMORY  # noqa: E402
+from controller.cloudprovider.catalog import built_in  # noqa: E402
+from controller.plan.inputs import load  # noqa: E402
+from controller.provisioning.scheduling.scheduler import Scheduler  # noqa: E402
+
+CPUS = ["100m", "250m", "500m", "1000m", "1500m"]
+MEMORIES = ["100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi"]
+VALUES = ["a", "b", "c", "d", "e", "f", "g"]
+
+
+class Random:
+    def __init__(self, seed: int) -> None:
+        self.r = random.Random(seed)
+
+    def choice(self, items: list[str]) -> str:
+        return items[self.r.randrange(len(items))]
+
+
+def pod(name: str, r: Random, *, labels: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench", "controller": True}]},
+        "spec": {"containers": [{"name": "app", "image": "pause",
+                                 "resources": {"requests": {"cpu": r.choice(CPUS), "memory": r.choice(MEMORIES)}}}], **spec},
+    }
+
+
+def diverse_pods(count: int, seed: int = 42) -> list[dict[str, Any]]:
+    r = Random(seed)
+    per = count // 5
+    pods = []
+    n = 0
+
+    def name() -> str:
+        nonlocal n
+        n += 1
+        return f"pod-{n}"
+
+    def generic(k: int) -> None:
+        for _ in range(k):
+            labels = {"my-label": r.choice(VALUES)}
+            pods.append(pod(name(), r, labels=labels))
+
+    generic(per)
+    for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname"):
+        for _ in range(per):
+            labels = {"my-label": r.choice(VALUES)}
+            spread = {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+                      "labelSelector": {"matchLabels": {"my-label": r.choice(VALUES)}}}
+            pods.append(pod(name(), r, labels=labels, topologySpreadConstraints=[spread]))
+    for _ in range(per):
+        labels = {"my-affininity": r.choice(VALUES)}
+        term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "topology.kubernetes.io/zone"}
+        pods.append(pod(name(), r, labels=labels, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}))
+    for _ in range(per):
+        labels = {"app": "nginx"}
+        term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+        pods.append(pod(name(), r, labels=labels, affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}))
+    generic(count - len(pods))
+    return pods
+
+
+PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}}
+
+
+def lower_bound(pods: list[dict[str, Any]], snapshot_pods: list[Any]) -> float:
+    cpu = sum(p.requests.get(CPU, 0) for p in snapshot_pods) / 1000
+    memory_gb = sum(p.requests.get(MEMORY, 0) for p in snapshot_pods) / 1000 / 1e9
+    forced_nodes = sum(1 for p in pods if p["metadata"]["labels"].get("app") == "nginx")
+    overhead = forced_nodes * (0.1 * 0.1 + 0.1 * 10 * 2**20 / 1e9)
+    return 0.1 * cpu + 0.1 * memory_gb + overhead
+
+
+def run_core(path: Path, pods: list[dict[str, Any]]) -> dict[str, Any]:
+    loaded = load([str(path)], catalog="fake-400")
+    started = time.perf_counter()
+    results = Scheduler(loaded.snapshot).solve()
+    seconds = time.perf_counter() - started
+    price = sum(n.offering.price_per_hour for n in results.new_nodes)
+    return {"seconds": seconds, "nodes": len(results.new_nodes), "unschedulable": len(results.unschedulable),
+            "price": price, "bound": lower_bound(pods, loaded.snapshot.pods)}
+
+
+def run_process(path: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "-f", str(path), "--catalog", "fake-400", "-o", "json"],
+                         capture_output=True, text=True, check=True)
+    seconds = time.perf_counter() - started
+    summary = json.loads(out.stdout)["summary"]
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"seconds": seconds, "nodes": summary["newNodes"], "unschedulable": summary["pods"] - summary["scheduled"],
+            "price": summary["pricePerHour"], "peak_mib": peak}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100,1000,5000,20000")
+    parser.add_argument("--no-process", action="store_true", help="measure the core only")
+    args = parser.parse_args()
+    built_in("fake-400")
+    print(f"{'pods':>6} {'what':<8} {'seconds':>8} {'pods/s':>8} {'nodes':>6} {'unsched':>7} {'$/h':>10} "
+          f"{'$/h/pod':>8} {'bound':>10} {'ratio':>6} {'peak MiB':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in [int(s) for s in args.sizes.split(",")]:
+            pods = diverse_pods(size)
+            path = Path(tmp) / f"pods-{size}.yaml"
+            path.write_text(yaml.safe_dump_all([PROVISIONER] + pods, sort_keys=False))
+            core = run_core(path, pods)
+            rows = [("core", core)]
+            if not args.no_process:
+                rows.append(("process", run_process(path)))
+            for what, r in rows:
+                print(f"{size:>6} {what:<8} {r['seconds']:>8.2f} {size / r['seconds']:>8.0f} {r['nodes']:>6} "
+                      f"{r['unschedulable']:>7} {r['price']:>10.2f} {r['price'] / size:>8.4f} {core['bound']:>10.2f} "
+                      f"{r['price'] / core['bound']:>6.3f} {r.get('peak_mib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024):>9.0f}")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

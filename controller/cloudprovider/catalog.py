@@ -1,0 +1,328 @@
+"""Instance-type catalogs: `aws` (real EC2 types), `fake-400`, and InstanceTypeCatalog files.
+
+A catalog turns a Provisioner's kubeletConfiguration into the instance types
+its nodes would have: maxPods and podsPerCore cap pods, kubeReserved,
+systemReserved and evictionHard set the overhead, as the kubelet would. The
+result is cached per kubelet configuration. Pure apart from reading the
+shipped data file once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from apis import labels as wk
+from apis.errors import FieldError, join
+from apis.quantity import Quantity, QuantityError
+from apis.requirements import Requirement, Requirements
+from apis.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
+from apis.v1alpha5 import KubeletConfiguration
+from controller.cloudprovider.types import InstanceType, Offering
+
+AWS_DATA = Path(__file__).parent / "aws" / "instance_types.json"
+AWS_REGION = "us-east-1"
+VM_MEMORY_OVERHEAD = Fraction(75, 1000)   # Karpenter v0.16's --vm-memory-overhead: memory the hypervisor keeps
+SPOT_BASE_DISCOUNT = 0.30                 # spot = on-demand x (0.30 + 0.02 x ((zone index + len(family)) % 5))
+MI = 1024 * 1024
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be used; carries every FieldError."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = list(errors)
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseType:
+    """An instance type before a kubelet configuration is applied."""
+
+    name: str
+    requirements: Requirements
+    capacity: Resources
+    offerings: tuple[Offering, ...]
+    overhead: Callable[[KubeletConfiguration | None, Resources], Resources]
+    default_max_pods: int | None = None
+
+
+class Catalog:
+    """A named set of instance types, specialised per kubelet configuration."""
+
+    def __init__(self, name: str, types: Sequence[BaseType]) -> None:
+        self.name = name
+        self._types = tuple(types)
+        self._cache: dict[str, list[InstanceType]] = {}
+
+    def known_label_keys(self) -> frozenset[str]:
+        """Every label key some instance type defines (pods may select these)."""
+        return frozenset(k for t in self._types for k in t.requirements)
+
+    def instance_types(self, kubelet: KubeletConfiguration | None = None) -> list[InstanceType]:
+        key = kubelet.model_dump_json(exclude_none=True) if kubelet is not None else ""
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = [_specialise(t, kubelet) for t in self._types]
+        return cached
+
+
+def _specialise(base: BaseType, kubelet: KubeletConfiguration | None) -> InstanceType:
+    capacity = Resources(base.capacity)
+    pods = capacity.get(PODS, 0) // 1000 if base.default_max_pods is None else base.default_max_pods
+    if kubelet is not None and kubelet.max_pods is not None:
+        pods = kubelet.max_pods
+    if kubelet is not None and kubelet.pods_per_core:
+        pods = min(pods, kubelet.pods_per_core * capacity.get(CPU, 0) // 1000)
+    capacity[PODS] = pods * 1000
+    requirements = base.requirements
+    if wk.AWS_INSTANCE_PODS in requirements:
+        requirements = requirements.copy()
+        requirements.replace(Requirement.exactly(wk.AWS_INSTANCE_PODS, str(pods)))
+    return InstanceType(base.name, requirements, capacity, base.overhead(kubelet, capacity), base.offerings)
+
+
+def _eviction_memory(kubelet: KubeletConfiguration | None, capacity: Resources, default_mi: int) -> int:
+    """memory.available from evictionHard (absolute or % of memory), in thousandths of bytes."""
+    text = ((kubelet.eviction_hard if kubelet else None) or {}).get("memory.available")
+    if text is None:
+        return default_mi * MI * 1000
+    if text.endswith("%"):
+        return int(capacity.get(MEMORY, 0) * float(text[:-1]) / 100)
+    return Quantity.parse(text).milli
+
+
+def _reserved(kubelet: KubeletConfiguration | None, field: str) -> Resources | None:
+    raw = getattr(kubelet, field, None) if kubelet is not None else None
+    return Resources.parse(raw) if raw else None
+
+
+# --- static catalogs (fake-400, files): overhead as written, unless the kubelet says otherwise ----------
+
+def _static_overhead(written: Resources) -> Callable[[KubeletConfiguration | None, Resources], Resources]:
+    def overhead(kubelet: KubeletConfiguration | None, capacity: Resources) -> Resources:
+        kube, system = _reserved(kubelet, "kube_reserved"), _reserved(kubelet, "system_reserved")
+        eviction = (kubelet.eviction_hard if kubelet else None) or {}
+        if kube is None and system is None and "memory.available" not in eviction:
+            return written
+        total = (kube or Resources()) + (system or Resources())
+        if "memory.available" in eviction:
+            total[MEMORY] = total.get(MEMORY, 0) + _eviction_memory(kubelet, capacity, 0)
+        return total
+
+    return overhead
+
+
+def fake_catalog(count: int = 400) -> Catalog:
+    """Karpenter's scheduling-benchmark types: fake-it-i has i+1 cpu, 2(i+1)Gi, 10(i+1) pods,
+    100m/10Mi reserved; spot in test-zone-1/2, on-demand in test-zone-1/2/3; price 0.1/cpu + 0.1/GB."""
+    types = []
+    for i in range(count):
+        cpu, memory_gi, pods = i + 1, 2 * (i + 1), 10 * (i + 1)
+        price = round(0.1 * cpu + 0.1 * memory_gi * 2**30 / 1e9, 6)
+        offerings = tuple(
+            [Offering(z, wk.CAPACITY_TYPE_SPOT, price) for z in ("test-zone-1", "test-zone-2")]
+            + [Offering(z, wk.CAPACITY_TYPE_ON_DEMAND, price) for z in ("test-zone-1", "test-zone-2", "test-zone-3")]
+        )
+        name = f"fake-it-{i}"
+        types.append(BaseType(
+            name=name,
+            requirements=_requirements(name, {wk.ARCH: wk.ARCH_AMD64, wk.OS: wk.OS_LINUX}, offerings),
+            capacity=Resources.of(cpu=str(cpu), memory=f"{memory_gi}Gi", pods=str(pods)),
+            offerings=offerings,
+            overhead=_static_overhead(Resources.of(cpu="100m", memory="10Mi")),
+        ))
+    return Catalog(f"fake-{count}", types)
+
+
+def _requirements(name: str, labels: Mapping[str, str], offerings: Sequence[Offering],
+                  extra: Sequence[Requirement] = ()) -> Requirements:
+    reqs = Requirements.from_labels({wk.ARCH: wk.ARCH_AMD64, wk.OS: wk.OS_LINUX, **labels})
+    reqs.add(Requirement.exactly(wk.INSTANCE_TYPE, name))
+    reqs.add(Requirement.exactly(wk.ZONE, *sorted({o.zone for o in offerings})))
+    reqs.add(Requirement.exactly(wk.CAPACITY_TYPE, *sorted({o.capacity_type for o in offerings})))
+    for r in extra:
+        reqs.replace(r)  # a type's own requirement replaces the default
+    return reqs
+
+
+# --- the aws catalog --------------------------------------------------------------------------------
+
+_NAME = re.compile(r"^(?P<family>(?P<category>[a-z]+)(?P<generation>[0-9]+)[a-z0-9-]*)\.(?P<size>.+)$")
+
+
+def _eks_kube_reserved_cpu_milli(vcpu: int) -> int:
+    """The EKS AMI's kube-reserved CPU: 6% of the first core, 1% of the second,
+    0.5% of the third and fourth, 0.25% of every other."""
+    milli = 0.0
+    for core in range(vcpu):
+        milli += 1000 * (0.06 if core == 0 else 0.01 if core == 1 else 0.005 if core < 4 else 0.0025)
+    return int(math.ceil(milli))
+
+
+def _aws_overhead(kubelet: KubeletConfiguration | None, capacity: Resources) -> Resources:
+    pods = capacity.get(PODS, 0) // 1000
+    kube = Resources({
+        CPU: _eks_kube_reserved_cpu_milli(capacity.get(CPU, 0) // 1000),
+        MEMORY: (11 * pods + 255) * MI * 1000,
+        EPHEMERAL_STORAGE: 1024 * MI * 1000,
+    })
+    kube.update(_reserved(kubelet, "kube_reserved") or {})
+    system = Resources({CPU: 100, MEMORY: 100 * MI * 1000})
+    system.update(_reserved(kubelet, "system_reserved") or {})
+    total = kube + system
+    total[MEMORY] = total.get(MEMORY, 0) + _eviction_memory(kubelet, capacity, 100)
+    return total
+
+
+def spot_price(on_demand: float, *, family: str, zone_index: int) -> float:
+    """The documented spot rule: 30-38% of on-demand, varying by zone and family."""
+    return round(on_demand * (SPOT_BASE_DISCOUNT + 0.02 * ((zone_index + len(family)) % 5)), 5)
+
+
+def aws_catalog(data: Path = AWS_DATA) -> Catalog:
+    raw = json.loads(data.read_text())
+    zones = sorted({z for t in raw["instanceTypes"] for z in t["zones"]})
+    types = []
+    for t in raw["instanceTypes"]:
+        match = _NAME.match(t["name"])
+        family = match["family"] if match else t["name"]
+        offerings = [Offering(z, wk.CAPACITY_TYPE_ON_DEMAND, t["price"]) for z in t["zones"]]
+        if t["spot"]:
+            offerings += [Offering(z, wk.CAPACITY_TYPE_SPOT, spot_price(t["price"], family=family, zone_index=zones.index(z)))
+                          for z in t["zones"]]
+        memory = Fraction(t["memoryMiB"] * MI) * (1 - VM_MEMORY_OVERHEAD)
+        capacity = Resources({CPU: t["vcpu"] * 1000, MEMORY: math.floor(memory) * 1000,
+                              EPHEMERAL_STORAGE: 20 * 1024 * MI * 1000})
+        max_pods = t["enis"] * (t["ipv4PerEni"] - 1) + 2
+        labels = {
+            wk.ARCH: t["arch"], wk.REGION: AWS_REGION,
+            wk.AWS_INSTANCE_CPU: str(t["vcpu"]), wk.AWS_INSTANCE_MEMORY: str(t["memoryMiB"]),
+            wk.AWS_INSTANCE_PODS: str(max_pods), wk.AWS_INSTANCE_HYPERVISOR: t["hypervisor"],
+        }
+        if match:
+            labels.update({wk.AWS_INSTANCE_CATEGORY: match["category"], wk.AWS_INSTANCE_FAMILY: family,
+                           wk.AWS_INSTANCE_GENERATION: match["generation"], wk.AWS_INSTANCE_SIZE: match["size"]})
+        if "localNvmeGB" in t:
+            labels[wk.AWS_INSTANCE_LOCAL_NVME] = str(t["localNvmeGB"])
+        acc = t.get("accelerator")
+        if acc:
+            capacity[acc["resource"]] = acc["count"] * 1000
+            labels.update({wk.AWS_INSTANCE_GPU_NAME: acc["name"], wk.AWS_INSTANCE_GPU_MANUFACTURER: acc["manufacturer"],
+                           wk.AWS_INSTANCE_GPU_COUNT: str(acc["count"]), wk.AWS_INSTANCE_GPU_MEMORY: str(acc["memoryMiB"])})
+        offers = tuple(offerings)
+        types.append(BaseType(t["name"], _requirements(t["name"], labels, offers), capacity, offers,
+                              _aws_overhead, default_max_pods=max_pods))
+    return Catalog("aws", types)
+
+
+# --- InstanceTypeCatalog documents ---------------------------------------------------------------------
+
+CATALOG_KIND = "InstanceTypeCatalog"
+CATALOG_API_VERSION = "karpy.dev/v1alpha1"
+
+
+def catalog_from_document(doc: Mapping[str, Any], *, name: str = "file") -> Catalog:
+    """A Catalog from an InstanceTypeCatalog document; raises CatalogError naming every bad field."""
+    errors: list[FieldError] = []
+    types: list[BaseType] = []
+    items = doc.get("instanceTypes")
+    if not isinstance(items, list) or not items:
+        raise CatalogError([FieldError("instanceTypes", "must be a non-empty list")])
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        at = join("instanceTypes", i)
+        parsed = _parse_catalog_entry(item, at, errors)
+        if parsed is None:
+            continue
+        if parsed.name in seen:
+            errors.append(FieldError(join(at, "name"), f"duplicate instance type {parsed.name!r}"))
+        seen.add(parsed.name)
+        types.append(parsed)
+    if errors:
+        raise CatalogError(errors)
+    return Catalog(name, types)
+
+
+def _parse_catalog_entry(item: Any, at: str, errors: list[FieldError]) -> BaseType | None:
+    if not isinstance(item, Mapping):
+        errors.append(FieldError(at, "must be a mapping"))
+        return None
+    count = len(errors)
+    unknown = set(item) - {"name", "capacity", "overhead", "labels", "requirements", "offerings"}
+    errors += [FieldError(join(at, k), "unknown field") for k in sorted(unknown)]
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        errors.append(FieldError(join(at, "name"), "missing required field"))
+    capacity = _resources(item.get("capacity"), join(at, "capacity"), errors, required=True)
+    overhead = _resources(item.get("overhead"), join(at, "overhead"), errors, required=False)
+    labels = item.get("labels") or {}
+    if not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values()):
+        errors.append(FieldError(join(at, "labels"), "must map label keys to string values"))
+        labels = {}
+    extra: list[Requirement] = []
+    for j, r in enumerate(item.get("requirements") or []):
+        try:
+            extra.append(Requirement.of(str(r["key"]), str(r["operator"]), [str(v) for v in r.get("values") or []]))
+        except (KeyError, TypeError, ValueError) as e:
+            errors.append(FieldError(join(join(at, "requirements"), j), f"invalid requirement: {e}"))
+    offerings: list[Offering] = []
+    raw_offerings = item.get("offerings")
+    if not isinstance(raw_offerings, list) or not raw_offerings:
+        errors.append(FieldError(join(at, "offerings"), "must be a non-empty list"))
+        raw_offerings = []
+    for j, o in enumerate(raw_offerings):
+        oat = join(join(at, "offerings"), j)
+        try:
+            capacity_type = o.get("capacityType", wk.CAPACITY_TYPE_ON_DEMAND)
+            if capacity_type not in (wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT):
+                errors.append(FieldError(join(oat, "capacityType"), f"{capacity_type!r} is not one of on-demand, spot"))
+                continue
+            price = o["price"]
+            if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
+                errors.append(FieldError(join(oat, "price"), f"must be a non-negative number (got {price!r})"))
+                continue
+            if not isinstance(o.get("zone"), str) or not o["zone"]:
+                errors.append(FieldError(join(oat, "zone"), "missing required field"))
+                continue
+            offerings.append(Offering(o["zone"], capacity_type, float(price), bool(o.get("available", True))))
+        except (KeyError, AttributeError, TypeError):
+            errors.append(FieldError(oat, "must have zone and price"))
+    if len(errors) > count or capacity is None:
+        return None
+    offers = tuple(offerings)
+    return BaseType(str(name), _requirements(str(name), dict(labels), offers, extra), capacity, offers,
+                    _static_overhead(overhead or Resources()))
+
+
+def _resources(raw: Any, at: str, errors: list[FieldError], *, required: bool) -> Resources | None:
+    if raw is None:
+        if required:
+            errors.append(FieldError(at, "missing required field"))
+        return None
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError(at, "must map resource names to quantities"))
+        return None
+    out = Resources()
+    for name, text in raw.items():
+        try:
+            out[str(name)] = Quantity.parse(text).milli
+        except QuantityError as e:
+            errors.append(FieldError(join(at, str(name)), str(e)))
+    return out
+
+
+BUILT_IN: dict[str, Callable[[], Catalog]] = {"aws": aws_catalog, "fake-400": fake_catalog}
+_loaded: dict[str, Catalog] = {}
+
+
+def built_in(name: str) -> Catalog:
+    """A built-in catalog by name (loaded once per process); KeyError when unknown."""
+    if name not in _loaded:
+        _loaded[name] = BUILT_IN[name]()
+    return _loaded[name]

@@ -1,0 +1,278 @@
+"""`karpy plan` input: multi-document YAML/JSON files turned into a ClusterSnapshot.
+
+Reads Provisioners (validated, and defaulted for the `aws` catalog as the
+webhook would), Pods, Nodes, workloads (expanded into pods), DaemonSets
+(overhead), Namespaces, PodDisruptionBudgets and InstanceTypeCatalogs. Every
+problem is reported as one line naming the file, the document and the field;
+nothing is raised past `load()` but PlanInputError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import yaml
+
+from apis.errors import FieldError
+from apis.provisioner_defaults import default_provisioner
+from apis.provisioner_validation import decode_provisioner, validate_provisioner
+from apis.quantity import QuantityError
+from apis.resources import Resources
+from apis.v1alpha5 import Provisioner
+from controller.cloudprovider.catalog import (
+    CATALOG_KIND,
+    BUILT_IN,
+    Catalog,
+    CatalogError,
+    built_in,
+    catalog_from_document,
+)
+from controller.provisioning.scheduling.pods import PodError, PodInfo
+from controller.provisioning.scheduling.scheduler import ClusterSnapshot
+
+WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
+IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
+                 "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
+                 "AWSNodeTemplate", "CustomResourceDefinition", "Event", "Lease"}
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class PlanInputError(ValueError):
+    """Invalid input; str() is one line per problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+@dataclasses.dataclass
+class PlanInput:
+    snapshot: ClusterSnapshot
+    pdbs: list[dict[str, Any]]
+    warnings: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    source: str
+    index: int                        # 1-based, in its file
+    body: Mapping[str, Any]
+
+    def where(self) -> str:
+        kind = self.body.get("kind", "?")
+        name = (self.body.get("metadata") or {}).get("name") if isinstance(self.body.get("metadata"), Mapping) else None
+        return f"{self.source}: document {self.index} ({kind} {json.dumps(name)})" if name else f"{self.source}: document {self.index} ({kind})"
+
+
+def read_documents(paths: Sequence[str]) -> list[Document]:
+    """Every document of every file (`List` documents expanded); raises PlanInputError."""
+    docs: list[Document] = []
+    problems = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8") if path != "-" else sys.stdin.read()
+        except OSError as e:
+            problems.append(f"{path}: {e.strerror or e}")
+            continue
+        except UnicodeDecodeError:
+            problems.append(f"{path}: not UTF-8 text")
+            continue
+        try:
+            loaded = list(yaml.load_all(text, Loader=_Loader))
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problems.append(f"{path}: not valid YAML or JSON{at}: {getattr(e, 'problem', None) or e}")
+            continue
+        index = 0
+        for body in loaded:
+            if body is None:
+                continue
+            index += 1
+            if not isinstance(body, Mapping):
+                problems.append(f"{path}: document {index}: not a mapping (got {type(body).__name__})")
+                continue
+            if body.get("kind") == "List" and isinstance(body.get("items"), list):
+                docs += [Document(path, index, item) for item in body["items"] if isinstance(item, Mapping)]
+            else:
+                docs.append(Document(path, index, body))
+    if problems:
+        raise PlanInputError(problems)
+    return docs
+
+
+def load(paths: Sequence[str], *, catalog: str = "aws") -> PlanInput:
+    """Read `paths` into a PlanInput; raises PlanInputError listing every problem."""
+    docs = read_documents(paths)
+    problems: list[str] = []
+    warnings: list[str] = []
+    chosen = _catalog(docs, catalog, problems)
+    aws = chosen is not None and chosen.name == "aws"
+    namespaces = {d.body["metadata"]["name"]: dict(d.body["metadata"].get("labels") or {})
+                  for d in docs if d.body.get("kind") == "Namespace" and _has_name(d.body)}
+    provisioners: list[Provisioner] = []
+    nodes: list[dict[str, Any]] = []
+    pods: list[PodInfo] = []
+    daemonsets: list[PodInfo] = []
+    pdbs: list[dict[str, Any]] = []
+    owners = _owners_named(docs)
+    for d in docs:
+        kind, api_version = d.body.get("kind"), d.body.get("apiVersion")
+        try:
+            if (api_version, kind) == ("karpenter.sh/v1alpha5", "Provisioner"):
+                provisioners.append(_provisioner(d, aws=aws))
+            elif (api_version, kind) == ("v1", "Pod"):
+                pods.append(PodInfo.parse(d.body, namespace_labels=namespaces))
+            elif (api_version, kind) == ("v1", "Node"):
+                nodes.append(_node(d))
+            elif (api_version, kind) in WORKLOADS:
+                pods += _expand(d, owners, namespaces)
+            elif (api_version, kind) == ("apps/v1", "DaemonSet"):
+                daemonsets.append(_daemon(d, namespaces))
+            elif (api_version, kind) == ("policy/v1", "PodDisruptionBudget"):
+                pdbs.append(dict(d.body))
+            elif kind in ("Namespace", CATALOG_KIND):
+                continue
+            elif kind in IGNORED_KINDS:
+                warnings.append(f"{d.where()}: ignored (does not affect scheduling)")
+            else:
+                problems.append(f"{d.where()}: unsupported document {api_version}/{kind}")
+        except (PodError, FieldProblem) as e:
+            problems.append(f"{d.where()}: {e}")
+    _check_unique(provisioners, "Provisioner", problems)
+    if problems:
+        raise PlanInputError(problems)
+    assert chosen is not None
+    return PlanInput(ClusterSnapshot(provisioners, chosen, nodes, pods, daemonsets), pdbs, warnings)
+
+
+class FieldProblem(ValueError):
+    """One document's problems, already rendered with their paths."""
+
+
+def _has_name(body: Mapping[str, Any]) -> bool:
+    return isinstance(body.get("metadata"), Mapping) and bool(body["metadata"].get("name"))
+
+
+def _catalog(docs: Sequence[Document], name: str, problems: list[str]) -> Catalog | None:
+    inline = [d for d in docs if d.body.get("kind") == CATALOG_KIND]
+    if len(inline) > 1:
+        problems.append(f"{inline[1].where()}: only one InstanceTypeCatalog may be given")
+    if inline:
+        return _catalog_document(inline[0], problems)
+    if name in BUILT_IN:
+        return built_in(name)
+    path = Path(name)
+    if not path.is_file():
+        problems.append(f"--catalog {name}: not a built-in catalog ({', '.join(BUILT_IN)}) nor a file")
+        return None
+    try:
+        file_docs = read_documents([str(path)])
+    except PlanInputError as e:
+        problems += e.problems
+        return None
+    catalogs = [d for d in file_docs if d.body.get("kind") == CATALOG_KIND]
+    if len(catalogs) != 1:
+        problems.append(f"--catalog {name}: expected one InstanceTypeCatalog document, found {len(catalogs)}")
+        return None
+    return _catalog_document(catalogs[0], problems)
+
+
+def _catalog_document(d: Document, problems: list[str]) -> Catalog | None:
+    if d.body.get("apiVersion") != "karpy.dev/v1alpha1":
+        problems.append(f"{d.where()}: apiVersion: expected karpy.dev/v1alpha1")
+        return None
+    try:
+        return catalog_from_document(d.body, name=str((d.body.get("metadata") or {}).get("name") or d.source))
+    except CatalogError as e:
+        problems += [f"{d.where()}: {err}" for err in e.errors]
+        return None
+
+
+def _provisioner(d: Document, *, aws: bool) -> Provisioner:
+    raw = default_provisioner(d.body, aws=aws) if isinstance(d.body.get("spec", {}), Mapping) else d.body
+    provisioner, errors = decode_provisioner(raw)
+    if provisioner is not None:
+        errors = validate_provisioner(provisioner, aws=aws)
+    if errors:
+        raise FieldProblem("; ".join(str(e) for e in errors))
+    assert provisioner is not None
+    return provisioner
+
+
+def _node(d: Document) -> dict[str, Any]:
+    if not _has_name(d.body):
+        raise FieldProblem(str(FieldError("metadata.name", "missing required field")))
+    for field in ("allocatable", "capacity"):
+        try:
+            Resources.parse((d.body.get("status") or {}).get(field))
+        except QuantityError as e:
+            raise FieldProblem(f"status.{field}.{e}") from None
+    return dict(d.body)
+
+
+def _owners_named(docs: Sequence[Document]) -> set[tuple[str, str, str]]:
+    """(namespace, kind, name) of every owner some input object names, so owners are not expanded twice."""
+    named = set()
+    for d in docs:
+        meta = d.body.get("metadata")
+        if not isinstance(meta, Mapping):
+            continue
+        for ref in meta.get("ownerReferences") or []:
+            if isinstance(ref, Mapping):
+                named.add((str(meta.get("namespace") or "default"), str(ref.get("kind")), str(ref.get("name"))))
+    return named
+
+
+def _template_pods(d: Document, count: int, namespaces: Mapping[str, Mapping[str, str]]) -> Iterator[PodInfo]:
+    meta, spec = d.body.get("metadata") or {}, d.body.get("spec") or {}
+    template = spec.get("template")
+    if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+        raise FieldProblem("spec.template.spec: missing required field")
+    name = str(meta.get("name") or "")
+    if not name:
+        raise FieldProblem("metadata.name: missing required field")
+    namespace = str(meta.get("namespace") or "default")
+    tmeta = template.get("metadata") or {}
+    for i in range(count):
+        pod = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{i}", "namespace": namespace, "labels": dict(tmeta.get("labels") or {}),
+                         "annotations": dict(tmeta.get("annotations") or {}),
+                         "ownerReferences": [{"apiVersion": d.body.get("apiVersion"), "kind": d.body.get("kind"),
+                                              "name": name, "controller": True}]},
+            "spec": template["spec"],
+        }
+        try:
+            yield PodInfo.parse(pod, namespace_labels=namespaces)
+        except PodError as e:
+            raise FieldProblem(f"spec.template.{e}") from None
+
+
+def _expand(d: Document, owners: set[tuple[str, str, str]], namespaces: Mapping[str, Mapping[str, str]]) -> list[PodInfo]:
+    meta, spec = d.body.get("metadata") or {}, d.body.get("spec") or {}
+    ident = (str(meta.get("namespace") or "default"), str(d.body.get("kind")), str(meta.get("name")))
+    if ident in owners:
+        return []                    # its pods (or its ReplicaSet) are in the input already
+    field = "parallelism" if d.body.get("kind") == "Job" else "replicas"
+    count = spec.get(field, 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise FieldProblem(f"spec.{field}: must be a non-negative integer (got {count!r})")
+    return list(_template_pods(d, count, namespaces))
+
+
+def _daemon(d: Document, namespaces: Mapping[str, Mapping[str, str]]) -> PodInfo:
+    pods = list(_template_pods(d, 1, namespaces))
+    return pods[0]
+
+
+def _check_unique(provisioners: Sequence[Provisioner], kind: str, problems: list[str]) -> None:
+    seen = set()
+    for p in provisioners:
+        if p.name in seen:
+            problems.append(f"{kind} {p.name!r} is given more than once")
+        seen.add(p.name)

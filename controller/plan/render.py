@@ -1,0 +1,63 @@
+"""`karpy plan` output: the JSON contract of DESIGN.md, and a table for people. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.provisioning.scheduling.scheduler import Results
+
+
+def plan_json(results: Results) -> dict[str, Any]:
+    nodes = [
+        {
+            "name": n.name,
+            "provisioner": n.provisioner,
+            "instanceType": n.instance_type.name,
+            "instanceTypeOptions": [t.name for t in n.options],
+            "zone": n.offering.zone,
+            "capacityType": n.offering.capacity_type,
+            "pricePerHour": n.offering.price_per_hour,
+            "labels": dict(n.labels),
+            "taints": [t.to_manifest() for t in n.taints],
+            "pods": [p.key for p in n.pods],
+        }
+        for n in results.new_nodes
+    ]
+    scheduled = sum(len(n.pods) for n in results.new_nodes) + sum(len(n.pods) for n in results.existing_nodes)
+    return {
+        "nodes": nodes,
+        "existingNodes": [{"name": n.name, "pods": [p.key for p in n.pods]} for n in results.existing_nodes],
+        "unschedulable": [{"pod": key, "reason": reason} for key, reason in results.unschedulable.items()],
+        "summary": {
+            "pods": len(results.pending),
+            "scheduled": scheduled,
+            "newNodes": len(nodes),
+            "pricePerHour": round(sum(n["pricePerHour"] for n in nodes), 6),
+        },
+    }
+
+
+def plan_table(results: Results) -> str:
+    doc = plan_json(results)
+    lines = []
+    if doc["nodes"]:
+        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS")]
+        rows += [(n["name"], n["provisioner"], n["instanceType"], n["zone"], n["capacityType"],
+                  f"{n['pricePerHour']:.4f}", str(len(n["pods"]))) for n in doc["nodes"]]
+        lines += _columns(rows)
+    else:
+        lines.append("No new nodes.")
+    if doc["existingNodes"]:
+        lines += ["", "Existing nodes receiving pending pods:"]
+        lines += _columns([("NODE", "PODS")] + [(n["name"], str(len(n["pods"]))) for n in doc["existingNodes"]])
+    if doc["unschedulable"]:
+        lines += ["", "Unschedulable pods:"]
+        lines += _columns([("POD", "REASON")] + [(u["pod"], u["reason"]) for u in doc["unschedulable"]])
+    s = doc["summary"]
+    lines += ["", f"{s['scheduled']}/{s['pods']} pod(s) scheduled, {s['newNodes']} new node(s), ${s['pricePerHour']:.4f}/hour"]
+    return "\n".join(lines)
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]

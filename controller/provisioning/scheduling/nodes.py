@@ -1,0 +1,264 @@
+"""Nodes a pod may be placed on: existing ones and new ones being planned.
+
+`NodeTemplate` is what one Provisioner can launch: its requirements, labels,
+taints, daemonset overhead, remaining limits, and the instance types that
+fit it, with their allocatable resources as a matrix so narrowing a new
+node's options is one vectorised comparison. `ExistingNode` is a Node with
+what is left of its allocatable. `NewNode` is a node being planned: the
+intersection of its pods' requirements and the instance types that still
+hold all of them. `add()` on either places a pod or says why not. Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from apis import labels as wk
+from apis.requirements import Requirement, Requirements
+from apis.resources import Resources
+from controller.cloudprovider.types import InstanceType, Offering
+from controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
+from controller.provisioning.scheduling.selectors import Taint, untolerated
+from controller.provisioning.scheduling.topology import Topology
+
+# Taints a node carries while it starts; a node karpy launched is not kept from its pods by them.
+STARTING_TAINTS = frozenset({wk.TAINT_NOT_READY, wk.TAINT_UNREACHABLE})
+
+
+def offering_allowed(o: Offering, reqs: Requirements) -> bool:
+    zone, capacity_type = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
+    return o.available and (zone is None or zone.has(o.zone)) and (capacity_type is None or capacity_type.has(o.capacity_type))
+
+
+def cheapest_offering(t: InstanceType, reqs: Requirements) -> Offering | None:
+    """The cheapest available offering of `t` that `reqs` allow (ties by zone), or None."""
+    best = None
+    for o in t.offerings:
+        if offering_allowed(o, reqs) and (best is None or (o.price_per_hour, o.zone) < (best.price_per_hour, best.zone)):
+            best = o
+    return best
+
+
+class NodeTemplate:
+    """What one Provisioner launches, and how much of its limits is left."""
+
+    def __init__(self, *, name: str, weight: int, requirements: Requirements, labels: Mapping[str, str],
+                 taints: Sequence[Taint], startup_taints: Sequence[Taint], instance_types: Sequence[InstanceType],
+                 daemon_overhead: Resources, limits: Resources | None, well_known: frozenset[str],
+                 resource_index: Mapping[str, int]) -> None:
+        self.name, self.weight = name, weight
+        self.requirements = requirements
+        self.labels = dict(labels)
+        self.taints, self.startup_taints = list(taints), list(startup_taints)
+        self.daemon_overhead = daemon_overhead
+        self.remaining = limits                              # None: unlimited
+        self.well_known = well_known
+        usable = []
+        for t in instance_types:
+            if t.requirements.intersects(requirements) is None and cheapest_offering(t, requirements) is not None:
+                usable.append(t)
+        usable.sort(key=lambda t: (cheapest_offering(t, requirements).price_per_hour, t.name))  # type: ignore[union-attr]
+        self.instance_types = usable
+        self.resource_index = resource_index                # shared by every template of a solve
+        alloc = np.zeros((len(usable), len(resource_index)), dtype=np.int64)
+        for i, t in enumerate(usable):
+            for n, amount in (t.allocatable - daemon_overhead).items():
+                if n in resource_index:
+                    alloc[i, resource_index[n]] = amount
+        self.allocatable = alloc
+        self.capacity = [t.capacity for t in usable]
+        self._limit_names = sorted(limits or {})
+        self._limit_capacity = np.array([[c.get(n, 0) for n in self._limit_names] for c in self.capacity],
+                                        dtype=np.int64).reshape(len(usable), len(self._limit_names))
+        self._masks: dict[frozenset[Requirement], tuple[np.ndarray, np.ndarray, list[Offering | None]]] = {}
+        self._vectors: dict[int, np.ndarray | None] = {}
+
+    def vector(self, pod: PodInfo) -> np.ndarray | None:
+        """The pod's requests as a row of the allocatable matrix (cached per pod); None when it asks
+        for a resource no instance type has."""
+        if id(pod) in self._vectors:
+            return self._vectors[id(pod)]
+        row = self._vector(pod.requests)
+        self._vectors[id(pod)] = row
+        return row
+
+    def _vector(self, requests: Mapping[str, int]) -> np.ndarray | None:
+        row = np.zeros(len(self.resource_index), dtype=np.int64)
+        for name, amount in requests.items():
+            i = self.resource_index.get(name)
+            if i is None:
+                if amount > 0:
+                    return None
+                continue
+            row[i] = amount
+        return row
+
+    def compatible(self, reqs: Requirements) -> tuple[np.ndarray, np.ndarray, list[Offering | None]]:
+        """For the instance types `reqs` allow: a mask, their indices cheapest first, and each type's
+        cheapest allowed offering. Cached per distinct requirement on the types' own keys."""
+        relevant = frozenset(r for k, r in reqs.items() if k in self.type_keys)
+        hit = self._masks.get(relevant)
+        if hit is None:
+            offers = [cheapest_offering(t, reqs) if t.requirements.intersects(reqs) is None else None
+                      for t in self.instance_types]
+            mask = np.array([o is not None for o in offers], dtype=bool)
+            order = np.array(sorted((i for i, o in enumerate(offers) if o is not None),
+                                    key=lambda i: (offers[i].price_per_hour, self.instance_types[i].name)),  # type: ignore[union-attr]
+                             dtype=np.int64)
+            hit = self._masks[relevant] = (mask, order, offers)
+        return hit
+
+    @property
+    def type_keys(self) -> frozenset[str]:
+        keys = getattr(self, "_type_keys", None)
+        if keys is None:
+            keys = self._type_keys = frozenset(k for t in self.instance_types for k in t.requirements)
+        return keys
+
+    def within(self, budget: Mapping[str, int] | None) -> np.ndarray:
+        """Which instance types' capacity fits `budget` of the limited resources (None: all)."""
+        if budget is None:
+            return np.ones(len(self.instance_types), dtype=bool)
+        row = np.array([budget.get(n, 0) for n in self._limit_names], dtype=np.int64)
+        return (self._limit_capacity <= row).all(axis=1)
+
+
+class ExistingNode:
+    """A Node that exists (or is being launched): what is left of it for pending pods."""
+
+    def __init__(self, *, name: str, labels: Mapping[str, str], taints: Sequence[Taint], available: Resources,
+                 host_ports: frozenset[tuple[str, str, int]], provisioner: str | None) -> None:
+        self.name = name
+        self.labels = dict(labels)
+        self.taints = list(taints)
+        self.available = available
+        self.host_ports = host_ports
+        self.provisioner = provisioner
+        self.pods: list[PodInfo] = []
+
+    def add(self, pod: PodInfo, topology: Topology) -> str | None:
+        """Place `pod` here, or say why not."""
+        if blocked := untolerated(pod.tolerations, self.taints):
+            return f"did not tolerate taint {blocked[0]}"
+        if port := host_ports_conflict(pod.host_ports, self.host_ports):
+            return f"host port {port[2]}/{port[1]} in use"
+        for key, r in pod.requirements.items():
+            value = self.labels.get(key)
+            if (value is None and not r.allows_absent) or (value is not None and not r.has(value)):
+                return f"node label {key}={value or '<absent>'} does not satisfy {r}"
+        if missing := pod.requests.exceeding(self.available):
+            return f"insufficient {', '.join(missing)}"
+        domains, why = topology.domain_for(pod, Requirements(), hostname=self.name, existing_labels=self.labels)
+        if domains is None:
+            return why
+        self.available = self.available - pod.requests
+        self.host_ports = self.host_ports | pod.host_ports
+        self.pods.append(pod)
+        topology.record(pod, self.labels)
+        return None
+
+
+class NewNode:
+    """A node being planned for a template: its requirements narrow and its options shrink as pods join."""
+
+    def __init__(self, template: NodeTemplate, hostname: str) -> None:
+        self.template = template
+        self.hostname = hostname
+        self.requirements = template.requirements.copy()
+        self.requests = Resources(template.daemon_overhead)
+        self.used = np.zeros(len(template.resource_index), dtype=np.int64)
+        self.options = template.compatible(self.requirements)[0] & template.within(template.remaining)
+        self.reserved = Resources()                          # limited resources held against the template's limits
+        self._reserve()
+        self.host_ports: frozenset[tuple[str, str, int]] = frozenset()
+        self.pods: list[PodInfo] = []
+        self.domains: dict[str, str] = {wk.HOSTNAME: hostname}
+
+    def cheapest(self) -> int:
+        """Index of the cheapest instance type still in the options."""
+        order = self.template.compatible(self.requirements)[1]
+        return int(order[self.options[order].argmax()])
+
+    def free_room(self) -> np.ndarray:
+        """What the cheapest option has left: a pod within it costs nothing more."""
+        return self.template.allocatable[self.cheapest()] - self.used
+
+    def grow_room(self) -> np.ndarray:
+        """Per resource, the most any option has left (a pod beyond it fits no option)."""
+        return self.template.allocatable[self.options].max(axis=0) - self.used
+
+    def add(self, pod: PodInfo, topology: Topology) -> str | None:
+        """Place `pod` here if some instance type can hold it with the others, or say why not."""
+        t = self.template
+        row = t.vector(pod)
+        if row is None:
+            return f"no instance type has {', '.join(sorted(n for n in pod.requests if n not in t.resource_index))}"
+        used = self.used + row
+        if blocked := untolerated(pod.tolerations, t.taints):
+            return f"did not tolerate taint {blocked[0]}"
+        if port := host_ports_conflict(pod.host_ports, self.host_ports):
+            return f"host port {port[2]}/{port[1]} in use"
+        reqs = self.requirements
+        pod_reqs = pod.requirements
+        if pod_reqs:
+            if why := reqs.compatible(pod_reqs, well_known=t.well_known):
+                return f"incompatible requirements, {why}"
+            reqs = reqs.intersection(pod_reqs)
+        domains, why = topology.domain_for(pod, reqs, hostname=self.hostname, existing_labels=None)
+        if domains is None:
+            return why
+        pinned = {k: d for k, d in domains.items() if k != wk.HOSTNAME}
+        if pinned:
+            if reqs is self.requirements:
+                reqs = reqs.copy()
+            for key, domain in pinned.items():
+                reqs.add(Requirement.exactly(key, domain))
+        options = self.options
+        if reqs is not self.requirements:
+            options = options & t.compatible(reqs)[0]
+        candidates = np.flatnonzero(options)
+        fits = (t.allocatable[candidates] >= used).all(axis=1)
+        if not fits.all():
+            options = options.copy()
+            options[candidates[~fits]] = False
+        if not fits.any():
+            return "no instance type satisfied resources and requirements"
+        if t.remaining is not None:
+            options = options & t.within(t.remaining + self.reserved)
+            if not options.any():
+                return f"exceeds limits of provisioner {t.name}"
+        self.requirements, self.used, self.options = reqs, used, options
+        self._reserve()
+        self.requests = self.requests + pod.requests
+        self.host_ports = self.host_ports | pod.host_ports
+        self.pods.append(pod)
+        for key, r in reqs.items():
+            if not r.complement and len(r.values) == 1:
+                self.domains[key] = next(iter(r.values))
+        topology.record(pod, self.domains)
+        return None
+
+    def _reserve(self) -> None:
+        """Hold the capacity of the cheapest option against the template's remaining limits."""
+        t = self.template
+        if t.remaining is None or not self.options.any():
+            return
+        cheapest = t.capacity[self.cheapest()]
+        now = Resources({n: cheapest.get(n, 0) for n in t.remaining})
+        t.remaining = t.remaining + self.reserved - now
+        self.reserved = now
+
+    def release(self) -> None:
+        """Give the reservation back (the node is dropped from the plan)."""
+        if self.template.remaining is not None:
+            self.template.remaining = self.template.remaining + self.reserved
+            self.reserved = Resources()
+
+    def option_types(self) -> list[tuple[InstanceType, Offering]]:
+        """The instance types that can still hold every pod with their cheapest allowed offering,
+        cheapest first (ties by name)."""
+        _, order, offers = self.template.compatible(self.requirements)
+        return [(self.template.instance_types[i], offers[i]) for i in order if self.options[i]]  # type: ignore[misc]

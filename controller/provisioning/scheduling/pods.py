@@ -1,0 +1,291 @@
+"""What the scheduler needs to know about a pod, read once from its manifest.
+
+`PodInfo.parse` computes effective requests (init containers, overhead),
+node requirements (nodeSelector, required and preferred node affinity),
+tolerations, topology spread constraints, pod (anti-)affinity terms and
+host ports. Soft constraints start out required; `relax()` drops them one
+at a time in Karpenter's order when a pod cannot be placed. Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+from apis.labels import DO_NOT_EVICT, normalize
+from apis.quantity import QuantityError
+from apis.requirements import Requirement, Requirements
+from apis.resources import PODS, Resources
+from controller.provisioning.scheduling.selectors import LabelSelector
+
+ALL_NAMESPACES: frozenset[str] = frozenset({"*"})
+
+
+class PodError(ValueError):
+    """A pod manifest the scheduler cannot read; the message starts with the field path."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SpreadConstraint:
+    key: str
+    max_skew: int
+    selector: LabelSelector
+    namespace: str
+    required: bool                          # DoNotSchedule (ScheduleAnyway is relaxed away)
+
+
+@dataclasses.dataclass(frozen=True)
+class AffinityTerm:
+    key: str
+    selector: LabelSelector
+    namespaces: frozenset[str]              # ALL_NAMESPACES for an empty namespaceSelector
+    anti: bool
+    weight: int = 0                         # 0: required; else the preferred term's weight
+
+
+@dataclasses.dataclass(eq=False)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    requests: Resources
+    node_selector: dict[str, str]
+    required_terms: list[list[dict[str, Any]]]        # OR of node selector terms; the first is in force
+    preferred_terms: list[tuple[int, list[dict[str, Any]]]]  # by weight, heaviest first; the first is in force
+    tolerations: list[dict[str, Any]]
+    spreads: list[SpreadConstraint]
+    affinities: list[AffinityTerm]                    # required and (still in force) preferred terms
+    host_ports: frozenset[tuple[str, str, int]]
+    node_name: str | None
+    phase: str
+    deleting: bool
+    owner_kind: str | None
+    owner_name: str | None
+    priority: int
+    raw: Mapping[str, Any] = dataclasses.field(repr=False)
+    relaxations: list[str] = dataclasses.field(default_factory=list)
+    _requirements: Requirements | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def is_daemon(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def do_not_evict(self) -> bool:
+        return self.annotations.get(DO_NOT_EVICT) == "true"
+
+    @property
+    def requirements(self) -> Requirements:
+        """nodeSelector ∩ the node selector term in force ∩ the heaviest preference in force."""
+        if self._requirements is None:
+            reqs = Requirements.from_labels(self.node_selector)
+            if self.preferred_terms:
+                for r in _expressions(self.preferred_terms[0][1]):
+                    reqs.add(r)
+            if self.required_terms:
+                for r in _expressions(self.required_terms[0]):
+                    reqs.add(r)
+            self._requirements = reqs
+        return self._requirements
+
+    @property
+    def strict_requirements(self) -> Requirements:
+        """nodeSelector ∩ the first required term, without preferences (for topology node filters)."""
+        reqs = Requirements.from_labels(self.node_selector)
+        if self.required_terms:
+            for r in _expressions(self.required_terms[0]):
+                reqs.add(r)
+        return reqs
+
+    def relax(self) -> str | None:
+        """Drop one soft constraint, in Karpenter v0.16's order; returns what was dropped, or None."""
+        dropped = self._relax_once()
+        if dropped is not None:
+            self._requirements = None
+            self.relaxations.append(dropped)
+        return dropped
+
+    def _relax_once(self) -> str | None:
+        if len(self.required_terms) > 1:
+            self.required_terms.pop(0)
+            return "removing: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+        for anti, name in ((False, "podAffinity"), (True, "podAntiAffinity")):
+            preferred = [t for t in self.affinities if t.weight and t.anti == anti]
+            if preferred:
+                heaviest = max(preferred, key=lambda t: t.weight)
+                self.affinities.remove(heaviest)
+                return f"removing: spec.affinity.{name}.preferredDuringSchedulingIgnoredDuringExecution (weight {heaviest.weight})"
+        if self.preferred_terms:
+            weight, _ = self.preferred_terms.pop(0)
+            return f"removing: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution (weight {weight})"
+        for spread in self.spreads:
+            if not spread.required:
+                self.spreads.remove(spread)
+                return f"removing: spec.topologySpreadConstraints (ScheduleAnyway, {spread.key})"
+        if not any(t.get("effect") == "PreferNoSchedule" and t.get("operator") == "Exists" and not t.get("key")
+                   for t in self.tolerations):
+            self.tolerations.append({"operator": "Exists", "effect": "PreferNoSchedule"})
+            return "adding: toleration for PreferNoSchedule taints"
+        return None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], *, namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> PodInfo:
+        """Read a Pod manifest. Raises PodError naming the offending field."""
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+            raise PodError("metadata and spec must be mappings")
+        namespace = str(meta.get("namespace") or "default")
+        name = str(meta.get("name") or meta.get("generateName") or "")
+        if not name:
+            raise PodError("metadata.name: missing required field")
+        owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+        owner = owner or next(iter(meta.get("ownerReferences") or []), None)
+        affinity = spec.get("affinity") or {}
+        node_affinity = affinity.get("nodeAffinity") or {}
+        required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        preferred = sorted(
+            ((int(p.get("weight", 1)), list((p.get("preference") or {}).get("matchExpressions") or []))
+             for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []),
+            key=lambda wp: -wp[0],
+        )
+        pod = cls(
+            namespace=namespace,
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+            annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+            requests=_requests(spec),
+            node_selector={normalize(str(k)): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+            required_terms=[list(t.get("matchExpressions") or []) for t in required],
+            preferred_terms=preferred,
+            tolerations=[dict(t) for t in spec.get("tolerations") or []],
+            spreads=_spreads(spec, namespace),
+            affinities=_affinities(affinity, namespace, namespace_labels),
+            host_ports=_host_ports(spec),
+            node_name=spec.get("nodeName") or None,
+            phase=str((raw.get("status") or {}).get("phase") or "Pending"),
+            deleting=bool(meta.get("deletionTimestamp")),
+            owner_kind=owner.get("kind") if owner else None,
+            owner_name=owner.get("name") if owner else None,
+            priority=int(spec.get("priority") or 0),
+            raw=raw,
+        )
+        try:
+            _ = pod.requirements
+            for term in pod.required_terms:
+                _expressions(term)
+        except (ValueError, KeyError, TypeError) as e:
+            raise PodError(f"spec.affinity.nodeAffinity: {e}") from None
+        return pod
+
+
+def _expressions(expressions: Sequence[Mapping[str, Any]]) -> list[Requirement]:
+    return [Requirement.of(str(e["key"]), str(e["operator"]), [str(v) for v in e.get("values") or []]) for e in expressions]
+
+
+def _requests(spec: Mapping[str, Any]) -> Resources:
+    """max(sum of containers, largest init container) + overhead, plus one pod."""
+    try:
+        containers = Resources()
+        for i, c in enumerate(spec.get("containers") or []):
+            containers = containers + _container_requests(c, f"spec.containers[{i}]")
+        init = Resources()
+        for i, c in enumerate(spec.get("initContainers") or []):
+            init = init.max_with(_container_requests(c, f"spec.initContainers[{i}]"))
+        total = containers.max_with(init) + Resources.parse(spec.get("overhead"))
+    except QuantityError as e:
+        raise PodError(str(e)) from None
+    total[PODS] = total.get(PODS, 0) + 1000
+    return total
+
+
+def _container_requests(container: Mapping[str, Any], path: str) -> Resources:
+    resources = container.get("resources") or {}
+    try:
+        requests = Resources.parse(resources.get("limits"))   # limits stand in for missing requests
+        requests.update(Resources.parse(resources.get("requests")))
+    except QuantityError as e:
+        raise QuantityError(f"{path}.resources.{e}") from None
+    return requests
+
+
+def _spreads(spec: Mapping[str, Any], namespace: str) -> list[SpreadConstraint]:
+    out = []
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or []):
+        try:
+            out.append(SpreadConstraint(
+                key=normalize(str(c["topologyKey"])),
+                max_skew=int(c.get("maxSkew", 1)),
+                selector=LabelSelector.parse(c.get("labelSelector") or {}),
+                namespace=namespace,
+                required=c.get("whenUnsatisfiable", "DoNotSchedule") != "ScheduleAnyway",
+            ))
+        except (KeyError, ValueError, TypeError) as e:
+            raise PodError(f"spec.topologySpreadConstraints[{i}]: {e}") from None
+    return out
+
+
+def _affinities(affinity: Mapping[str, Any], namespace: str,
+                namespace_labels: Mapping[str, Mapping[str, str]] | None) -> list[AffinityTerm]:
+    out = []
+    for field, anti in (("podAffinity", False), ("podAntiAffinity", True)):
+        block = affinity.get(field) or {}
+        for i, term in enumerate(block.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+            out.append(_term(term, namespace, namespace_labels, anti=anti, weight=0, path=f"spec.affinity.{field}[{i}]"))
+        for i, weighted in enumerate(block.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+            out.append(_term(weighted.get("podAffinityTerm") or {}, namespace, namespace_labels, anti=anti,
+                             weight=max(1, int(weighted.get("weight", 1))), path=f"spec.affinity.{field}.preferred[{i}]"))
+    return out
+
+
+def _term(term: Mapping[str, Any], namespace: str, namespace_labels: Mapping[str, Mapping[str, str]] | None, *,
+          anti: bool, weight: int, path: str) -> AffinityTerm:
+    try:
+        namespaces: frozenset[str] = frozenset(term.get("namespaces") or [])
+        ns_selector = term.get("namespaceSelector")
+        if ns_selector is not None:
+            selector = LabelSelector.parse(ns_selector)
+            if not selector.match_labels and not selector.match_expressions:
+                namespaces = ALL_NAMESPACES
+            else:
+                namespaces |= {n for n, labels in (namespace_labels or {}).items() if selector.matches(labels)}
+        elif not namespaces:
+            namespaces = frozenset({namespace})
+        return AffinityTerm(normalize(str(term["topologyKey"])), LabelSelector.parse(term.get("labelSelector")),
+                            namespaces, anti, weight)
+    except (KeyError, ValueError, TypeError) as e:
+        raise PodError(f"{path}: {e}") from None
+
+
+def _host_ports(spec: Mapping[str, Any]) -> frozenset[tuple[str, str, int]]:
+    ports = set()
+    for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                ports.add((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), int(p["hostPort"])))
+    return frozenset(ports)
+
+
+def host_ports_conflict(a: frozenset[tuple[str, str, int]], b: frozenset[tuple[str, str, int]]) -> tuple[str, str, int] | None:
+    """A port of `a` that `b` already holds (0.0.0.0 conflicts with every address), or None."""
+    for ip, proto, port in a:
+        for ip2, proto2, port2 in b:
+            if port == port2 and proto == proto2 and (ip == ip2 or "0.0.0.0" in (ip, ip2)):
+                return ip, proto, port
+    return None
+
+
+def in_namespaces(namespaces: frozenset[str], namespace: str) -> bool:
+    return namespaces is ALL_NAMESPACES or "*" in namespaces or namespace in namespaces
+

@@ -1,0 +1,413 @@
+"""The scheduling core: which pending pods go where, and which nodes to launch.
+
+Given Provisioners, an instance-type catalog, the Nodes that exist (with
+their bound pods), DaemonSets and the pending pods, `Scheduler.solve()`
+places pods as Karpenter v0.16 does: largest first, each onto an existing
+node that fits, else onto a node already being planned, else onto a new
+node from the heaviest provisioner that can hold it; soft constraints start
+out required and are relaxed one at a time when a pod fits nowhere. The
+result names every new node's cheapest offering and every pod that stays
+pending, with the reason. Pure: no I/O, no clock, no randomness.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from apis import labels as wk
+from apis.requirements import Requirement, Requirements
+from apis.resources import CPU, MEMORY, Resources
+from apis.v1alpha5 import Provisioner
+from controller.cloudprovider.catalog import Catalog
+from controller.cloudprovider.types import InstanceType, Offering
+from controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate
+from controller.provisioning.scheduling.pods import PodInfo
+from controller.provisioning.scheduling.selectors import Taint, untolerated
+from controller.provisioning.scheduling.topology import Topology
+
+MAX_INSTANCE_TYPE_OPTIONS = 60
+TOPOLOGY_KEYS_FROM_OFFERINGS = (wk.ZONE, wk.CAPACITY_TYPE)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedNode:
+    """A new node to launch: its cheapest offering, the other options, and its pods."""
+
+    name: str
+    provisioner: str
+    instance_type: InstanceType
+    offering: Offering
+    options: tuple[InstanceType, ...]               # cheapest first, at most MAX_INSTANCE_TYPE_OPTIONS
+    requirements: Requirements
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    pods: tuple[PodInfo, ...]
+
+
+@dataclasses.dataclass
+class Results:
+    new_nodes: list[PlannedNode]
+    existing_nodes: list[ExistingNode]               # only those that received pending pods
+    unschedulable: dict[str, str]                    # pod key -> why it fits nowhere
+    pending: list[PodInfo]                           # every pod that was to be placed
+
+
+@dataclasses.dataclass
+class ClusterSnapshot:
+    """Everything the scheduler reads, already parsed."""
+
+    provisioners: Sequence[Provisioner]
+    catalog: Catalog
+    nodes: Sequence[Mapping[str, Any]] = ()
+    pods: Sequence[PodInfo] = ()
+    daemonsets: Sequence[PodInfo] = ()               # one pod per DaemonSet, from its template
+
+
+def node_name(provisioner: str, index: int) -> str:
+    """A stable, Karpenter-looking name (`default-7kq2m`) for the index-th planned node."""
+    digest = int(hashlib.sha1(f"{provisioner}/{index}".encode()).hexdigest(), 16)
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    suffix = ""
+    for _ in range(5):
+        digest, r = divmod(digest, len(alphabet))
+        suffix += alphabet[r]
+    return f"{provisioner}-{suffix}"
+
+
+class Rooms:
+    """Room left per node as a matrix, so one comparison finds every node a pod might fit.
+
+    Each kind of pod also has a mask of the nodes that turned it away for other reasons
+    (taints, labels, topology): nodes only fill up, so they would turn away its twins too."""
+
+    def __init__(self, width: int) -> None:
+        self._rows = np.zeros((64, width), dtype=np.int64)
+        self._count = 0
+        self._rejected: dict[tuple[object, ...], np.ndarray] = {}
+
+    def append(self, row: np.ndarray) -> None:
+        if self._count == len(self._rows):
+            self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+            for kind, mask in self._rejected.items():
+                self._rejected[kind] = np.concatenate([mask, np.zeros_like(mask)])
+        self._rows[self._count] = row
+        self._count += 1
+
+    def set(self, i: int, row: np.ndarray) -> None:
+        self._rows[i] = row
+
+    def reject(self, kind: tuple[object, ...], i: int) -> None:
+        mask = self._rejected.get(kind)
+        if mask is None:
+            mask = self._rejected[kind] = np.zeros(len(self._rows), dtype=bool)
+        mask[i] = True
+
+    def candidates(self, need: np.ndarray | None, kind: tuple[object, ...]) -> np.ndarray:
+        """Indices of nodes whose room holds `need` and that have not turned this kind away."""
+        ok = ~self._rejected[kind][:self._count] if kind in self._rejected else np.ones(self._count, dtype=bool)
+        if need is not None:
+            ok &= (self._rows[:self._count] >= need).all(axis=1)
+        return np.flatnonzero(ok)
+
+    def cheapest_growth_first(self, found: np.ndarray, need: np.ndarray, price: np.ndarray) -> list[int]:
+        """`found` ordered by what adding `need` would cost: first the nodes it fits without
+        growing (the tightest fit first), then those it makes grow least, by `price` per unit."""
+        if len(found) <= 1:
+            return found.tolist()
+        short = need - self._rows[found]
+        excess = np.maximum(short, 0) @ price
+        left = np.maximum(-short, 0) @ price
+        return found[np.lexsort((left, excess))].tolist()
+
+
+def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
+    """What a unit of each resource costs per hour, as if a type's whole price bought that resource
+    alone: the median over the types that have it. Only the ratios matter (ranking growth)."""
+    weights = np.zeros(len(resource_index))
+    for name, column in resource_index.items():
+        ratios = [min(o.price_per_hour for o in t.offerings) / t.allocatable[name]
+                  for t in types if t.offerings and t.allocatable.get(name, 0) > 0]
+        if ratios:
+            weights[column] = float(np.median(ratios))
+    return weights
+
+
+def placement_kind(pod: PodInfo) -> tuple[object, ...]:
+    """What decides where `pod` may go: pods of one kind are turned away by the same nodes."""
+    return (
+        tuple(sorted(pod.requests.items())), pod.namespace, tuple(sorted(pod.labels.items())),
+        str(pod.requirements), repr(pod.tolerations), tuple(pod.spreads), tuple(pod.affinities),
+        pod.host_ports, len(pod.relaxations),
+    )
+
+
+def sort_key(pod: PodInfo) -> tuple[int, int, str]:
+    """Largest first (cpu, then memory), as Karpenter orders its queue; ties by name."""
+    return (-pod.requests.get(CPU, 0), -pod.requests.get(MEMORY, 0), pod.key)
+
+
+class Scheduler:
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self.well_known = wk.WELL_KNOWN_LABELS | snapshot.catalog.known_label_keys()
+        live = [p for p in snapshot.provisioners if not p.metadata.deletion_timestamp]
+        self.provisioners = {p.name: p for p in live}
+        nodes = {n["metadata"]["name"]: n for n in snapshot.nodes}
+        self.deleting_nodes = {name for name, n in nodes.items() if n["metadata"].get("deletionTimestamp")}
+        self.bound = [p for p in snapshot.pods if p.node_name and p.node_name not in self.deleting_nodes
+                      and not p.terminal and not p.deleting]
+        self.pending = [p for p in snapshot.pods if (not p.node_name or p.node_name in self.deleting_nodes)
+                        and not p.terminal and not p.deleting]
+        names = {n for t in snapshot.catalog.instance_types() for n in t.capacity}
+        names |= {n for d in snapshot.daemonsets for n in d.requests}
+        self.resource_index = {n: i for i, n in enumerate(sorted(names))}
+        self.templates = [self._template(p, nodes) for p in sorted(live, key=lambda p: (-(p.spec.weight or 0), p.name))]
+        self.topology = Topology(self._domains(nodes))
+        for pod in self.pending + self.bound:   # groups first, so the bound pods below are counted in them
+            self.topology.register(pod)
+        self.existing = self._existing_nodes(nodes)
+        self.new_nodes: list[NewNode] = []
+        self._names = collections.Counter[str]()
+        self._vectors: dict[int, np.ndarray | None] = {}
+        width = len(self.resource_index)
+        self._price = price_per_unit(snapshot.catalog.instance_types(), self.resource_index)
+        self._existing_rooms = Rooms(width)
+        for n in self.existing:
+            self._existing_rooms.append(self._row(n.available))
+        self._free_rooms, self._grow_rooms = Rooms(width), Rooms(width)
+
+    # --- setup -------------------------------------------------------------------
+    def _template(self, p: Provisioner, nodes: Mapping[str, Mapping[str, Any]]) -> NodeTemplate:
+        spec = p.spec
+        requirements = p.node_requirements()
+        requirements.add(Requirement.exactly(wk.PROVISIONER_NAME, p.name))
+        taints = [Taint.parse(t.model_dump(exclude_none=True)) for t in spec.taints or []]
+        startup = [Taint.parse(t.model_dump(exclude_none=True)) for t in spec.startup_taints or []]
+        overhead = Resources()
+        for daemon in self.snapshot.daemonsets:
+            if not untolerated(daemon.tolerations, taints) and requirements.compatible(
+                    daemon.requirements, well_known=self.well_known) is None:
+                overhead = overhead + daemon.requests
+        limits = Resources.parse((spec.limits.resources if spec.limits else None) or {}) or None
+        if limits is not None:
+            used = Resources()
+            for n in nodes.values():
+                if (n["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME) == p.name:
+                    status = n.get("status") or {}
+                    used = used + Resources.parse(status.get("capacity") or status.get("allocatable"))
+            reported = Resources.parse((p.status.resources if p.status else None) or {})
+            limits = Resources({n: amount - max(used.get(n, 0), reported.get(n, 0)) for n, amount in limits.items()})
+        return NodeTemplate(
+            name=p.name, weight=spec.weight or 0, requirements=requirements,
+            labels={**(spec.labels or {}), wk.PROVISIONER_NAME: p.name}, taints=taints, startup_taints=startup,
+            instance_types=self.snapshot.catalog.instance_types(spec.kubelet_configuration),
+            daemon_overhead=overhead, limits=limits, well_known=self.well_known, resource_index=self.resource_index,
+        )
+
+    def _domains(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
+        domains: dict[str, set[str]] = collections.defaultdict(set)
+        for t in self.templates:
+            for it in t.instance_types:
+                for o in it.offerings:
+                    if o.available and all(t.requirements.get_or_exists(k).has(v) for k, v in
+                                           ((wk.ZONE, o.zone), (wk.CAPACITY_TYPE, o.capacity_type))):
+                        domains[wk.ZONE].add(o.zone)
+                        domains[wk.CAPACITY_TYPE].add(o.capacity_type)
+                for key, r in it.requirements.items():
+                    if key not in TOPOLOGY_KEYS_FROM_OFFERINGS and not r.complement:
+                        domains[key].update(v for v in r.values if t.requirements.get_or_exists(key).has(v))
+            for key, r in t.requirements.items():
+                if not r.complement and key not in TOPOLOGY_KEYS_FROM_OFFERINGS:
+                    domains[key].update(r.values)
+        for name, n in nodes.items():
+            if name in self.deleting_nodes:
+                continue
+            for key, value in (n["metadata"].get("labels") or {}).items():
+                domains[key].add(value)
+            domains[wk.HOSTNAME].add(name)
+        return domains
+
+    def _existing_nodes(self, nodes: Mapping[str, Mapping[str, Any]]) -> list[ExistingNode]:
+        by_node: dict[str, list[PodInfo]] = collections.defaultdict(list)
+        for pod in self.bound:
+            by_node[pod.node_name].append(pod)  # type: ignore[index]
+        types = {it.name: it for t in self.templates for it in t.instance_types}
+        out = []
+        for name, n in sorted(nodes.items()):
+            if name in self.deleting_nodes:
+                continue
+            meta, status, spec = n["metadata"], n.get("status") or {}, n.get("spec") or {}
+            labels = dict(meta.get("labels") or {})
+            labels.setdefault(wk.HOSTNAME, name)
+            bound = by_node.get(name, [])
+            for pod in bound:
+                self.topology.record(pod, labels)   # after every group is registered (solve())
+            if spec.get("unschedulable"):
+                continue
+            template = next((t for t in self.templates if t.name == labels.get(wk.PROVISIONER_NAME)), None)
+            initialized = labels.get(wk.INITIALIZED) == "true"
+            taints = [Taint.parse(t) for t in spec.get("taints") or []]
+            allocatable = Resources.parse(status.get("allocatable") or status.get("capacity"))
+            if template is not None:
+                ignored = STARTING_TAINTS | ({t.key for t in template.startup_taints} if not initialized else set())
+                taints = [t for t in taints if t.key not in ignored]
+                it = types.get(labels.get(wk.INSTANCE_TYPE, ""))
+                if it is not None and not initialized:
+                    for resource, amount in it.allocatable.items():
+                        if allocatable.get(resource, 0) == 0:
+                            allocatable[resource] = amount
+                    running = {p.owner_name for p in bound if p.is_daemon}
+                    for daemon in self.snapshot.daemonsets:
+                        if daemon.owner_name not in running and not untolerated(daemon.tolerations, taints) \
+                                and all(r.has(labels[k]) if k in labels else r.allows_absent
+                                        for k, r in daemon.requirements.items()):
+                            allocatable = allocatable - daemon.requests
+            used = Resources()
+            ports: frozenset[tuple[str, str, int]] = frozenset()
+            for pod in bound:
+                used = used + pod.requests
+                ports = ports | pod.host_ports
+            out.append(ExistingNode(name=name, labels=labels, taints=taints, available=allocatable - used,
+                                    host_ports=ports, provisioner=template.name if template else None))
+        # nodes that are up and running first, then the ones still being launched
+        return sorted(out, key=lambda n: (n.provisioner is not None and n.labels.get(wk.INITIALIZED) != "true", n.name))
+
+    # --- solving -------------------------------------------------------------------
+    def solve(self) -> Results:
+        """Place every pending pod or give the reason it fits nowhere."""
+        errors: dict[str, str] = {}
+        queue = collections.deque(sorted(self.pending, key=sort_key))
+        failures_in_a_row = 0
+        while queue:
+            pod = queue.popleft()
+            why = self._place(pod)
+            if why is None:
+                errors.pop(pod.key, None)
+                failures_in_a_row = 0
+                continue
+            errors[pod.key] = why
+            if pod.relax() is not None:
+                queue.append(pod)
+                failures_in_a_row = 0
+                continue
+            failures_in_a_row += 1
+            if failures_in_a_row > len(queue):
+                break                        # a whole pass without progress: the rest stay pending
+            queue.append(pod)
+        return Results(
+            new_nodes=[self._finalize(n) for n in self.new_nodes],
+            existing_nodes=[n for n in self.existing if n.pods],
+            unschedulable={p.key: errors[p.key] for p in sorted(self.pending, key=lambda p: p.key) if p.key in errors},
+            pending=list(self.pending),
+        )
+
+    def _place(self, pod: PodInfo) -> str | None:
+        """Existing nodes first; then the planned node that takes the pod for the least extra cost
+        (nothing, when it fits in what the node's cheapest option has left); then a new node from
+        the heaviest provisioner that takes it."""
+        kind = placement_kind(pod)
+        need = self._vector(pod)
+        for i in self._existing_rooms.candidates(need, kind).tolist():
+            if self.existing[i].add(pod, self.topology) is None:
+                self._existing_rooms.set(i, self._row(self.existing[i].available))
+                return None
+            self._existing_rooms.reject(kind, i)
+        found = self._grow_rooms.candidates(need, kind)
+        order = self._free_rooms.cheapest_growth_first(found, need, self._price) if need is not None else found.tolist()
+        for i in order:
+            node = self.new_nodes[i]
+            if node.add(pod, self.topology) is None:
+                self._free_rooms.set(i, node.free_room())
+                self._grow_rooms.set(i, node.grow_room())
+                return None
+            self._grow_rooms.reject(kind, i)
+        if not self.templates:
+            return "no provisioner can launch nodes"
+        reasons = []
+        for template in self.templates:
+            node = NewNode(template, self._hostname(template.name))
+            why = node.add(pod, self.topology)
+            if why is None:
+                self.new_nodes.append(node)
+                self._free_rooms.append(node.free_room())
+                self._grow_rooms.append(node.grow_room())
+                return None
+            node.release()
+            reasons.append(self._explain(template, pod, why))
+        return "; ".join(reasons)
+
+    def _vector(self, pod: PodInfo) -> np.ndarray | None:
+        row = self._vectors.get(id(pod))
+        if row is None and id(pod) not in self._vectors:
+            row = self._vectors[id(pod)] = (None if any(n not in self.resource_index and a > 0 for n, a in pod.requests.items())
+                                            else self._row(pod.requests))
+        return row
+
+    def _row(self, amounts: Mapping[str, int]) -> np.ndarray:
+        row = np.zeros(len(self.resource_index), dtype=np.int64)
+        for name, amount in amounts.items():
+            i = self.resource_index.get(name)
+            if i is not None:
+                row[i] = amount
+        return row
+
+    def _hostname(self, provisioner: str) -> str:
+        index = self._names[provisioner]
+        self._names[provisioner] += 1
+        name = node_name(provisioner, index)
+        self.topology.add_domain(wk.HOSTNAME, name)
+        return name
+
+    def _explain(self, template: NodeTemplate, pod: PodInfo, why: str) -> str:
+        if why.startswith("no instance type satisfied"):
+            short = [n for n in pod.requests if n in template.resource_index]
+            fits = [n for n in short if any(t.allocatable.get(n, 0) >= pod.requests[n] + template.daemon_overhead.get(n, 0)
+                                             for t in template.instance_types)]
+            lacking = [n for n in short if n not in fits and pod.requests[n] > 0]
+            if lacking:
+                amounts = Resources({n: pod.requests[n] for n in lacking}).to_manifest()
+                why = "no instance type satisfies " + ", ".join(f"{n}={q}" for n, q in amounts.items())
+        return why if len(self.templates) == 1 else f"provisioner {template.name}: {why}"
+
+    def _finalize(self, node: NewNode) -> PlannedNode:
+        t = node.template
+        options = node.option_types()
+        if t.remaining is not None:
+            budget = t.remaining + node.reserved
+            fitting = [(it, o) for it, o in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
+            options = fitting or options
+        chosen, offering = options[0]
+        return PlannedNode(
+            name=node.hostname, provisioner=t.name, instance_type=chosen, offering=offering,
+            options=tuple(it for it, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]), requirements=node.requirements,
+            labels=node_labels(node.requirements, t, chosen, offering),
+            taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods),
+        )
+
+
+def node_labels(reqs: Requirements, template: NodeTemplate, chosen: InstanceType, offering: Offering) -> dict[str, str]:
+    """The labels a new node gets: every well-known label resolved, the chosen type's single-valued
+    labels, the provisioner's labels, and a satisfying value for each other requirement."""
+    labels: dict[str, str] = {}
+    for key, value in reqs.labels().items():
+        if key == wk.HOSTNAME or wk.restricted_label_error(key) is not None:
+            continue
+        r = reqs[key]
+        if r.complement or len(r.values) == 1:
+            labels[key] = value
+    for key, r in chosen.requirements.items():
+        if not r.complement and len(r.values) == 1:
+            labels[key] = next(iter(r.values))
+    labels.update(template.labels)
+    labels.update({
+        wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type, wk.INSTANCE_TYPE: chosen.name,
+        wk.PROVISIONER_NAME: template.name,
+    })
+    labels.setdefault(wk.ARCH, wk.ARCH_AMD64)
+    labels.setdefault(wk.OS, wk.OS_LINUX)
+    return dict(sorted(labels.items()))

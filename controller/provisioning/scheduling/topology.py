@@ -1,0 +1,161 @@
+"""Topology: counts of matching pods per domain, for spreads and pod (anti-)affinity.
+
+A group is one topology spread constraint or (anti-)affinity term, shared by
+every pod that declares the same one. Groups count the pods their selector
+matches in each domain (zone, hostname, capacity type, any label); anti-affinity
+groups also count where the pods that own the term are, so a pod the term
+selects keeps away from them (the inverse direction kube-scheduler enforces).
+`domain_for` answers, for one pod on one node, the single domain per key the
+node must take, or why none will do. Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping
+
+from apis.labels import HOSTNAME
+from apis.requirements import Requirements
+from controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
+from controller.provisioning.scheduling.selectors import LabelSelector
+
+SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
+
+
+@dataclasses.dataclass(eq=False)
+class Group:
+    kind: str
+    key: str
+    selector: LabelSelector
+    namespaces: frozenset[str]
+    max_skew: int = 0
+    node_filter: Requirements | None = None        # spreads count only nodes the spreading pod could use
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    owners: dict[str, int] = dataclasses.field(default_factory=dict)
+    eligible: set[str] = dataclasses.field(default_factory=set)  # spread domains the minimum is taken over
+
+    def selects(self, pod: PodInfo) -> bool:
+        return in_namespaces(self.namespaces, pod.namespace) and self.selector.matches(pod.labels)
+
+    def describe(self) -> str:
+        if self.kind == SPREAD:
+            return f"topology spread {self.key} maxSkew={self.max_skew} ({self.selector})"
+        return f"pod {self.kind} {self.key} ({self.selector})"
+
+
+class Topology:
+    def __init__(self, domains: Mapping[str, Iterable[str]]) -> None:
+        self.domains: dict[str, set[str]] = {k: set(v) for k, v in domains.items()}
+        self._groups: dict[tuple[object, ...], Group] = {}
+        self._inverse: list[Group] = []           # required anti-affinity groups (owners are tracked)
+        self._by_pod: dict[int, tuple[int, list[Group]]] = {}
+
+    # --- building -------------------------------------------------------------
+    def add_domain(self, key: str, value: str) -> None:
+        self.domains.setdefault(key, set()).add(value)
+        for g in self._groups.values():
+            if g.kind == SPREAD and g.key == key and self._eligible(g, value):
+                g.eligible.add(value)
+
+    def _eligible(self, g: Group, domain: str) -> bool:
+        return g.node_filter is None or g.key not in g.node_filter or g.node_filter[g.key].has(domain)
+
+    def _group(self, kind: str, key: str, selector: LabelSelector, namespaces: frozenset[str],
+               max_skew: int = 0, node_filter: Requirements | None = None) -> Group:
+        filter_key = str(node_filter) if node_filter is not None else None
+        ident = (kind, key, selector, namespaces, max_skew, filter_key)
+        group = self._groups.get(ident)
+        if group is None:
+            group = self._groups[ident] = Group(kind, key, selector, namespaces, max_skew, node_filter)
+            if kind == SPREAD:
+                group.eligible = {d for d in self.domains.get(key, ()) if self._eligible(group, d)}
+            if kind == ANTI:
+                self._inverse.append(group)
+        return group
+
+    def groups_of(self, pod: PodInfo) -> list[Group]:
+        """The groups constraining `pod` through its own constraints in force."""
+        cached = self._by_pod.get(id(pod))
+        if cached is not None and cached[0] == len(pod.relaxations):
+            return cached[1]
+        out = []
+        for s in pod.spreads:
+            out.append(self._spread_group(pod, s))
+        for t in pod.affinities:
+            out.append(self._affinity_group(t))
+        self._by_pod[id(pod)] = (len(pod.relaxations), out)
+        return out
+
+    def _spread_group(self, pod: PodInfo, s: SpreadConstraint) -> Group:
+        return self._group(SPREAD, s.key, s.selector, frozenset({s.namespace}), s.max_skew, pod.strict_requirements)
+
+    def _affinity_group(self, t: AffinityTerm) -> Group:
+        return self._group(ANTI if t.anti else AFFINITY, t.key, t.selector, t.namespaces)
+
+    def register(self, pod: PodInfo) -> None:
+        """Create the groups `pod` declares, so placements are counted from now on."""
+        self.groups_of(pod)
+
+    # --- counting ---------------------------------------------------------------
+    def record(self, pod: PodInfo, domains: Mapping[str, str]) -> None:
+        """Count `pod`, placed on a node whose domain per key is `domains`."""
+        for g in self._groups.values():
+            domain = domains.get(g.key)
+            if domain is not None and g.selects(pod):
+                g.counts[domain] = g.counts.get(domain, 0) + 1
+        for t in pod.affinities:
+            if t.anti and not t.weight:
+                domain = domains.get(t.key)
+                if domain is not None:
+                    g = self._affinity_group(t)
+                    g.owners[domain] = g.owners.get(domain, 0) + 1
+
+    # --- deciding ---------------------------------------------------------------
+    def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
+                   existing_labels: Mapping[str, str] | None) -> tuple[dict[str, str] | None, str | None]:
+        """The domain per topology key the node must take for `pod`, or (None, why not).
+
+        `existing_labels` fixes every domain of an existing node; a new node has
+        `hostname` as its own hostname domain and takes other domains from its
+        requirements."""
+        chosen: dict[str, str] = {}
+        inverse = [g for g in self._inverse if g.owners and g.selects(pod)]
+        for g in self.groups_of(pod) + inverse:
+            candidates = self._candidates(g.key, chosen, node_requirements, hostname, existing_labels)
+            if not candidates:
+                return None, f"no {g.key} domain for {g.describe()}"
+            allowed = self._allowed(g, pod, candidates, owned=g in inverse)
+            if not allowed:
+                return None, f"{g.describe()} not satisfiable on {g.key} {', '.join(sorted(candidates)[:5])}"
+            chosen[g.key] = min(allowed, key=lambda d: (g.counts.get(d, 0), d))
+        return chosen, None
+
+    def _candidates(self, key: str, chosen: Mapping[str, str], reqs: Requirements, hostname: str | None,
+                    existing: Mapping[str, str] | None) -> list[str]:
+        if key in chosen:
+            return [chosen[key]]
+        if existing is not None:
+            return [existing[key]] if key in existing else []
+        if key == HOSTNAME:
+            return [hostname] if hostname else []
+        requirement = reqs.get(key)
+        if requirement is not None and not requirement.complement:
+            return sorted(requirement.values)
+        universe = self.domains.get(key, set())
+        return sorted(d for d in universe if requirement is None or requirement.has(d))
+
+    def _allowed(self, g: Group, pod: PodInfo, candidates: list[str], *, owned: bool) -> list[str]:
+        if owned:                                       # pod is selected by someone's anti-affinity
+            return [d for d in candidates if not g.owners.get(d)]
+        if g.kind == ANTI:
+            return [d for d in candidates if not g.counts.get(d)]
+        if g.kind == AFFINITY:
+            if any(g.counts.values()):
+                return [d for d in candidates if g.counts.get(d)]
+            return candidates if g.selects(pod) else []
+        self_count = 1 if g.selects(pod) else 0
+        if g.key == HOSTNAME:
+            minimum = 0                                 # a new node is always an empty hostname domain
+        else:
+            minimum = min((g.counts.get(d, 0) for d in g.eligible), default=0)
+        return [d for d in candidates if g.counts.get(d, 0) + self_count - minimum <= g.max_skew]
