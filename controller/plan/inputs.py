@@ -120,11 +120,17 @@ def load(paths: Sequence[str], *, catalog: str = "aws") -> PlanInput:
     daemonsets: list[PodInfo] = []
     pdbs: list[dict[str, Any]] = []
     owners = _owners_named(docs)
+    first_seen: dict[str, Document] = {}
     for d in docs:
         kind, api_version = d.body.get("kind"), d.body.get("apiVersion")
         try:
             if (api_version, kind) == ("karpenter.sh/v1alpha5", "Provisioner"):
-                provisioners.append(_provisioner(d, aws=aws))
+                parsed = _provisioner(d, aws=aws)
+                if parsed.name in first_seen:
+                    problems.append(f"{d.where()}: Provisioner {parsed.name!r} is given more than once "
+                                    f"(first in {first_seen[parsed.name].where()})")
+                first_seen.setdefault(parsed.name, d)
+                provisioners.append(parsed)
             elif (api_version, kind) == ("v1", "Pod"):
                 pods.append(PodInfo.parse(d.body, namespace_labels=namespaces))
             elif (api_version, kind) == ("v1", "Node"):
@@ -143,7 +149,6 @@ def load(paths: Sequence[str], *, catalog: str = "aws") -> PlanInput:
                 problems.append(f"{d.where()}: unsupported document {api_version}/{kind}")
         except (PodError, FieldProblem) as e:
             problems.append(f"{d.where()}: {e}")
-    _check_unique(provisioners, "Provisioner", problems)
     if problems:
         raise PlanInputError(problems)
     assert chosen is not None
@@ -268,11 +273,3 @@ def _expand(d: Document, owners: set[tuple[str, str, str]], namespaces: Mapping[
 def _daemon(d: Document, namespaces: Mapping[str, Mapping[str, str]]) -> PodInfo:
     pods = list(_template_pods(d, 1, namespaces))
     return pods[0]
-
-
-def _check_unique(provisioners: Sequence[Provisioner], kind: str, problems: list[str]) -> None:
-    seen = set()
-    for p in provisioners:
-        if p.name in seen:
-            problems.append(f"{kind} {p.name!r} is given more than once")
-        seen.add(p.name)

@@ -225,6 +225,11 @@ class NewNode:
             options = options.copy()
             options[candidates[~fits]] = False
         if not fits.any():
+            if t.remaining is not None:
+                unlimited = t.compatible(reqs)[0]
+                if (t.allocatable[unlimited] >= used).all(axis=1).any():
+                    left = ", ".join(f"{n}={q}" for n, q in t.remaining.clamp_zero().to_manifest().items())
+                    return f"exceeds limits of provisioner {t.name} (remaining {left})"
             return "no instance type satisfied resources and requirements"
         if t.remaining is not None:
             options = options & t.within(t.remaining + self.reserved)
