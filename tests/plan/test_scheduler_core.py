@@ -1,0 +1,85 @@
+"""The scheduling core called directly, without the command line: its pure pieces and invariants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apis.provisioner_validation import decode_provisioner
+from apis.requirements import Requirement, Requirements
+from controller.cloudprovider.catalog import built_in, catalog_from_document, fake_catalog
+from controller.provisioning.scheduling.pods import PodInfo
+from controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler, node_name
+from controller.provisioning.scheduling.topology import Topology
+from tests.builders import catalog, instance_type, pod, provisioner
+
+
+def solve(*pods: dict[str, Any], provisioners: list[dict[str, Any]] | None = None, cat: Any = None) -> Any:
+    provs = [decode_provisioner(p)[0] for p in (provisioners or [provisioner("default")])]
+    snapshot = ClusterSnapshot(provs, cat or fake_catalog(10), pods=[PodInfo.parse(p) for p in pods])  # type: ignore[arg-type]
+    return Scheduler(snapshot).solve()
+
+
+def test_every_pending_pod_is_placed_exactly_once_or_reported() -> None:
+    pods = [pod(f"p-{i}", cpu=f"{100 * (i % 7 + 1)}m", memory=f"{64 * (i % 5 + 1)}Mi") for i in range(200)]
+    pods.append(pod("too-big", cpu="64"))
+    results = solve(*pods)
+    placed = [p.key for n in results.new_nodes for p in n.pods]
+    assert len(placed) == len(set(placed)) == 200
+    assert set(results.unschedulable) == {"default/too-big"}
+
+
+def test_no_new_node_is_over_committed() -> None:
+    pods = [pod(f"p-{i}", cpu=f"{137 * (i % 11 + 1)}m", memory=f"{300 * (i % 3 + 1)}Mi") for i in range(300)]
+    for n in solve(*pods).new_nodes:
+        used: dict[str, int] = {}
+        for p in n.pods:
+            for name, amount in p.requests.items():
+                used[name] = used.get(name, 0) + amount
+        assert all(amount <= n.instance_type.allocatable.get(name, 0) for name, amount in used.items()), n.name
+
+
+def test_the_chosen_offering_is_the_cheapest_of_the_options() -> None:
+    for n in solve(*[pod(f"p-{i}", cpu="900m") for i in range(30)]).new_nodes:
+        first = n.options[0]
+        assert n.instance_type is first
+        assert n.offering.price_per_hour == min(o.price_per_hour for o in first.offerings if o.available)
+
+
+def test_unavailable_offerings_are_never_chosen() -> None:
+    cat = catalog_from_document(catalog(
+        instance_type("cheap", price=0.01, zones=("z1",)) | {"offerings": [{"zone": "z1", "price": 0.01, "available": False}]},
+        instance_type("dear", price=0.5, zones=("z1",)),
+    ))
+    results = solve(pod("p"), cat=cat)
+    assert results.new_nodes[0].instance_type.name == "dear"
+
+
+def test_node_names_are_stable_and_look_like_karpenters() -> None:
+    assert node_name("default", 0) == node_name("default", 0)
+    assert node_name("default", 0) != node_name("default", 1)
+    assert node_name("default", 0).startswith("default-") and len(node_name("default", 0)) == len("default-") + 5
+
+
+def test_topology_picks_the_least_crowded_zone() -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "w"}}}]
+    p = PodInfo.parse(pod("w", labels={"app": "w"}, topologySpreadConstraints=spread))
+    topology = Topology({"topology.kubernetes.io/zone": {"a", "b", "c"}})
+    topology.register(p)
+    topology.record(p, {"topology.kubernetes.io/zone": "a"})
+    topology.record(p, {"topology.kubernetes.io/zone": "b"})
+    domains, why = topology.domain_for(p, Requirements(), hostname="n1", existing_labels=None)
+    assert why is None and domains == {"topology.kubernetes.io/zone": "c"}
+    pinned = Requirements([Requirement.of("topology.kubernetes.io/zone", "In", ["a"])])
+    domains, why = topology.domain_for(p, pinned, hostname="n1", existing_labels=None)
+    assert domains is None and "maxSkew=1" in str(why)
+
+
+def test_aws_catalog_specialises_per_kubelet_configuration() -> None:
+    aws = built_in("aws")
+    prov = decode_provisioner(provisioner("default", kubeletConfiguration={"maxPods": 10, "systemReserved": {"cpu": "1"}}))[0]
+    assert prov is not None
+    plain = {t.name: t for t in aws.instance_types()}["m5.large"]
+    tuned = {t.name: t for t in aws.instance_types(prov.spec.kubelet_configuration)}["m5.large"]
+    assert plain.capacity["pods"] == 29_000 and tuned.capacity["pods"] == 10_000
+    assert tuned.overhead["cpu"] == plain.overhead["cpu"] + 900           # system-reserved 1 instead of 100m
+    assert tuned.overhead["memory"] < plain.overhead["memory"]            # fewer pods, less kube-reserved memory
