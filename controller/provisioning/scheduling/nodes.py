@@ -21,7 +21,7 @@ from apis.requirements import Requirement, Requirements
 from apis.resources import Resources
 from controller.cloudprovider.types import InstanceType, Offering
 from controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
-from controller.provisioning.scheduling.selectors import Taint, untolerated
+from apis.selectors import Taint, untolerated
 from controller.provisioning.scheduling.topology import Topology
 
 # Taints a node carries while it starts; a node karpy launched is not kept from its pods by them.

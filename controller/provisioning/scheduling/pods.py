@@ -16,7 +16,7 @@ from apis.labels import DO_NOT_EVICT, normalize
 from apis.quantity import QuantityError
 from apis.requirements import Requirement, Requirements
 from apis.resources import PODS, Resources
-from controller.provisioning.scheduling.selectors import LabelSelector
+from apis.selectors import LabelSelector
 
 ALL_NAMESPACES: frozenset[str] = frozenset({"*"})
 

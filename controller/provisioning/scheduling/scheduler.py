@@ -27,7 +27,7 @@ from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.types import InstanceType, Offering
 from controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate
 from controller.provisioning.scheduling.pods import PodInfo
-from controller.provisioning.scheduling.selectors import Taint, untolerated
+from apis.selectors import Taint, untolerated
 from controller.provisioning.scheduling.topology import Topology
 
 MAX_INSTANCE_TYPE_OPTIONS = 60

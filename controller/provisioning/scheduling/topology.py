@@ -17,7 +17,7 @@ from typing import Iterable, Mapping
 from apis.labels import HOSTNAME
 from apis.requirements import Requirements
 from controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
-from controller.provisioning.scheduling.selectors import LabelSelector
+from apis.selectors import LabelSelector
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
 

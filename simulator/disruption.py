@@ -1,0 +1,67 @@
+"""PodDisruptionBudgets: how many of their pods may be disrupted now, and whether an eviction may go.
+
+`allowed_disruptions` follows the disruption controller: healthy pods (Running
+and Ready, not terminating) against minAvailable or maxUnavailable, as
+integers or percentages of the expected pods (percentages rounded up, as
+Kubernetes rounds them). Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from apis.selectors import LabelSelector
+
+
+def selects(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    meta = pod.get("metadata") or {}
+    if meta.get("namespace", "default") != (pdb.get("metadata") or {}).get("namespace", "default"):
+        return False
+    raw = (pdb.get("spec") or {}).get("selector")
+    if raw is None:
+        return False
+    return LabelSelector.parse(raw).matches(meta.get("labels") or {})
+
+
+def healthy(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if (pod.get("metadata") or {}).get("deletionTimestamp") or status.get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def _scaled(value: Any, total: int) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        return math.ceil(total * int(value[:-1]) / 100)
+    return int(value)
+
+
+def status_of(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for `pdb` over `pods`."""
+    matching = [p for p in pods if selects(pdb, p)]
+    expected = len(matching)
+    current = sum(1 for p in matching if healthy(p))
+    spec = pdb.get("spec") or {}
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
+    elif spec.get("minAvailable") is not None:
+        desired = _scaled(spec["minAvailable"], expected)
+    else:
+        desired = expected                                # no policy: nothing may go
+    return {"currentHealthy": current, "desiredHealthy": desired, "expectedPods": expected,
+            "disruptionsAllowed": max(0, current - desired)}
+
+
+def eviction_blocker(pod: Mapping[str, Any], pdbs: Iterable[Mapping[str, Any]],
+                     pods: Iterable[Mapping[str, Any]]) -> str | None:
+    """The name of a PDB that forbids evicting `pod` now, or None. An unhealthy pod may always go."""
+    everyone = list(pods)
+    for pdb in pdbs:
+        if not selects(pdb, pod):
+            continue
+        if not healthy(pod):
+            continue                                      # evicting it costs the budget nothing
+        if status_of(pdb, everyone)["disruptionsAllowed"] < 1:
+            return str((pdb.get("metadata") or {}).get("name"))
+    return None

@@ -1,0 +1,266 @@
+"""The local cluster's object store: every object, one global resourceVersion, and watch fan-out.
+
+Objects are plain dicts, copied in and out so no caller shares state with the
+store. Each write bumps the global resourceVersion and appends an event to
+its resource's history; watchers read the history from the version they
+asked for, and get Gone when it has been trimmed. Deletion honours
+finalizers: an object with finalizers only gets a deletionTimestamp, and
+goes away when the last finalizer is removed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import copy
+import dataclasses
+import datetime as dt
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+HISTORY_PER_RESOURCE = 20_000       # events kept for watches that resume from an old resourceVersion
+
+Obj = dict[str, Any]
+
+
+class StoreError(Exception):
+    """An error with an HTTP status and a Kubernetes reason."""
+
+    status = 500
+    reason = "InternalError"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
+
+
+class NotFound(StoreError):
+    status, reason = 404, "NotFound"
+
+
+class AlreadyExists(StoreError):
+    status, reason = 409, "AlreadyExists"
+
+
+class Conflict(StoreError):
+    status, reason = 409, "Conflict"
+
+
+class Invalid(StoreError):
+    status, reason = 422, "Invalid"
+
+
+class BadRequest(StoreError):
+    status, reason = 400, "BadRequest"
+
+
+class Gone(StoreError):
+    status, reason = 410, "Expired"
+
+
+class TooManyRequests(StoreError):
+    status, reason = 429, "TooManyRequests"
+
+
+class MethodNotAllowed(StoreError):
+    status, reason = 405, "MethodNotAllowed"
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    resource_version: int
+    type: str                          # ADDED | MODIFIED | DELETED
+    object: Obj
+
+
+Key = tuple[str, str]                  # (namespace or "", name)
+
+
+class Store:
+    def __init__(self) -> None:
+        self._lock = threading.Condition(threading.RLock())
+        self._objects: dict[str, dict[Key, Obj]] = collections.defaultdict(dict)
+        self._history: dict[str, list[Event]] = collections.defaultdict(list)   # oldest first
+        self._history_rvs: dict[str, list[int]] = collections.defaultdict(list)
+        self._oldest: dict[str, int] = {}         # lowest resourceVersion a watch may resume from, per resource
+        self._rv = 1
+        self.listeners: list[Callable[[str, Event], None]] = []   # called under the lock, after each write
+
+    @property
+    def resource_version(self) -> int:
+        with self._lock:
+            return self._rv
+
+    # --- reads --------------------------------------------------------------------------
+    def get(self, resource: str, namespace: str, name: str) -> Obj:
+        with self._lock:
+            obj = self._objects[resource].get((namespace, name))
+            if obj is None:
+                raise NotFound(f'{resource} "{name}" not found', details={"name": name})
+            return copy.deepcopy(obj)
+
+    def peek(self, resource: str, namespace: str, name: str) -> Obj | None:
+        """The stored object itself (no copy), for read-only use under the caller's care."""
+        with self._lock:
+            return self._objects[resource].get((namespace, name))
+
+    def list(self, resource: str, namespace: str | None = None,
+             predicate: Callable[[Obj], bool] | None = None) -> tuple[list[Obj], int]:
+        """Copies of the matching objects sorted by namespace and name, and the version they were read at."""
+        with self._lock:
+            items = [
+                copy.deepcopy(o) for (ns, _), o in sorted(self._objects[resource].items())
+                if (namespace is None or ns == namespace) and (predicate is None or predicate(o))
+            ]
+            return items, self._rv
+
+    def count(self, resource: str) -> int:
+        with self._lock:
+            return len(self._objects[resource])
+
+    # --- writes -------------------------------------------------------------------------
+    def _bump(self, resource: str, type_: str, obj: Obj) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        event = Event(self._rv, type_, copy.deepcopy(obj))
+        history, rvs = self._history[resource], self._history_rvs[resource]
+        history.append(event)
+        rvs.append(self._rv)
+        if len(history) > 2 * HISTORY_PER_RESOURCE:       # trim in bulk, so appends stay cheap
+            self._oldest[resource] = history[-HISTORY_PER_RESOURCE].resource_version
+            del history[:-HISTORY_PER_RESOURCE]
+            del rvs[:-HISTORY_PER_RESOURCE]
+        for listener in self.listeners:
+            listener(resource, event)
+        self._lock.notify_all()
+
+    def create(self, resource: str, obj: Obj) -> Obj:
+        meta = obj.setdefault("metadata", {})
+        with self._lock:
+            if not meta.get("name") and meta.get("generateName"):
+                while True:
+                    meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+                    if (meta.get("namespace", ""), meta["name"]) not in self._objects[resource]:
+                        break
+            if not meta.get("name"):
+                raise Invalid("metadata.name: Required value: name or generateName is required")
+            key = (meta.get("namespace", ""), meta["name"])
+            if key in self._objects[resource]:
+                raise AlreadyExists(f'{resource} "{meta["name"]}" already exists', details={"name": meta["name"]})
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            meta.setdefault("generation", 1)
+            meta.pop("deletionTimestamp", None)
+            stored = copy.deepcopy(obj)
+            self._objects[resource][key] = stored
+            self._bump(resource, "ADDED", stored)
+            return copy.deepcopy(stored)
+
+    def update(self, resource: str, obj: Obj, *, check_version: bool = True,
+               mutate: Callable[[Obj, Obj], None] | None = None) -> Obj:
+        """Replace an object. A resourceVersion in `obj` that is not the stored one is a Conflict.
+        `mutate(old, new)` may adjust the new object under the lock (e.g. keep status)."""
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._lock:
+            old = self._objects[resource].get(key)
+            if old is None:
+                raise NotFound(f'{resource} "{key[1]}" not found', details={"name": key[1]})
+            sent = meta.get("resourceVersion")
+            if check_version and sent and sent != old["metadata"]["resourceVersion"]:
+                raise Conflict(f'Operation cannot be fulfilled on {resource} "{key[1]}": the object has been modified; '
+                               "please apply your changes to the latest version and try again", details={"name": key[1]})
+            new = copy.deepcopy(obj)
+            nmeta = new.setdefault("metadata", {})
+            for field in ("uid", "creationTimestamp", "deletionTimestamp", "namespace", "name"):
+                if field in old["metadata"]:
+                    nmeta[field] = old["metadata"][field]
+                else:
+                    nmeta.pop(field, None)
+            if mutate is not None:
+                mutate(old, new)
+            if old["metadata"].get("deletionTimestamp"):
+                added = set(nmeta.get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
+                if added:
+                    raise Invalid(f"metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}")
+            if _spec_changed(old, new):
+                nmeta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+            else:
+                nmeta["generation"] = old["metadata"].get("generation", 1)
+            if old == {**new, "metadata": {**nmeta, "resourceVersion": old["metadata"]["resourceVersion"]}}:
+                return copy.deepcopy(old)          # no change: no new version, no event
+            if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers"):
+                del self._objects[resource][key]
+                self._bump(resource, "DELETED", new)
+                return copy.deepcopy(new)
+            self._objects[resource][key] = new
+            self._bump(resource, "MODIFIED", new)
+            return copy.deepcopy(new)
+
+    def delete(self, resource: str, namespace: str, name: str, *, precondition_uid: str | None = None,
+               precondition_rv: str | None = None) -> tuple[Obj, bool]:
+        """Delete, or mark for deletion while finalizers remain. Returns the object and whether it is gone."""
+        key = (namespace, name)
+        with self._lock:
+            old = self._objects[resource].get(key)
+            if old is None:
+                raise NotFound(f'{resource} "{name}" not found', details={"name": name})
+            if precondition_uid and old["metadata"].get("uid") != precondition_uid:
+                raise Conflict(f'Precondition failed: UID in precondition: {precondition_uid}, UID in object meta: {old["metadata"].get("uid")}')
+            if precondition_rv and old["metadata"].get("resourceVersion") != precondition_rv:
+                raise Conflict(f'Precondition failed: ResourceVersion in precondition: {precondition_rv}, '
+                               f'ResourceVersion in object meta: {old["metadata"].get("resourceVersion")}')
+            if old["metadata"].get("finalizers"):
+                if not old["metadata"].get("deletionTimestamp"):
+                    old["metadata"]["deletionTimestamp"] = now_rfc3339()
+                    old["metadata"]["deletionGracePeriodSeconds"] = 0
+                    self._bump(resource, "MODIFIED", old)
+                return copy.deepcopy(old), False
+            del self._objects[resource][key]
+            self._bump(resource, "DELETED", old)
+            return copy.deepcopy(old), True
+
+    # --- watching -----------------------------------------------------------------------
+    def watch(self, resource: str, since: int | None, *, stop: threading.Event,
+              timeout: float) -> Iterator[Event | None]:
+        """Events of `resource` after version `since` (None: from now), as they happen, until `timeout`
+        seconds pass or `stop` is set. Yields None about once a second when idle (a chance to
+        send a bookmark). Raises Gone when `since` is older than the history kept."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            cursor = self._rv if since is None else since
+        while not stop.is_set():
+            with self._lock:
+                if cursor < self._oldest.get(resource, 0):
+                    raise Gone(f"too old resource version: {cursor} ({self._oldest[resource]})")
+                pending = self._pending(resource, cursor)
+                if not pending:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return
+                    self._lock.wait(min(left, 1.0))
+                    pending = self._pending(resource, cursor)
+            for event in pending:
+                cursor = event.resource_version
+                yield event
+            if not pending:
+                if time.monotonic() >= deadline:
+                    return
+                yield None
+
+    def _pending(self, resource: str, cursor: int) -> list[Event]:
+        rvs = self._history_rvs[resource]
+        if not rvs or rvs[-1] <= cursor:
+            return []
+        return self._history[resource][bisect.bisect_right(rvs, cursor):]
+
+
+def _spec_changed(old: Obj, new: Obj) -> bool:
+    ignored = {"metadata", "status", "apiVersion", "kind"}
+    return {k: v for k, v in old.items() if k not in ignored} != {k: v for k, v in new.items() if k not in ignored}
