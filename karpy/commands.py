@@ -68,6 +68,27 @@ def plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def sim(args: argparse.Namespace) -> int:
+    import threading
+
+    from simulator.cluster import LocalCluster
+
+    if args.system_nodes < 0:
+        raise UsageError("--system-nodes must not be negative")
+    try:
+        cluster = LocalCluster(port=args.port, system_nodes=args.system_nodes)
+    except OSError as e:
+        raise UsageError(f"--port {args.port}: {e.strerror}") from None
+    cluster.write_kubeconfig(args.kubeconfig_out)
+    cluster.start()
+    log.info("Wrote kubeconfig to %s; try: kubectl --kubeconfig %s get nodes", args.kubeconfig_out, args.kubeconfig_out)
+    try:
+        threading.Event().wait()
+    finally:
+        cluster.stop()
+    return 0
+
+
 def webhook(args: argparse.Namespace) -> int:
     from serving.server import bind, prepare_metrics_dir, serve
 

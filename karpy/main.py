@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
     plan.set_defaults(run=commands.plan)
 
+    sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")
+    sim.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
+    sim.add_argument("--kubeconfig-out", required=True, help="write a kubeconfig for the cluster here")
+    sim.add_argument("--system-nodes", type=int, default=1, help="ready nodes of the static node group")
+    sim.set_defaults(run=commands.sim)
+
     hook = sub.add_parser("webhook", help="serve the Provisioner/AWSNodeTemplate admission webhook over TLS")
     hook.add_argument("--port", type=int, default=8443, help="HTTPS port (0 picks a free one)")
     hook.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a cluster)")

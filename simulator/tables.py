@@ -1,0 +1,155 @@
+"""meta.k8s.io/v1 Tables, so `kubectl get` (and `-o wide`) shows the columns it shows on a real cluster.
+
+Pods, nodes, workloads and namespaces get kubectl's usual columns; custom
+resources get their CRD's additionalPrinterColumns; anything else NAME and AGE.
+Pure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable, Sequence
+
+from simulator.resources import ResourceType
+
+Obj = dict[str, Any]
+Column = tuple[str, str, int, Callable[[Obj], Any]]    # name, type, priority (1: -o wide only), cell
+
+
+def age(obj: Obj) -> str:
+    created = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not created:
+        return "<unknown>"
+    seconds = int((dt.datetime.now(dt.timezone.utc) - dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ")
+                   .replace(tzinfo=dt.timezone.utc)).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "d" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _name(o: Obj) -> str:
+    return o["metadata"]["name"]
+
+
+def _pod_status(o: Obj) -> str:
+    if o["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    status = o.get("status") or {}
+    return status.get("reason") or status.get("phase") or "Pending"
+
+
+def _pod_ready(o: Obj) -> str:
+    statuses = (o.get("status") or {}).get("containerStatuses") or []
+    total = len((o.get("spec") or {}).get("containers") or [])
+    return f"{sum(1 for c in statuses if c.get('ready'))}/{total}"
+
+
+def _node_status(o: Obj) -> str:
+    ready = next((c for c in (o.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    text = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    if (o.get("spec") or {}).get("unschedulable"):
+        text += ",SchedulingDisabled"
+    return text
+
+
+def _address(kind: str) -> Callable[[Obj], str]:
+    return lambda o: next((a["address"] for a in (o.get("status") or {}).get("addresses") or [] if a.get("type") == kind), "<none>")
+
+
+def _replicas(field: str) -> Callable[[Obj], Any]:
+    return lambda o: (o.get("status") or {}).get(field, 0) or 0
+
+
+COLUMNS: dict[str, list[Column]] = {
+    "Pod": [
+        ("Name", "string", 0, _name), ("Ready", "string", 0, _pod_ready), ("Status", "string", 0, _pod_status),
+        ("Restarts", "string", 0, lambda o: str(sum(c.get("restartCount", 0) for c in (o.get("status") or {}).get("containerStatuses") or []))),
+        ("Age", "string", 0, age), ("IP", "string", 1, lambda o: (o.get("status") or {}).get("podIP", "<none>")),
+        ("Node", "string", 1, lambda o: (o.get("spec") or {}).get("nodeName", "<none>")),
+        ("Nominated Node", "string", 1, lambda o: "<none>"), ("Readiness Gates", "string", 1, lambda o: "<none>"),
+    ],
+    "Node": [
+        ("Name", "string", 0, _name), ("Status", "string", 0, _node_status),
+        ("Roles", "string", 0, lambda o: ",".join(sorted(k.split("/", 1)[1] for k in o["metadata"].get("labels") or {}
+                                                         if k.startswith("node-role.kubernetes.io/"))) or "<none>"),
+        ("Age", "string", 0, age), ("Version", "string", 0, lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")),
+        ("Internal-IP", "string", 1, _address("InternalIP")), ("External-IP", "string", 1, _address("ExternalIP")),
+        ("OS-Image", "string", 1, lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("osImage", "<unknown>")),
+        ("Kernel-Version", "string", 1, lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion", "<unknown>")),
+        ("Container-Runtime", "string", 1, lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion", "<unknown>")),
+    ],
+    "Deployment": [
+        ("Name", "string", 0, _name),
+        ("Ready", "string", 0, lambda o: f"{_replicas('readyReplicas')(o)}/{(o.get('spec') or {}).get('replicas', 1)}"),
+        ("Up-to-date", "integer", 0, _replicas("updatedReplicas")), ("Available", "integer", 0, _replicas("availableReplicas")),
+        ("Age", "string", 0, age),
+    ],
+    "ReplicaSet": [
+        ("Name", "string", 0, _name), ("Desired", "integer", 0, lambda o: (o.get("spec") or {}).get("replicas", 1)),
+        ("Current", "integer", 0, _replicas("replicas")), ("Ready", "integer", 0, _replicas("readyReplicas")), ("Age", "string", 0, age),
+    ],
+    "DaemonSet": [
+        ("Name", "string", 0, _name), ("Desired", "integer", 0, _replicas("desiredNumberScheduled")),
+        ("Current", "integer", 0, _replicas("currentNumberScheduled")), ("Ready", "integer", 0, _replicas("numberReady")),
+        ("Age", "string", 0, age),
+    ],
+    "Namespace": [("Name", "string", 0, _name), ("Status", "string", 0, lambda o: (o.get("status") or {}).get("phase", "Active")),
+                  ("Age", "string", 0, age)],
+    "PodDisruptionBudget": [
+        ("Name", "string", 0, _name), ("Min Available", "string", 0, lambda o: str((o.get("spec") or {}).get("minAvailable", "N/A"))),
+        ("Max Unavailable", "string", 0, lambda o: str((o.get("spec") or {}).get("maxUnavailable", "N/A"))),
+        ("Allowed Disruptions", "integer", 0, lambda o: (o.get("status") or {}).get("disruptionsAllowed", 0)), ("Age", "string", 0, age),
+    ],
+}
+
+
+def _json_path(path: str) -> Callable[[Obj], Any]:
+    parts = [p for p in path.strip().lstrip(".").split(".") if p]
+
+    def cell(o: Obj) -> Any:
+        node: Any = o
+        for part in parts:
+            node = node.get(part) if isinstance(node, dict) else None
+        return "<none>" if node is None else node
+
+    return cell
+
+
+def columns_for(t: ResourceType) -> list[Column]:
+    if t.kind in COLUMNS and not t.group.endswith(".sh"):
+        return COLUMNS[t.kind]
+    if t.printer_columns:
+        cols: list[Column] = [("Name", "string", 0, _name)]
+        for c in t.printer_columns:
+            cell = age if c.get("type") == "date" else _json_path(c.get("jsonPath", ""))
+            cols.append((c["name"], "string" if c.get("type") == "date" else c.get("type", "string"), int(c.get("priority", 0)), cell))
+        return cols
+    return [("Name", "string", 0, _name), ("Age", "string", 0, age)]
+
+
+def table(t: ResourceType, objects: Sequence[Obj], resource_version: int | str, *, include_object: str = "Metadata",
+          continue_token: str | None = None) -> dict[str, Any]:
+    cols = columns_for(t)
+    rows = []
+    for o in objects:
+        if include_object == "Object":
+            embedded: Obj = o
+        elif include_object == "None":
+            embedded = {}
+        else:
+            embedded = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata", {})}
+        rows.append({"cells": [_cell(c[3](o)) for c in cols], "object": embedded})
+    return {
+        "kind": "Table", "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": str(resource_version), **({"continue": continue_token} if continue_token else {})},
+        "columnDefinitions": [{"name": n, "type": typ, "format": "name" if n == "Name" else "", "description": n, "priority": p}
+                              for n, typ, p, _ in cols],
+        "rows": rows,
+    }
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return str(value)
+    return value
