@@ -211,10 +211,11 @@ class API:
         pod = self.store.get("pods", namespace, name)
         pdbs, _ = self.store.list("poddisruptionbudgets.policy", namespace)
         pods, _ = self.store.list("pods", namespace)
-        blocker = disruption.eviction_blocker(pod, pdbs, pods)
+        replicas = self.controller_replicas(namespace)
+        blocker = disruption.eviction_blocker(pod, pdbs, pods, replicas)
         if blocker is not None:
             pdb = next(p for p in pdbs if p["metadata"]["name"] == blocker)
-            status = disruption.status_of(pdb, pods)
+            status = disruption.status_of(pdb, pods, replicas)
             raise TooManyRequests(
                 "Cannot evict pod as it would violate the pod's disruption budget.",
                 details={"causes": [{"reason": "DisruptionBudget",
@@ -223,6 +224,14 @@ class API:
         pods_type = self.registry.get("", "v1", "pods")
         assert pods_type is not None
         self.delete(pods_type, namespace, name, options=eviction.get("deleteOptions") or {})
+
+    def controller_replicas(self, namespace: str) -> dict[str, int]:
+        """How many pods each workload controller in `namespace` wants, by its uid."""
+        out = {}
+        for key, field in (("replicasets.apps", "replicas"), ("statefulsets.apps", "replicas"), ("jobs.batch", "parallelism")):
+            for obj in self.store.list(key, namespace)[0]:
+                out[obj["metadata"]["uid"]] = int((obj.get("spec") or {}).get(field, 1) or 0)
+        return out
 
     def scale(self, t: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(t.key, namespace, name)

@@ -14,10 +14,17 @@ from typing import Any
 from simulator.apiserver import Server
 from simulator.kubeconfig import write_kubeconfig
 from simulator.resources import Registry
-from simulator.store import Store
+from simulator.store import HISTORY_PER_RESOURCE, Store
 
 log = logging.getLogger("simulator")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def node_info(name: str) -> dict[str, str]:
+    """status.nodeInfo as a kubelet reports it (every field the API declares required)."""
+    return {"kubeletVersion": "v1.31.0", "kubeProxyVersion": "v1.31.0", "osImage": "karpy local node",
+            "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://1.7.0", "architecture": "amd64",
+            "operatingSystem": "linux", "machineID": name, "systemUUID": name, "bootID": name}
 
 
 def system_node(name: str) -> dict[str, Any]:
@@ -33,16 +40,16 @@ def system_node(name: str) -> dict[str, Any]:
             "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29", "ephemeral-storage": "20Gi"},
             "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29", "ephemeral-storage": "20Gi"},
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
-            "nodeInfo": {"kubeletVersion": "v1.31.0", "osImage": "karpy local node", "kernelVersion": "6.1.0",
-                         "containerRuntimeVersion": "containerd://1.7.0", "architecture": "amd64", "operatingSystem": "linux"},
+            "nodeInfo": node_info(name),
             "addresses": [{"type": "InternalIP", "address": "10.0.0.10"}, {"type": "Hostname", "address": name}],
         },
     }
 
 
 class LocalCluster:
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, system_nodes: int = 1) -> None:
-        self.store = Store()
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, system_nodes: int = 1,
+                 history: int = HISTORY_PER_RESOURCE) -> None:
+        self.store = Store(history=history)
         self.registry = Registry()
         self.server = Server((host, port), self.store, self.registry)
         self._threads: list[threading.Thread] = []

@@ -37,10 +37,22 @@ def _scaled(value: Any, total: int) -> int:
     return int(value)
 
 
-def status_of(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for `pdb` over `pods`."""
+def _controller_uid(pod: Mapping[str, Any]) -> str | None:
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return next((r.get("uid") for r in refs if r.get("controller")), None)
+
+
+def status_of(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+              replicas: Mapping[str, int] | None = None) -> dict[str, int]:
+    """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for `pdb` over `pods`.
+
+    Expected pods are what the pods' controllers want (`replicas` by controller uid), as the
+    disruption controller counts them, so a pod evicted and not yet replaced still counts;
+    a pod without a known controller counts itself."""
     matching = [p for p in pods if selects(pdb, p)]
-    expected = len(matching)
+    owners = {uid for p in matching if (uid := _controller_uid(p)) is not None and uid in (replicas or {})}
+    expected = sum((replicas or {})[uid] for uid in owners) + sum(
+        1 for p in matching if _controller_uid(p) not in owners)
     current = sum(1 for p in matching if healthy(p))
     spec = pdb.get("spec") or {}
     if spec.get("maxUnavailable") is not None:
@@ -54,7 +66,7 @@ def status_of(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict
 
 
 def eviction_blocker(pod: Mapping[str, Any], pdbs: Iterable[Mapping[str, Any]],
-                     pods: Iterable[Mapping[str, Any]]) -> str | None:
+                     pods: Iterable[Mapping[str, Any]], replicas: Mapping[str, int] | None = None) -> str | None:
     """The name of a PDB that forbids evicting `pod` now, or None. An unhealthy pod may always go."""
     everyone = list(pods)
     for pdb in pdbs:
@@ -62,6 +74,6 @@ def eviction_blocker(pod: Mapping[str, Any], pdbs: Iterable[Mapping[str, Any]],
             continue
         if not healthy(pod):
             continue                                      # evicting it costs the budget nothing
-        if status_of(pdb, everyone)["disruptionsAllowed"] < 1:
+        if status_of(pdb, everyone, replicas)["disruptionsAllowed"] < 1:
             return str((pdb.get("metadata") or {}).get("name"))
     return None

@@ -83,7 +83,8 @@ Key = tuple[str, str]                  # (namespace or "", name)
 
 
 class Store:
-    def __init__(self) -> None:
+    def __init__(self, *, history: int = HISTORY_PER_RESOURCE) -> None:
+        self._keep = history
         self._lock = threading.Condition(threading.RLock())
         self._objects: dict[str, dict[Key, Obj]] = collections.defaultdict(dict)
         self._history: dict[str, list[Event]] = collections.defaultdict(list)   # oldest first
@@ -132,10 +133,10 @@ class Store:
         history, rvs = self._history[resource], self._history_rvs[resource]
         history.append(event)
         rvs.append(self._rv)
-        if len(history) > 2 * HISTORY_PER_RESOURCE:       # trim in bulk, so appends stay cheap
-            self._oldest[resource] = history[-HISTORY_PER_RESOURCE].resource_version
-            del history[:-HISTORY_PER_RESOURCE]
-            del rvs[:-HISTORY_PER_RESOURCE]
+        if len(history) > 2 * self._keep:                # trim in bulk, so appends stay cheap
+            self._oldest[resource] = history[-self._keep].resource_version
+            del history[:-self._keep]
+            del rvs[:-self._keep]
         for listener in self.listeners:
             listener(resource, event)
         self._lock.notify_all()
