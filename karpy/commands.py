@@ -76,7 +76,8 @@ def sim(args: argparse.Namespace) -> int:
     if args.system_nodes < 0:
         raise UsageError("--system-nodes must not be negative")
     try:
-        cluster = LocalCluster(port=args.port, system_nodes=args.system_nodes)
+        cluster = LocalCluster(port=args.port, system_nodes=args.system_nodes, boot_delay=args.boot_delay,
+                               scheduler_config=args.scheduler_config)
     except OSError as e:
         raise UsageError(f"--port {args.port}: {e.strerror}") from None
     cluster.write_kubeconfig(args.kubeconfig_out)

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
     sim.add_argument("--kubeconfig-out", required=True, help="write a kubeconfig for the cluster here")
     sim.add_argument("--system-nodes", type=int, default=1, help="ready nodes of the static node group")
+    sim.add_argument("--boot-delay", type=float, default=2.0, help="seconds from a node's creation to Ready")
+    sim.add_argument("--scheduler-config", help="KubeSchedulerConfiguration whose extenders the scheduler calls")
     sim.set_defaults(run=commands.sim)
 
     hook = sub.add_parser("webhook", help="serve the Provisioner/AWSNodeTemplate admission webhook over TLS")

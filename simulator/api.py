@@ -162,14 +162,11 @@ class API:
         if dry_run:
             return current, False
         preconditions = options.get("preconditions") or {}
+        grace = 0
         if t.kind == "Pod" and self._graceful(current, options):
-            current["metadata"]["deletionTimestamp"] = current["metadata"].get("deletionTimestamp") or now_rfc3339()
-            current["metadata"]["deletionGracePeriodSeconds"] = int(options.get("gracePeriodSeconds")
-                                                                   or current["spec"].get("terminationGracePeriodSeconds") or 30)
-            updated = self.store.update(t.key, current, check_version=False)
-            return updated, False                         # the kubelet finishes it
+            grace = int(options.get("gracePeriodSeconds") or current["spec"].get("terminationGracePeriodSeconds") or 30)
         obj, gone = self.store.delete(t.key, ns, name, precondition_uid=preconditions.get("uid"),
-                                      precondition_rv=preconditions.get("resourceVersion"))
+                                      precondition_rv=preconditions.get("resourceVersion"), grace_period=grace)
         if options.get("propagationPolicy") != "Orphan":
             self._delete_dependents(t, obj)
         if gone:
@@ -177,7 +174,8 @@ class API:
         return obj, gone
 
     def _graceful(self, pod: Obj, options: dict[str, Any]) -> bool:
-        """A pod that runs on a node is stopped by its kubelet before it goes, unless the grace period is 0."""
+        """A pod that runs on a node is stopped by its kubelet before it goes (the kubelet deletes it
+        again with grace period 0), unless the grace period asked for is 0."""
         grace = options.get("gracePeriodSeconds")
         return bool((pod.get("spec") or {}).get("nodeName")) and grace not in (0, "0") and \
             (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Pending")

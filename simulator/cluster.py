@@ -11,20 +11,20 @@ import logging
 import threading
 from typing import Any
 
+from kubernetes.client import ApiClient, Configuration
+
 from simulator.apiserver import Server
+from simulator.client import Informer, RawClient
 from simulator.kubeconfig import write_kubeconfig
+from simulator.kubelet import Kubelets, node_info
+from simulator.loop import Loop
 from simulator.resources import Registry
+from simulator.scheduler import Scheduler, load_extenders
 from simulator.store import HISTORY_PER_RESOURCE, Store
+from simulator.workloads import Workloads
 
 log = logging.getLogger("simulator")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-def node_info(name: str) -> dict[str, str]:
-    """status.nodeInfo as a kubelet reports it (every field the API declares required)."""
-    return {"kubeletVersion": "v1.31.0", "kubeProxyVersion": "v1.31.0", "osImage": "karpy local node",
-            "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://1.7.0", "architecture": "amd64",
-            "operatingSystem": "linux", "machineID": name, "systemUUID": name, "bootID": name}
 
 
 def system_node(name: str) -> dict[str, Any]:
@@ -47,12 +47,22 @@ def system_node(name: str) -> dict[str, Any]:
 
 
 class LocalCluster:
+    """The API server, and around it (unless `controllers` is False) the scheduler, the kubelets
+    and the workload controllers, which reach the API server over HTTP with the official client."""
+
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, system_nodes: int = 1,
-                 history: int = HISTORY_PER_RESOURCE) -> None:
+                 history: int = HISTORY_PER_RESOURCE, controllers: bool = True, boot_delay: float = 2.0,
+                 scheduler_config: str | None = None) -> None:
         self.store = Store(history=history)
         self.registry = Registry()
         self.server = Server((host, port), self.store, self.registry)
         self._threads: list[threading.Thread] = []
+        self._controllers = controllers
+        self._boot_delay = boot_delay
+        self._extenders = load_extenders(scheduler_config)
+        self._informers: list[Informer] = []
+        self._loops: list[Loop] = []
+        self._api_client: ApiClient | None = None
         for name in SYSTEM_NAMESPACES:
             self.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
                                              "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
@@ -71,10 +81,42 @@ class LocalCluster:
         thread.start()
         self._threads.append(thread)
         log.info("Local cluster serving on %s", self.url)
+        if self._controllers:
+            self._start_controllers()
+
+    def _start_controllers(self) -> None:
+        configuration = Configuration(host=self.url)
+        self._api_client = ApiClient(configuration)
+        client = RawClient(self._api_client)
+        informers = {plural: Informer(client, version, plural) for version, plural in (
+            ("v1", "nodes"), ("v1", "pods"), ("apps/v1", "deployments"), ("apps/v1", "replicasets"),
+            ("apps/v1", "statefulsets"), ("apps/v1", "daemonsets"), ("batch/v1", "jobs"), ("policy/v1", "poddisruptionbudgets"))}
+        kubelets = Kubelets(client, informers["nodes"], informers["pods"], boot_delay=self._boot_delay)
+        scheduler = Scheduler(client, informers["nodes"], informers["pods"], extenders=self._extenders)
+        workloads = Workloads(client, informers)
+        loops = {"kubelets": Loop("kubelets", kubelets.reconcile), "scheduler": Loop("scheduler", scheduler.reconcile),
+                 "workloads": Loop("workloads", workloads.reconcile)}
+        informers["nodes"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]
+        informers["pods"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]
+        for plural, informer in informers.items():
+            if plural not in ("nodes", "pods"):
+                informer.handlers.append(loops["workloads"].kick)
+        self._informers = list(informers.values())
+        self._loops = list(loops.values())
+        for informer in self._informers:
+            informer.start()
+        for loop in self._loops:
+            loop.start()
 
     def stop(self) -> None:
+        for informer in self._informers:
+            informer.stop()
         self.server.stopping.set()
         self.server.shutdown()
         self.server.server_close()
+        for loop in self._loops:
+            loop.stop()
         for thread in self._threads:
             thread.join(timeout=5)
+        if self._api_client is not None:
+            self._api_client.close()

@@ -205,8 +205,9 @@ class Store:
             return copy.deepcopy(new)
 
     def delete(self, resource: str, namespace: str, name: str, *, precondition_uid: str | None = None,
-               precondition_rv: str | None = None) -> tuple[Obj, bool]:
-        """Delete, or mark for deletion while finalizers remain. Returns the object and whether it is gone."""
+               precondition_rv: str | None = None, grace_period: int = 0) -> tuple[Obj, bool]:
+        """Delete, or mark for deletion while finalizers remain or a grace period runs (the kubelet
+        then finishes it). Returns the object and whether it is gone."""
         key = (namespace, name)
         with self._lock:
             old = self._objects[resource].get(key)
@@ -217,10 +218,10 @@ class Store:
             if precondition_rv and old["metadata"].get("resourceVersion") != precondition_rv:
                 raise Conflict(f'Precondition failed: ResourceVersion in precondition: {precondition_rv}, '
                                f'ResourceVersion in object meta: {old["metadata"].get("resourceVersion")}')
-            if old["metadata"].get("finalizers"):
+            if old["metadata"].get("finalizers") or grace_period > 0:
                 if not old["metadata"].get("deletionTimestamp"):
                     old["metadata"]["deletionTimestamp"] = now_rfc3339()
-                    old["metadata"]["deletionGracePeriodSeconds"] = 0
+                    old["metadata"]["deletionGracePeriodSeconds"] = grace_period
                     self._bump(resource, "MODIFIED", old)
                 return copy.deepcopy(old), False
             del self._objects[resource][key]

@@ -53,3 +53,22 @@ def expect_json_error(response: requests.Response, status: int = 400) -> str:
     body = response.json()
     assert body["message"]
     return str(body["message"])
+
+
+def eventually(check: Any, *, timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Call `check` until it returns a truthy value (returned) or raises no AssertionError; else fail."""
+    __tracebackhide__ = True
+    import time
+
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+            last = None
+        except AssertionError as e:
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"not within {timeout}s: {last or 'condition stayed false'}")

@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 from apis.labels import DO_NOT_EVICT, normalize
 from apis.quantity import QuantityError
 from apis.requirements import Requirement, Requirements
-from apis.resources import PODS, Resources
+from apis.pods import pod_requests
+from apis.resources import Resources
 from apis.selectors import LabelSelector
 
 ALL_NAMESPACES: frozenset[str] = frozenset({"*"})
@@ -195,29 +196,10 @@ def _expressions(expressions: Sequence[Mapping[str, Any]]) -> list[Requirement]:
 
 
 def _requests(spec: Mapping[str, Any]) -> Resources:
-    """max(sum of containers, largest init container) + overhead, plus one pod."""
     try:
-        containers = Resources()
-        for i, c in enumerate(spec.get("containers") or []):
-            containers = containers + _container_requests(c, f"spec.containers[{i}]")
-        init = Resources()
-        for i, c in enumerate(spec.get("initContainers") or []):
-            init = init.max_with(_container_requests(c, f"spec.initContainers[{i}]"))
-        total = containers.max_with(init) + Resources.parse(spec.get("overhead"))
+        return pod_requests(spec)
     except QuantityError as e:
         raise PodError(str(e)) from None
-    total[PODS] = total.get(PODS, 0) + 1000
-    return total
-
-
-def _container_requests(container: Mapping[str, Any], path: str) -> Resources:
-    resources = container.get("resources") or {}
-    try:
-        requests = Resources.parse(resources.get("limits"))   # limits stand in for missing requests
-        requests.update(Resources.parse(resources.get("requests")))
-    except QuantityError as e:
-        raise QuantityError(f"{path}.resources.{e}") from None
-    return requests
 
 
 def _spreads(spec: Mapping[str, Any], namespace: str) -> list[SpreadConstraint]:

@@ -1,0 +1,35 @@
+"""What a pod asks of a node: its effective resource requests, as kube-scheduler computes them.
+
+max(sum of containers, largest init container) + pod overhead, plus one pod;
+a container's limits stand in for requests it does not state. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from apis.quantity import QuantityError
+from apis.resources import PODS, Resources
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """Raises QuantityError naming the container field that does not parse."""
+    containers = Resources()
+    for i, c in enumerate(spec.get("containers") or []):
+        containers = containers + container_requests(c, f"spec.containers[{i}]")
+    init = Resources()
+    for i, c in enumerate(spec.get("initContainers") or []):
+        init = init.max_with(container_requests(c, f"spec.initContainers[{i}]"))
+    total = containers.max_with(init) + Resources.parse(spec.get("overhead"))
+    total[PODS] = total.get(PODS, 0) + 1000
+    return total
+
+
+def container_requests(container: Mapping[str, Any], path: str) -> Resources:
+    resources = container.get("resources") or {}
+    try:
+        requests = Resources.parse(resources.get("limits"))   # limits stand in for missing requests
+        requests.update(Resources.parse(resources.get("requests")))
+    except QuantityError as e:
+        raise QuantityError(f"{path}.resources.{e}") from None
+    return requests

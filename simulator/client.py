@@ -1,0 +1,174 @@
+"""The official `kubernetes` client, used raw: JSON dicts in and out, and watches as line streams.
+
+The local cluster's scheduler, kubelets and controllers talk to its API server
+through this over HTTP, like any client. Typed models are skipped on purpose:
+a 10,000-pod list decodes in milliseconds as JSON and in seconds as models.
+`Informer` keeps a list+watch cache of one resource and tells a callback what
+changed, relisting after a 410 or a dropped connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.parse
+from typing import Any, Callable, Iterator
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("simulator.client")
+Obj = dict[str, Any]
+
+
+class RawClient:
+    def __init__(self, api_client: ApiClient) -> None:
+        self.api_client = api_client
+
+    def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+                content_type: str = "application/json", timeout: float | None = 30) -> Any:
+        """Send one request; returns the decoded JSON. Raises ApiException on an error status."""
+        response = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        data = response.read()
+        if response.status >= 400:
+            raise ApiException(http_resp=response)
+        return json.loads(data) if data else None
+
+    def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any, content_type: str,
+              timeout: float | tuple[float, float] | None) -> Any:
+        _, url, headers, payload, _ = self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json", "Content-Type": content_type}, body=body)
+        return self.api_client.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
+
+    # conveniences, by path -------------------------------------------------------------
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query or None)
+
+    def create(self, path: str, body: Obj) -> Obj:
+        return self.request("POST", path, body=body)
+
+    def patch(self, path: str, body: Any, content_type: str = "application/merge-patch+json") -> Obj:
+        return self.request("PATCH", path, body=body, content_type=content_type)
+
+    def delete(self, path: str, **options: Any) -> Any:
+        return self.request("DELETE", path, body=options or None)
+
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int = 300) -> Iterator[Obj]:
+        """Watch events from `resource_version` on; raises ApiException(410) when it is too old."""
+        query = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+                 "timeoutSeconds": timeout_seconds}
+        response = self._send("GET", path, query=query, body=None, content_type="application/json",
+                              timeout=(10, timeout_seconds + 30))
+        if response.status >= 400:
+            response.read()
+            raise ApiException(http_resp=response)
+        buffer = b""
+        try:
+            for chunk in response.response.stream(65536, decode_content=False):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise ApiException(status=int(status.get("code") or 500), reason=status.get("message"))
+                    yield event
+        finally:
+            response.response.release_conn()
+
+
+def path_of(api_version: str, plural: str, namespace: str | None = None, name: str | None = None,
+            subresource: str | None = None) -> str:
+    """The REST path of a resource (`v1`, `pods`, `default`, `web-1`, `status`)."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{urllib.parse.quote(namespace)}"
+    base += f"/{plural}"
+    if name:
+        base += f"/{urllib.parse.quote(name)}"
+    if subresource:
+        base += f"/{subresource}"
+    return base
+
+
+Handler = Callable[[str, Obj], None]      # (ADDED | MODIFIED | DELETED, object)
+
+
+class Informer:
+    """A list+watch cache of one resource across all namespaces."""
+
+    def __init__(self, client: RawClient, api_version: str, plural: str) -> None:
+        self.client, self.api_version, self.plural = client, api_version, plural
+        self.handlers: list[Handler] = []
+        self.cache: dict[tuple[str, str], Obj] = {}
+        self.lock = threading.Lock()
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"informer-{plural}", daemon=True)
+
+    def start(self) -> Informer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def items(self) -> list[Obj]:
+        with self.lock:
+            return list(self.cache.values())
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        with self.lock:
+            return self.cache.get((namespace, name))
+
+    def _notify(self, kind: str, obj: Obj) -> None:
+        for handler in self.handlers:
+            try:
+                handler(kind, obj)
+            except Exception:  # a handler's bug must not stop the cache
+                log.exception("%s handler failed", self.plural)
+
+    def _run(self) -> None:
+        path = path_of(self.api_version, self.plural)
+        while not self._stop.is_set():
+            try:
+                listed = self.client.get(path)
+                fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in listed.get("items") or []}
+                with self.lock:
+                    gone = [o for k, o in self.cache.items() if k not in fresh]
+                    self.cache = fresh
+                for obj in gone:
+                    self._notify("DELETED", obj)
+                for obj in fresh.values():
+                    self._notify("MODIFIED", obj)
+                self.synced.set()
+                rv = listed["metadata"]["resourceVersion"]
+                while not self._stop.is_set():
+                    for event in self.client.watch(path, resource_version=rv):
+                        obj = event["object"]
+                        rv = obj["metadata"].get("resourceVersion", rv)
+                        if event["type"] == "BOOKMARK":
+                            if self._stop.is_set():
+                                return
+                            continue
+                        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+                        with self.lock:
+                            if event["type"] == "DELETED":
+                                self.cache.pop(key, None)
+                            else:
+                                self.cache[key] = obj
+                        self._notify(event["type"], obj)
+            except ApiException as e:
+                if e.status != 410:
+                    log.warning("watching %s: %s; relisting", self.plural, e.reason)
+                    time.sleep(0.5)
+            except Exception as e:  # connection dropped, server stopping: relist after a pause
+                if self._stop.is_set():
+                    return
+                log.debug("watching %s: %s; relisting", self.plural, e)
+                time.sleep(0.5)

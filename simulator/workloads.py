@@ -1,0 +1,237 @@
+"""Workload controllers: Deployment -> ReplicaSet -> Pods, StatefulSet, DaemonSet, Job, and PDB status.
+
+Each pass reads the informers' caches, compares what each workload wants
+with what exists, and makes the difference through the API server. Pods
+carry a controller ownerReference, so deleting a workload removes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import time
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from apis.requirements import Requirements
+from apis.selectors import Taint, untolerated
+from simulator import disruption
+from simulator.client import Informer, RawClient, path_of
+
+log = logging.getLogger("simulator.workloads")
+Obj = dict[str, Any]
+SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def owner_ref(obj: Obj) -> dict[str, Any]:
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def controlled_by(obj: Obj, owner: Obj) -> bool:
+    uid = owner["metadata"]["uid"]
+    return any(r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
+
+
+def template_hash(template: Obj) -> str:
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def ready(pod: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+class Workloads:
+    def __init__(self, client: RawClient, informers: dict[str, Informer]) -> None:
+        self.client = client
+        self.i = informers
+        # Expectations: pods this controller created or deleted that the cache has not shown yet,
+        # so a pass on a stale cache does not create or delete them twice.
+        self._created: dict[str, dict[str, float]] = {}     # owner uid -> pod name -> give up at
+        self._deleted: dict[str, float] = {}                 # namespace/name -> give up at
+        self._on_node: dict[str, dict[str, float]] = {}      # daemonset uid -> node -> give up at
+
+    def reconcile(self) -> float | None:
+        now = time.monotonic()
+        pods = self.i["pods"].items()
+        seen = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+        self._deleted = {k: t for k, t in self._deleted.items() if t > now and k in seen}
+        for uid in list(self._created):
+            self._created[uid] = {n: t for n, t in self._created[uid].items() if t > now and n not in seen}
+        pods = [p for p in pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" not in self._deleted]
+        for d in self.i["deployments"].items():
+            self._deployment(d)
+        replicasets = self.i["replicasets"].items()
+        for rs in replicasets:
+            self._replicas(rs, pods, "replicas", ordinal=False)
+        for sts in self.i["statefulsets"].items():
+            self._replicas(sts, pods, "replicas", ordinal=True)
+        for job in self.i["jobs"].items():
+            self._replicas(job, pods, "parallelism", ordinal=False)
+        nodes = self.i["nodes"].items()
+        for ds in self.i["daemonsets"].items():
+            self._daemonset(ds, pods, nodes)
+        for pdb in self.i["poddisruptionbudgets"].items():
+            self._pdb(pdb, pods, replicasets)
+        return None
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _write(self, action: str, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except ApiException as e:
+            if e.status not in (404, 409):
+                log.warning("%s: %s", action, e.reason)
+
+    def _status(self, obj: Obj, plural: str, status: dict[str, Any]) -> None:
+        current = obj.get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return
+        meta = obj["metadata"]
+        self._write(f"status of {plural} {meta['name']}", self.client.patch,
+                    path_of(obj["apiVersion"], plural, meta.get("namespace"), meta["name"], "status"), {"status": status})
+
+    def _create_pod(self, owner: Obj, name: str | None, node_name: str | None = None) -> None:
+        template = copy.deepcopy((owner.get("spec") or {}).get("template") or {})
+        meta = template.get("metadata") or {}
+        pod_meta: dict[str, Any] = {"namespace": owner["metadata"]["namespace"], "labels": dict(meta.get("labels") or {}),
+                                    "annotations": dict(meta.get("annotations") or {}), "ownerReferences": [owner_ref(owner)]}
+        if name:
+            pod_meta["name"] = name
+        else:
+            pod_meta["generateName"] = f"{owner['metadata']['name']}-"
+        spec = template.get("spec") or {}
+        if node_name:
+            spec["nodeName"] = node_name
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+        try:
+            created = self.client.create(path_of("v1", "pods", pod_meta["namespace"]), body)
+        except ApiException as e:
+            if e.status not in (404, 409):
+                log.warning("creating a pod for %s %s: %s", owner["kind"], owner["metadata"]["name"], e.reason)
+            return
+        key = f"{pod_meta['namespace']}/{created['metadata']['name']}"
+        self._created.setdefault(owner["metadata"]["uid"], {})[key] = time.monotonic() + 10
+
+    def _in_flight(self, owner: Obj) -> int:
+        """Pods created for `owner` that the cache does not show yet."""
+        return len(self._created.get(owner["metadata"]["uid"], {}))
+
+    def _delete_pod(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        self._deleted[f"{meta['namespace']}/{meta['name']}"] = time.monotonic() + 10
+        self._write(f"deleting pod {meta['name']}", self.client.delete, path_of("v1", "pods", meta["namespace"], meta["name"]))
+
+    # --- controllers ---------------------------------------------------------------------------------
+    def _deployment(self, d: Obj) -> None:
+        spec, meta = d.get("spec") or {}, d["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        wanted = f"{meta['name']}-{template_hash(spec.get('template') or {})}"
+        owned = [rs for rs in self.i["replicasets"].items() if controlled_by(rs, d)]
+        replicas = int(spec.get("replicas", 1))
+        current = next((rs for rs in owned if rs["metadata"]["name"] == wanted), None)
+        if current is None:
+            template = copy.deepcopy(spec.get("template") or {})
+            template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = wanted.rsplit("-", 1)[1]
+            body = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": wanted, "namespace": meta["namespace"], "labels": dict(template["metadata"]["labels"]),
+                                 "ownerReferences": [owner_ref(d)]},
+                    "spec": {"replicas": replicas, "selector": spec.get("selector") or {}, "template": template}}
+            self._write(f"creating replicaset {wanted}", self.client.create, path_of("apps/v1", "replicasets", meta["namespace"]), body)
+        elif (current.get("spec") or {}).get("replicas") != replicas:
+            self._write(f"scaling replicaset {wanted}", self.client.patch,
+                        path_of("apps/v1", "replicasets", meta["namespace"], wanted), {"spec": {"replicas": replicas}})
+        for rs in owned:
+            if rs["metadata"]["name"] != wanted and (rs.get("spec") or {}).get("replicas"):
+                self._write(f"scaling down {rs['metadata']['name']}", self.client.patch,
+                            path_of("apps/v1", "replicasets", meta["namespace"], rs["metadata"]["name"]), {"spec": {"replicas": 0}})
+        statuses = [rs.get("status") or {} for rs in owned]
+        ready_count = sum(s.get("readyReplicas", 0) for s in statuses)
+        self._status(d, "deployments", {
+            "observedGeneration": meta.get("generation", 1), "replicas": sum(s.get("replicas", 0) for s in statuses),
+            "updatedReplicas": (current or {}).get("status", {}).get("replicas", 0) if current else 0,
+            "readyReplicas": ready_count, "availableReplicas": ready_count,
+            "unavailableReplicas": max(0, replicas - ready_count)})
+
+    def _replicas(self, owner: Obj, pods: list[Obj], field: str, *, ordinal: bool) -> None:
+        meta, spec = owner["metadata"], owner.get("spec") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        plural = {"ReplicaSet": "replicasets", "StatefulSet": "statefulsets", "Job": "jobs"}[owner["kind"]]
+        mine = [p for p in pods if controlled_by(p, owner) and not p["metadata"].get("deletionTimestamp")]
+        active = [p for p in mine if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        want = int(spec.get(field, 1) if spec.get(field) is not None else 1)
+        if ordinal:
+            names = {p["metadata"]["name"] for p in active}
+            for i in range(want):
+                if f"{meta['name']}-{i}" not in names:
+                    self._create_pod(owner, f"{meta['name']}-{i}")
+            for p in active:
+                suffix = p["metadata"]["name"].rsplit("-", 1)[-1]
+                if not suffix.isdigit() or int(suffix) >= want:
+                    self._delete_pod(p)
+        else:
+            for _ in range(want - len(active) - self._in_flight(owner)):
+                self._create_pod(owner, None)
+            if len(active) > want:
+                # unscheduled first, then not ready, then the newest
+                victims = sorted(active, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), ready(p),
+                                                       p["metadata"].get("creationTimestamp", "")), reverse=False)
+                for p in victims[:len(active) - want]:
+                    self._delete_pod(p)
+        ready_count = sum(1 for p in active if ready(p))
+        status: dict[str, Any] = {"replicas": len(active), "readyReplicas": ready_count, "availableReplicas": ready_count,
+                                  "observedGeneration": meta.get("generation", 1)}
+        if owner["kind"] == "Job":
+            status = {"active": len(active), "ready": ready_count}
+        self._status(owner, plural, status)
+
+    def _daemonset(self, ds: Obj, pods: list[Obj], nodes: list[Obj]) -> None:
+        meta, spec = ds["metadata"], ds.get("spec") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        template_spec = (spec.get("template") or {}).get("spec") or {}
+        tolerations = list(template_spec.get("tolerations") or [])
+        requirements = Requirements.from_labels(template_spec.get("nodeSelector"))
+        terms = ((((template_spec.get("affinity") or {}).get("nodeAffinity") or {})
+                  .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+        mine = {(p.get("spec") or {}).get("nodeName"): p for p in pods if controlled_by(p, ds) and not p["metadata"].get("deletionTimestamp")}
+        eligible = []
+        for node in nodes:
+            if node["metadata"].get("deletionTimestamp"):
+                continue
+            taints = [Taint.parse(t) for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in SCHEDULING_EFFECTS]
+            labels = node["metadata"].get("labels") or {}
+            if untolerated(tolerations, taints) or not _selects(requirements, labels):
+                continue
+            if terms and not any(_selects(Requirements.from_node_selector_requirements(t.get("matchExpressions") or []), labels)
+                                 for t in terms):
+                continue
+            eligible.append(node["metadata"]["name"])
+            if node["metadata"]["name"] not in mine and not self._created_on(ds, node["metadata"]["name"]):
+                self._create_pod(ds, None, node_name=node["metadata"]["name"])
+                self._on_node.setdefault(ds["metadata"]["uid"], {})[node["metadata"]["name"]] = time.monotonic() + 10
+        for node_name, pod in mine.items():
+            if node_name not in eligible:
+                self._delete_pod(pod)
+        ready_count = sum(1 for p in mine.values() if ready(p))
+        self._status(ds, "daemonsets", {"desiredNumberScheduled": len(eligible), "currentNumberScheduled": len(mine),
+                                        "numberReady": ready_count, "numberMisscheduled": 0,
+                                        "observedGeneration": meta.get("generation", 1)})
+
+    def _created_on(self, ds: Obj, node: str) -> bool:
+        return self._on_node.get(ds["metadata"]["uid"], {}).get(node, 0) > time.monotonic()
+
+    def _pdb(self, pdb: Obj, pods: list[Obj], replicasets: list[Obj]) -> None:
+        replicas = {rs["metadata"]["uid"]: int((rs.get("spec") or {}).get("replicas", 1)) for rs in replicasets}
+        counts = disruption.status_of(pdb, pods, replicas)
+        self._status(pdb, "poddisruptionbudgets", {**counts, "observedGeneration": pdb["metadata"].get("generation", 1)})
+
+
+def _selects(reqs: Requirements, labels: dict[str, str]) -> bool:
+    return all((labels.get(k) is not None and r.has(labels[k])) or (k not in labels and r.allows_absent) for k, r in reqs.items())
+
