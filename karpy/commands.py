@@ -77,7 +77,7 @@ def sim(args: argparse.Namespace) -> int:
         raise UsageError("--system-nodes must not be negative")
     try:
         cluster = LocalCluster(port=args.port, system_nodes=args.system_nodes, boot_delay=args.boot_delay,
-                               scheduler_config=args.scheduler_config)
+                               scheduler_config=args.scheduler_config, controllers=not args.no_controllers)
     except OSError as e:
         raise UsageError(f"--port {args.port}: {e.strerror}") from None
     cluster.write_kubeconfig(args.kubeconfig_out)

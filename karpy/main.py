@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--system-nodes", type=int, default=1, help="ready nodes of the static node group")
     sim.add_argument("--boot-delay", type=float, default=2.0, help="seconds from a node's creation to Ready")
     sim.add_argument("--scheduler-config", help="KubeSchedulerConfiguration whose extenders the scheduler calls")
+    sim.add_argument("--no-controllers", action="store_true", help="serve the API only: no scheduler, kubelets or controllers")
     sim.set_defaults(run=commands.sim)
 
     hook = sub.add_parser("webhook", help="serve the Provisioner/AWSNodeTemplate admission webhook over TLS")
