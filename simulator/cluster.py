@@ -14,10 +14,10 @@ from typing import Any
 from kubernetes.client import ApiClient, Configuration
 
 from simulator.apiserver import Server
-from simulator.client import Informer, RawClient
+from kubeclient.raw import Informer, RawClient
 from simulator.kubeconfig import write_kubeconfig
 from simulator.kubelet import Kubelets, node_info
-from simulator.loop import Loop
+from kubeclient.loop import Loop
 from simulator.resources import Registry
 from simulator.scheduler import Scheduler, load_extenders
 from simulator.store import HISTORY_PER_RESOURCE, Store

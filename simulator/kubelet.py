@@ -16,7 +16,7 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 
 from apis.labels import TAINT_NOT_READY, TAINT_UNREACHABLE
-from simulator.client import Informer, RawClient, path_of
+from kubeclient.raw import Informer, RawClient, path_of
 from simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.kubelet")

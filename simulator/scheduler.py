@@ -27,8 +27,8 @@ from apis.quantity import QuantityError
 from apis.requirements import Requirements
 from apis.resources import Resources
 from apis.selectors import LabelSelector, Taint, untolerated
-from simulator import events
-from simulator.client import Informer, RawClient, path_of
+from kubeclient import events
+from kubeclient.raw import Informer, RawClient, path_of
 from simulator.kubelet import node_ready
 from simulator.store import now_rfc3339
 

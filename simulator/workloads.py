@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from apis.requirements import Requirements
 from apis.selectors import Taint, untolerated
 from simulator import disruption
-from simulator.client import Informer, RawClient, path_of
+from kubeclient.raw import Informer, RawClient, path_of
 
 log = logging.getLogger("simulator.workloads")
 Obj = dict[str, Any]

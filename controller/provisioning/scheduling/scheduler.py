@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -152,8 +152,10 @@ def sort_key(pod: PodInfo) -> tuple[int, int, str]:
 
 
 class Scheduler:
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterSnapshot, *, name_node: Callable[[str, int], str] = node_name) -> None:
+        """`name_node(provisioner, index)` names planned nodes (stable names by default, for plans)."""
         self.snapshot = snapshot
+        self._name_node = name_node
         self.well_known = wk.WELL_KNOWN_LABELS | snapshot.catalog.known_label_keys()
         live = [p for p in snapshot.provisioners if not p.metadata.deletion_timestamp]
         self.provisioners = {p.name: p for p in live}
@@ -359,7 +361,7 @@ class Scheduler:
     def _hostname(self, provisioner: str) -> str:
         index = self._names[provisioner]
         self._names[provisioner] += 1
-        name = node_name(provisioner, index)
+        name = self._name_node(provisioner, index)
         self.topology.add_domain(wk.HOSTNAME, name)
         return name
 

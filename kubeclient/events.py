@@ -8,10 +8,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from simulator.client import RawClient, path_of
-from simulator.store import now_rfc3339
+from kubeclient.raw import RawClient, path_of
+from kubeclient.raw import now_rfc3339
 
-log = logging.getLogger("simulator.events")
+log = logging.getLogger("kubeclient.events")
 
 
 def record(client: RawClient, obj: dict[str, Any], *, reason: str, message: str, component: str,

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Callable
 
-log = logging.getLogger("simulator")
+log = logging.getLogger("kubeclient.loop")
 
 
 class Loop:

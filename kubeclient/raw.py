@@ -1,7 +1,7 @@
 """The official `kubernetes` client, used raw: JSON dicts in and out, and watches as line streams.
 
-The local cluster's scheduler, kubelets and controllers talk to its API server
-through this over HTTP, like any client. Typed models are skipped on purpose:
+The controller and the local cluster's scheduler, kubelets and controllers
+talk to an API server through this over HTTP, like any client. Typed models are skipped on purpose:
 a 10,000-pod list decodes in milliseconds as JSON and in seconds as models.
 `Informer` keeps a list+watch cache of one resource and tells a callback what
 changed, relisting after a 410 or a dropped connection.
@@ -9,6 +9,7 @@ changed, relisting after a 410 or a dropped connection.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import threading
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterator
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-log = logging.getLogger("simulator.client")
+log = logging.getLogger("kubeclient")
 Obj = dict[str, Any]
 
 
@@ -80,6 +81,10 @@ class RawClient:
                     yield event
         finally:
             response.response.release_conn()
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def path_of(api_version: str, plural: str, namespace: str | None = None, name: str | None = None,

@@ -1,0 +1,41 @@
+"""Time, injected: the real clock in the operator, a stepped one in tests."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+
+class Clock:
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.timezone.utc)
+
+
+class FakeClock(Clock):
+    """A clock that moves only when a test steps it."""
+
+    def __init__(self, start: dt.datetime | None = None) -> None:
+        self._now = start or dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+        self._lock = threading.Lock()
+
+    def now(self) -> dt.datetime:
+        with self._lock:
+            return self._now
+
+    def step(self, seconds: float) -> None:
+        with self._lock:
+            self._now += dt.timedelta(seconds=seconds)
+
+
+def parse_time(text: str | None) -> dt.datetime | None:
+    """An RFC 3339 timestamp as the API server writes it, or None."""
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
