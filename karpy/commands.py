@@ -90,6 +90,40 @@ def sim(args: argparse.Namespace) -> int:
     return 0
 
 
+def controller(args: argparse.Namespace) -> int:
+    import threading
+
+    from controller.cloudprovider.catalog import BUILT_IN, built_in
+    from controller.operator import Operator, Settings
+    from controller.plan.inputs import PlanInputError, load
+
+    if args.cloud_provider == "aws":
+        raise UsageError("--cloud-provider aws is not available yet; use --cloud-provider fake")
+    if args.catalog in BUILT_IN:
+        catalog = built_in(args.catalog)
+    else:
+        try:
+            catalog = load([], catalog=args.catalog).snapshot.catalog
+        except PlanInputError as e:
+            raise UsageError("; ".join(e.problems)) from None
+    settings = Settings(kubeconfig=args.kubeconfig, cloud_provider=args.cloud_provider, cluster_name=args.cluster_name,
+                        batch_idle_seconds=args.batch_idle_duration, batch_max_seconds=args.batch_max_duration,
+                        metrics_port=args.metrics_port, health_port=args.health_port, leader_elect=args.leader_elect,
+                        leader_namespace=args.leader_election_namespace)
+    try:
+        operator = Operator(settings, catalog)
+    except OSError as e:
+        raise UsageError(f"starting the controller: {e}") from None
+    log.info("Serving metrics on port %d and probes on port %d", operator.metrics.server_address[1],
+             operator.probes.server_address[1])
+    try:
+        operator.start()
+        threading.Event().wait()
+    finally:
+        operator.stop()
+    return 0
+
+
 def webhook(args: argparse.Namespace) -> int:
     from serving.server import bind, prepare_metrics_dir, serve
 

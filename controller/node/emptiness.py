@@ -1,0 +1,85 @@
+"""Emptiness: delete karpy nodes that ran no workload for ttlSecondsAfterEmpty.
+
+Draining and terminating belong to controller/termination; this only decides *when*."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from apis import labels as wk
+from controller.clock import Clock, parse_time, rfc3339
+from controller.state import ClusterState
+from controller.termination.controller import evictable
+from kubeclient.raw import path_of
+
+log = logging.getLogger("controller.node")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What reconcile() should do next. decide() computes it; it performs nothing."""
+
+    mark: str | None = None               # write this emptiness timestamp
+    unmark: bool = False                  # remove the emptiness timestamp
+    delete: bool = False                  # the TTL has run out
+    requeue_after: float | None = None    # look again in this many seconds
+
+
+def decide(*, ttl: float | None, initialized: bool, busy: bool, marked_at: dt.datetime | None, now: dt.datetime) -> Verdict:
+    """Pure: same inputs, same verdict; no API call, no clock read, no log line."""
+    if ttl is None or not initialized:
+        return Verdict()
+    if busy:
+        return Verdict(unmark=marked_at is not None)
+    if marked_at is None:
+        return Verdict(mark=rfc3339(now), requeue_after=ttl)
+    left = ttl - (now - marked_at).total_seconds()
+    return Verdict(delete=True) if left <= 0 else Verdict(requeue_after=left)
+
+
+def busy(pods: list[dict[str, Any]]) -> bool:
+    """Some workload runs here (daemonset pods do not count)."""
+    return any(evictable(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
+
+
+class Emptiness:
+    def __init__(self, state: ClusterState, clock: Clock) -> None:
+        self.state, self.clock = state, clock
+
+    def reconcile(self) -> float | None:
+        again: float | None = None
+        for node in self.state.nodes.items():
+            wait = self.reconcile_node(node)
+            if wait is not None:
+                again = wait if again is None else min(again, wait)
+        return again
+
+    def reconcile_node(self, node: dict[str, Any]) -> float | None:
+        """Safe to run any number of times, from any state, including after a crash."""
+        owner = self.state.ours(node)
+        if owner is None or node["metadata"].get("deletionTimestamp"):
+            return None                                # not ours, or terminating
+        provisioner = self.state.provisioner(owner)
+        ttl = provisioner.spec.ttl_seconds_after_empty if provisioner else None
+        name = node["metadata"]["name"]
+        annotations = node["metadata"].get("annotations") or {}
+        v = decide(ttl=ttl, initialized=(node["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true",
+                   busy=busy(self.state.pods_on(name)), marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
+                   now=self.clock.now())
+        try:
+            if v.mark or v.unmark:                     # a null value removes the key
+                self.state.client.patch(path_of("v1", "nodes", name=name),
+                                        {"metadata": {"annotations": {wk.EMPTINESS_TIMESTAMP: v.mark}}})
+                log.info("Added TTL to empty node %s" if v.mark else "Removed emptiness TTL from node %s", name)
+            if v.delete:
+                log.info("Triggering termination after %ds for empty node %s", ttl, name)
+                self.state.client.delete(path_of("v1", "nodes", name=name))
+        except ApiException as e:
+            if e.status != 404:                        # already gone: the goal is met
+                raise
+        return v.requeue_after

@@ -1,0 +1,64 @@
+"""Initialization: label a karpy node `karpenter.sh/initialized=true` once it is Ready and its
+provisioner's startup taints are gone; delete it if it never gets there (registration timeout).
+
+Deleting hands the node to termination, which terminates its instance."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from apis import labels as wk
+from controller.clock import Clock, parse_time
+from controller.state import ClusterState
+from kubeclient.raw import path_of
+
+log = logging.getLogger("controller.node")
+REGISTRATION_TIMEOUT = dt.timedelta(minutes=15)
+
+
+def ready(node: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def decide(*, node: dict[str, Any], startup_taints: set[str], now: dt.datetime) -> str | None:
+    """Pure: "label", "delete" or None."""
+    labels = node["metadata"].get("labels") or {}
+    if labels.get(wk.INITIALIZED) == "true" or node["metadata"].get("deletionTimestamp"):
+        return None
+    taints = {t.get("key") for t in (node.get("spec") or {}).get("taints") or []}
+    if ready(node) and not (taints & (startup_taints | {wk.TAINT_NOT_READY})):
+        return "label"
+    created = parse_time(node["metadata"].get("creationTimestamp"))
+    if not ready(node) and created is not None and now - created > REGISTRATION_TIMEOUT:
+        return "delete"
+    return None
+
+
+class Initialization:
+    def __init__(self, state: ClusterState, clock: Clock) -> None:
+        self.state, self.clock = state, clock
+
+    def reconcile(self) -> float | None:
+        for node in self.state.nodes.items():
+            owner = self.state.ours(node)
+            if owner is None:
+                continue
+            provisioner = self.state.provisioner(owner)
+            startup = {t.key for t in (provisioner.spec.startup_taints or [])} if provisioner else set()
+            verdict = decide(node=node, startup_taints=startup, now=self.clock.now())
+            name = node["metadata"]["name"]
+            try:
+                if verdict == "label":
+                    self.state.client.patch(path_of("v1", "nodes", name=name), {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+                    log.info("Initialized node %s", name)
+                elif verdict == "delete":
+                    log.info("Triggering termination for node %s that did not become Ready within %s", name, REGISTRATION_TIMEOUT)
+                    self.state.client.delete(path_of("v1", "nodes", name=name))
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        return None

@@ -1,0 +1,117 @@
+"""The operator, wired: settings -> client, state, cloud provider, controllers, probes, leader election.
+
+This is the one place the controller's parts are built (Karpenter's
+controllers.go); each part gets the clock and the client from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+
+import kubernetes
+from kubernetes.client import ApiClient
+
+from controller.clock import Clock
+from controller.cloudprovider.catalog import Catalog
+from controller.cloudprovider.fake import FakeCloudProvider
+from controller.cloudprovider.types import CloudProvider
+from controller.leader import LeaderElector
+from controller.node.emptiness import Emptiness
+from controller.node.expiration import Expiration
+from controller.node.initialization import Initialization
+from controller.provisioning.batcher import Batcher
+from controller.provisioning.provisioner import Provisioner, is_provisionable
+from controller.serve import serve_probes
+from controller.state import ClusterState
+from controller.termination.controller import Terminator
+from kubeclient.loop import Loop
+from kubeclient.raw import RawClient
+
+log = logging.getLogger("controller")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    kubeconfig: str
+    cloud_provider: str = "fake"
+    cluster_name: str = "karpy"
+    batch_idle_seconds: float = 1.0
+    batch_max_seconds: float = 10.0
+    metrics_port: int = 8000
+    health_port: int = 8081
+    host: str = "127.0.0.1"
+    leader_elect: bool = False
+    leader_namespace: str = "default"
+
+
+class Operator:
+    def __init__(self, settings: Settings, catalog: Catalog, *, cloud: CloudProvider | None = None,
+                 clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or Clock()
+        self.api_client: ApiClient = kubernetes.config.new_client_from_config(config_file=settings.kubeconfig)
+        self.client = RawClient(self.api_client)
+        self.state = ClusterState(self.client)
+        self.cloud = cloud or FakeCloudProvider(self.client, catalog)
+        self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
+        self.provisioner = Provisioner(self.state, self.cloud, catalog)
+        self.loops = [
+            Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
+            Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),
+            Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5),
+            Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
+        ]
+        self.elector = LeaderElector(self.client, self.clock, namespace=settings.leader_namespace) if settings.leader_elect else None
+        self.stop_event = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.probes = serve_probes(settings.host, settings.health_port, ready=self.state.pods.synced.is_set, metrics=False)
+        self.metrics = serve_probes(settings.host, settings.metrics_port, ready=lambda: True, metrics=True)
+
+    def _on_pod(self, kind: str, pod: dict) -> None:
+        if kind != "DELETED" and is_provisionable(pod):
+            self.batcher.trigger()
+
+    def _provision_forever(self) -> None:
+        while not self.stop_event.is_set():
+            if self.batcher.wait(timeout=1.0):
+                try:
+                    self.provisioner.reconcile()
+                except Exception:  # the worker's edge: log and keep provisioning
+                    log.exception("Provisioning failed; retrying with the next batch")
+                    self.batcher.trigger()
+
+    def start(self) -> None:
+        """Sync the caches, win the election (when asked to), then start every controller."""
+        log.info("Starting karpy controller (cloud provider %s, cluster %s)", self.settings.cloud_provider, self.settings.cluster_name)
+        if self.elector is not None:
+            thread = threading.Thread(target=self.elector.run, args=(self.stop_event,), name="leader-election", daemon=True)
+            thread.start()
+            while not self.elector.leading.wait(0.5):
+                if self.stop_event.is_set():
+                    return
+        self.state.on_change(self._on_pod, self.state.pods)
+        for loop in self.loops:
+            self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
+        self.state.start()
+        for pod in self.state.pods.items():
+            self._on_pod("ADDED", pod)
+        for loop in self.loops:
+            loop.start()
+        thread = threading.Thread(target=self._provision_forever, name="provisioning", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.batcher.stop()
+        for loop in self.loops:
+            loop.stop()
+        self.state.stop()
+        for thread in self._threads:
+            thread.join(timeout=3)
+        for server in (self.probes, self.metrics):
+            server.shutdown()
+            server.server_close()
+        self.api_client.close()

@@ -1,0 +1,153 @@
+"""Provisioning: launch nodes for the pods kube-scheduler could not place, and bind the pods to them.
+
+Each batch reads the cluster state, plans with the scheduling core (the one
+`karpy plan` uses) counting nodes already launched, launches every planned
+node through the cloud provider, and binds its pods through `pods/binding`
+at once, as Karpenter v0.16 did. Launch names are chosen before the launch,
+so a retry after a crash finds the node it already made.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import Counter, Gauge, Histogram
+
+from apis import labels as wk
+from apis.resources import Resources
+from controller.cloudprovider.catalog import Catalog
+from controller.cloudprovider.types import CloudProvider, InsufficientCapacity, NodeRequest
+from controller.provisioning.scheduling.pods import PodInfo
+from controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler
+from controller.state import ClusterState
+from kubeclient import events
+from kubeclient.raw import path_of
+
+log = logging.getLogger("controller.provisioning")
+PENDING_PODS = Gauge("karpy_provisioner_pending_pods", "Provisionable pods seen in the last batch")
+NODES_LAUNCHED = Counter("karpy_nodes_created_total", "Nodes launched", ["provisioner"])
+LAUNCH_ERRORS = Counter("karpy_cloudprovider_errors_total", "Failed launches", ["provisioner", "error"])
+SCHEDULING_SECONDS = Histogram("karpy_provisioner_scheduling_duration_seconds", "Time to plan a batch")
+LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launch one node")
+ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def is_provisionable(pod: dict[str, Any]) -> bool:
+    """Pending, unbound, not terminating, and marked Unschedulable by kube-scheduler."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") or status.get("phase", "Pending") != "Pending":
+        return False
+    if any(r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or []):
+        return False
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in status.get("conditions") or [])
+
+
+class Provisioner:
+    def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog) -> None:
+        self.state = state
+        self.cloud = cloud
+        self.catalog = catalog
+
+    def _node_name(self, provisioner: str, _: int) -> str:
+        while True:
+            name = f"{provisioner}-{''.join(secrets.choice(ALPHABET) for _ in range(5))}"
+            if self.state.nodes.get("", name) is None:
+                return name
+
+    def reconcile(self) -> None:
+        """Plan and launch for every provisionable pod now in the cache."""
+        raw_pods = self.state.pods.items()
+        provisionable = [p for p in raw_pods if is_provisionable(p)]
+        PENDING_PODS.set(len(provisionable))
+        if not provisionable:
+            return
+        log.info("Found %d provisionable pod(s)", len(provisionable))
+        bound = [p for p in raw_pods if (p.get("spec") or {}).get("nodeName")]
+        snapshot = ClusterSnapshot(
+            provisioners=self.state.live_provisioners(), catalog=self.catalog, nodes=self.state.nodes.items(),
+            pods=self.state.pod_infos(bound + provisionable), daemonsets=self.state.daemon_templates())
+        started = time.perf_counter()
+        results = Scheduler(snapshot, name_node=self._node_name).solve()
+        SCHEDULING_SECONDS.observe(time.perf_counter() - started)
+        if results.new_nodes:
+            pods = sum(len(n.pods) for n in results.new_nodes)
+            options = sorted({t.name for n in results.new_nodes for t in n.options[:10]})
+            log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
+                     len(results.new_nodes), pods, " ".join(options))
+        for node in results.new_nodes:
+            self._launch(node)
+        self._await_cache([n.name for n in results.new_nodes])
+        for key, reason in results.unschedulable.items():
+            log.info("Could not schedule pod %s, %s", key, reason)
+            namespace, name = key.split("/", 1)
+            pod = next((p for p in provisionable if p["metadata"]["namespace"] == namespace and p["metadata"]["name"] == name), None)
+            if pod is not None:
+                events.record(self.state.client, pod, reason="FailedProvisioning", message=reason, component="karpy",
+                              event_type="Warning")
+        self._update_status()
+
+    def _await_cache(self, names: list[str], timeout: float = 5.0) -> None:
+        """Let the watch deliver the launched nodes, so the next batch counts them."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(self.state.nodes.get("", n) is None for n in names):
+            time.sleep(0.02)
+
+    def _launch(self, planned: PlannedNode) -> None:
+        labels = {k: v for k, v in planned.labels.items()
+                  if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
+        request = NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
+                              instance_type_options=planned.options, labels=labels,
+                              taints=tuple(t.to_manifest() for t in planned.taints))
+        started = time.perf_counter()
+        try:
+            instance = self.cloud.create(request)
+        except InsufficientCapacity as e:
+            LAUNCH_ERRORS.labels(planned.provisioner, "InsufficientCapacity").inc()
+            log.error("Could not launch node, %s; %d pod(s) stay pending", e, len(planned.pods))
+            return
+        except (RuntimeError, ApiException, OSError) as e:
+            LAUNCH_ERRORS.labels(planned.provisioner, type(e).__name__).inc()
+            log.error("Could not launch node %s, %s", planned.name, e)
+            return
+        LAUNCH_SECONDS.observe(time.perf_counter() - started)
+        NODES_LAUNCHED.labels(planned.provisioner).inc()
+        log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
+                 instance.node_name, instance.labels.get(wk.INSTANCE_TYPE), instance.labels.get(wk.ZONE),
+                 instance.labels.get(wk.CAPACITY_TYPE))
+        bound = sum(1 for pod in planned.pods if self._bind(pod, instance.node_name))
+        log.info("Bound %d pod(s) to node %s", bound, instance.node_name)
+
+    def _bind(self, pod: PodInfo, node: str) -> bool:
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod.name, "namespace": pod.namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            self.state.client.create(path_of("v1", "pods", pod.namespace, pod.name, "binding"), body)
+            return True
+        except ApiException as e:
+            if e.status not in (404, 409):    # gone, or kube-scheduler bound it first: both fine
+                log.error("Binding pod %s to node %s, %s", pod.key, node, e.reason)
+            return False
+
+    def _update_status(self) -> None:
+        """status.resources: the capacity of every node each provisioner launched."""
+        totals: dict[str, Resources] = {}
+        for node in self.state.nodes.items():
+            owner = self.state.ours(node)
+            if owner:
+                status = node.get("status") or {}
+                totals[owner] = totals.get(owner, Resources()) + Resources.parse(status.get("capacity") or status.get("allocatable"))
+        for p in self.state.provisioners.items():
+            name = p["metadata"]["name"]
+            wanted = totals.get(name, Resources()).to_manifest()
+            if ((p.get("status") or {}).get("resources") or {}) != wanted:
+                try:
+                    self.state.client.patch(path_of("karpenter.sh/v1alpha5", "provisioners", name=name, subresource="status"),
+                                            {"status": {"resources": wanted}})
+                except ApiException as e:
+                    if e.status != 404:
+                        log.warning("Updating status of provisioner %s, %s", name, e.reason)

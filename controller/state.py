@@ -1,0 +1,91 @@
+"""The controller's view of the cluster: watch-fed caches of the objects it decides from.
+
+Pods, nodes, provisioners, daemonsets and PDBs, each kept by a list+watch
+informer that relists after a 410 or a dropped watch, so no event is lost
+for good. Decisions read these caches, never the API server directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from apis import labels as wk
+from apis.provisioner_validation import decode_provisioner, validate_provisioner
+from apis.v1alpha5 import Provisioner
+from controller.provisioning.scheduling.pods import PodError, PodInfo
+from kubeclient.raw import Informer, RawClient
+
+log = logging.getLogger("controller.state")
+Obj = dict[str, Any]
+
+
+class ClusterState:
+    def __init__(self, client: RawClient) -> None:
+        self.client = client
+        self.pods = Informer(client, "v1", "pods")
+        self.nodes = Informer(client, "v1", "nodes")
+        self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
+        self.daemonsets = Informer(client, "apps/v1", "daemonsets")
+        self.pdbs = Informer(client, "policy/v1", "poddisruptionbudgets")
+        self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs]
+
+    def start(self, timeout: float = 30) -> None:
+        for informer in self.informers:
+            informer.start()
+        for informer in self.informers:
+            informer.synced.wait(timeout)
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop()
+
+    def on_change(self, handler: Callable[[str, Obj], None], *informers: Informer) -> None:
+        for informer in informers or tuple(self.informers):
+            informer.handlers.append(handler)
+
+    # --- reads -------------------------------------------------------------------------------
+    def live_provisioners(self) -> list[Provisioner]:
+        """Provisioners that decode and validate (others are skipped with a log line)."""
+        out = []
+        for raw in self.provisioners.items():
+            p, errors = decode_provisioner(raw)
+            if p is not None:
+                errors = validate_provisioner(p, aws=False)
+            if errors or p is None:
+                log.error("Ignoring invalid provisioner %s: %s", raw["metadata"]["name"], "; ".join(map(str, errors)))
+                continue
+            out.append(p)
+        return out
+
+    def provisioner(self, name: str) -> Provisioner | None:
+        return next((p for p in self.live_provisioners() if p.name == name), None)
+
+    def pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
+        namespaces = {}
+        out = []
+        for raw in pods:
+            try:
+                out.append(PodInfo.parse(raw, namespace_labels=namespaces))
+            except PodError as e:
+                log.debug("Ignoring pod %s/%s: %s", raw["metadata"].get("namespace"), raw["metadata"]["name"], e)
+        return out
+
+    def daemon_templates(self) -> list[PodInfo]:
+        out = []
+        for ds in self.daemonsets.items():
+            template = (ds.get("spec") or {}).get("template") or {}
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": ds["metadata"]["name"], "namespace": ds["metadata"].get("namespace", "default"),
+                                "labels": (template.get("metadata") or {}).get("labels") or {},
+                                "ownerReferences": [{"kind": "DaemonSet", "name": ds["metadata"]["name"], "controller": True}]},
+                   "spec": template.get("spec") or {"containers": []}}
+            out.extend(self.pod_infos([pod]))
+        return out
+
+    def pods_on(self, node_name: str) -> list[Obj]:
+        return [p for p in self.pods.items() if (p.get("spec") or {}).get("nodeName") == node_name]
+
+    def ours(self, node: Obj) -> str | None:
+        """The provisioner that launched `node`, or None when karpy does not manage it."""
+        return (node["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
