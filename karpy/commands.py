@@ -124,6 +124,14 @@ def controller(args: argparse.Namespace) -> int:
     return 0
 
 
+def demo(args: argparse.Namespace) -> int:
+    from karpy.demo import run_demo
+
+    if args.replicas < 1:
+        raise UsageError("--replicas must be at least 1")
+    return run_demo(replicas=args.replicas, plot_path=args.plot)
+
+
 def webhook(args: argparse.Namespace) -> int:
     from serving.server import bind, prepare_metrics_dir, serve
 

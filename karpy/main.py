@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--leader-election-namespace", default="default")
     ctl.set_defaults(run=commands.controller)
 
+    demo = sub.add_parser("demo", help="run the whole system on the local cluster")
+    demo.add_argument("--replicas", type=int, default=10, help="pods of deployment inflate (cpu request 1 each)")
+    demo.add_argument("--plot", metavar="PNG", help="draw nodes, pending pods and $/h over time into this file")
+    demo.set_defaults(run=commands.demo)
+
     hook = sub.add_parser("webhook", help="serve the Provisioner/AWSNodeTemplate admission webhook over TLS")
     hook.add_argument("--port", type=int, default=8443, help="HTTPS port (0 picks a free one)")
     hook.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a cluster)")

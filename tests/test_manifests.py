@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import yaml
 
+from apis.crds import generate
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _generator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("generate_crds", ROOT / "hack" / "generate_crds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_committed_crds_equal_generated_ones() -> None:
-    for name, text in _generator().generate().items():
+    for name, text in generate().items():
         committed = (ROOT / "manifests" / "crds" / name).read_text()
         assert committed == text, f"manifests/crds/{name} is stale: run python3 hack/generate_crds.py"
 
