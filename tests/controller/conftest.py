@@ -1,0 +1,63 @@
+"""Each controller built alone against a local cluster over HTTP, with a stepped clock."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from controller.clock import FakeClock
+from controller.cloudprovider.catalog import catalog_from_document
+from controller.cloudprovider.fake import FakeCloudProvider
+from controller.state import ClusterState
+from kubeclient.raw import RawClient, path_of
+from tests.builders import catalog, instance_type
+from tests.expectations import eventually
+from tests.simulator.conftest import Kube, start
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = catalog_from_document(catalog(
+    instance_type("small", cpu="2", memory="4Gi", pods="10", price=0.1, zones=("zone-a", "zone-b")),
+    instance_type("large", cpu="8", memory="16Gi", pods="40", price=0.4, zones=("zone-a", "zone-b")),
+))
+
+
+@dataclasses.dataclass
+class Env:
+    kube: Kube
+    client: RawClient
+    state: ClusterState
+    cloud: FakeCloudProvider
+    clock: FakeClock
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        """Create objects through the API server and wait until the controller's caches show them."""
+        for obj in objects:
+            kind, meta = obj["kind"], obj["metadata"]
+            plural = {"Pod": "pods", "Node": "nodes", "Provisioner": "provisioners", "DaemonSet": "daemonsets",
+                      "PodDisruptionBudget": "poddisruptionbudgets", "Deployment": "deployments"}[kind]
+            namespaced = kind in ("Pod", "DaemonSet", "PodDisruptionBudget", "Deployment")
+            self.client.create(path_of(obj["apiVersion"], plural, meta.get("namespace", "default") if namespaced else None), obj)
+            informer = {"pods": self.state.pods, "nodes": self.state.nodes, "provisioners": self.state.provisioners,
+                        "daemonsets": self.state.daemonsets, "poddisruptionbudgets": self.state.pdbs}.get(plural)
+            if informer is not None:
+                ns = meta.get("namespace", "default") if namespaced else ""
+                eventually(lambda: informer.get(ns, meta["name"]) is not None)
+
+    def settle(self, check: Any, timeout: float = 10) -> Any:
+        return eventually(check, timeout=timeout)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
+    kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+    client = RawClient(kube.api_client)
+    state = ClusterState(client)
+    state.start()
+    yield Env(kube, client, state, FakeCloudProvider(client, CATALOG), FakeClock())
+    state.stop()
+    kube.api_client.close()
+    cluster.stop()
