@@ -20,6 +20,7 @@ from controller.cloudprovider.types import CloudProvider
 from controller.leader import LeaderElector
 from controller.node.emptiness import Emptiness
 from controller.node.expiration import Expiration
+from controller.node.garbagecollection import GarbageCollection
 from controller.node.initialization import Initialization
 from controller.provisioning.batcher import Batcher
 from controller.provisioning.provisioner import Provisioner, is_provisionable
@@ -34,7 +35,7 @@ log = logging.getLogger("controller")
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    kubeconfig: str
+    kubeconfig: str | None
     cloud_provider: str = "fake"
     cluster_name: str = "karpy"
     batch_idle_seconds: float = 1.0
@@ -51,7 +52,12 @@ class Operator:
                  clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock = clock or Clock()
-        self.api_client: ApiClient = kubernetes.config.new_client_from_config(config_file=settings.kubeconfig)
+        if settings.kubeconfig:
+            self.api_client: ApiClient = kubernetes.config.new_client_from_config(config_file=settings.kubeconfig)
+        else:
+            configuration = kubernetes.client.Configuration()
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+            self.api_client = ApiClient(configuration)
         self.client = RawClient(self.api_client)
         self.state = ClusterState(self.client)
         self.cloud = cloud or FakeCloudProvider(self.client, catalog)
@@ -62,6 +68,7 @@ class Operator:
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
+            Loop("garbagecollection", GarbageCollection(self.state, self.cloud).reconcile, resync_seconds=120),
         ]
         self.elector = LeaderElector(self.client, self.clock, namespace=settings.leader_namespace) if settings.leader_elect else None
         self.stop_event = threading.Event()

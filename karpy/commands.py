@@ -93,6 +93,8 @@ def sim(args: argparse.Namespace) -> int:
 def controller(args: argparse.Namespace) -> int:
     import threading
 
+    import kubernetes
+
     from controller.cloudprovider.catalog import BUILT_IN, built_in
     from controller.operator import Operator, Settings
     from controller.plan.inputs import PlanInputError, load
@@ -112,7 +114,7 @@ def controller(args: argparse.Namespace) -> int:
                         leader_namespace=args.leader_election_namespace)
     try:
         operator = Operator(settings, catalog)
-    except OSError as e:
+    except (OSError, kubernetes.config.ConfigException) as e:
         raise UsageError(f"starting the controller: {e}") from None
     log.info("Serving metrics on port %d and probes on port %d", operator.metrics.server_address[1],
              operator.probes.server_address[1])

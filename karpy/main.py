@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(run=commands.sim)
 
     ctl = sub.add_parser("controller", help="run the autoscaler against a cluster")
-    ctl.add_argument("--kubeconfig", required=True, help="kubeconfig of the cluster to manage")
+    ctl.add_argument("--kubeconfig", help="kubeconfig of the cluster to manage (default: in-cluster configuration)")
     ctl.add_argument("--cloud-provider", choices=["fake", "aws"], default="fake")
     ctl.add_argument("--cluster-name", default="karpy")
     ctl.add_argument("--catalog", default="aws", help="instance types the fake provider launches (aws, fake-400, or a file)")
@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--health-port", type=int, default=8081, help="/healthz and /readyz (0 picks a free port)")
     ctl.add_argument("--leader-elect", action="store_true", help="act only while holding the karpy-leader-election Lease")
     ctl.add_argument("--leader-election-namespace", default="default")
+    ctl.add_argument("--cluster-endpoint", help="API server endpoint nodes join (aws)")
+    ctl.add_argument("--default-instance-profile", help="instance profile for nodes when a Provisioner names none (aws)")
+    ctl.add_argument("--aws-region", help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION)")
     ctl.set_defaults(run=commands.controller)
 
     demo = sub.add_parser("demo", help="run the whole system on the local cluster")
