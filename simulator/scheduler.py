@@ -13,6 +13,7 @@ and is tried again when nodes or pods change.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import json
 import logging
 import urllib.error
@@ -57,6 +58,8 @@ class Scheduler:
         self.extenders = extenders or []
         self.name = name
         self._reported: dict[str, str] = {}          # pod uid -> the message already written
+        self._tried: dict[str, tuple[object, ...]] = {}   # pod uid -> the cluster epoch it last failed in
+        self._writes = Writes()
 
     def reconcile(self) -> float | None:
         nodes = [n for n in self.nodes.items() if not n["metadata"].get("deletionTimestamp")]
@@ -75,13 +78,32 @@ class Scheduler:
             elif spec.get("schedulerName", "default-scheduler") == self.name and not p["metadata"].get("deletionTimestamp"):
                 pending.append(p)
         by_name = {n["metadata"]["name"]: n for n in nodes}
+        epoch = self._epoch(nodes, placed)
+        failed_kinds: set[str] = set()      # pods like one that fit nowhere in this pass fit nowhere either
         for pod in sorted(pending, key=lambda p: (-(p.get("spec") or {}).get("priority", 0), p["metadata"].get("creationTimestamp", ""))):
+            uid = pod["metadata"].get("uid", "")
+            if self._tried.get(uid) == epoch:
+                continue                    # nothing changed since it last failed
+            kind = _kind(pod)
+            if kind in failed_kinds and uid in self._reported:
+                self._tried[uid] = epoch
+                continue
             node = self._schedule(pod, nodes, by_name, used, ports, placed)
             if node is not None:
                 used[node] = used[node] + self._requests(pod)
                 ports[node] |= self._ports(pod)
                 placed.append((pod, node))
+            else:
+                failed_kinds.add(kind)
+                self._tried[uid] = epoch
+        self._writes.flush()
         return None
+
+    @staticmethod
+    def _epoch(nodes: list[Obj], placed: list[tuple[Obj, str]]) -> tuple[object, ...]:
+        """What a retry depends on: the nodes as they are, and which pods hold their capacity."""
+        return (tuple(sorted((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes)),
+                len(placed), hash(frozenset(p["metadata"].get("uid") for p, _ in placed)))
 
     # --- one pod ------------------------------------------------------------------------------
     def _requests(self, pod: Obj) -> Resources:
@@ -289,13 +311,40 @@ class Scheduler:
         conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                            "lastTransitionTime": now_rfc3339()})
-        try:
-            self.client.patch(path_of("v1", "pods", meta["namespace"], meta["name"], "status"), {"status": {"conditions": conditions}})
-            self._reported[meta.get("uid", "")] = message
-            events.record(self.client, pod, reason="FailedScheduling", message=message, component=self.name, event_type="Warning")
-        except ApiException as e:
-            if e.status not in (404, 409):
-                raise
+        self._reported[meta.get("uid", "")] = message
+
+        def write() -> None:
+            try:
+                self.client.patch(path_of("v1", "pods", meta["namespace"], meta["name"], "status"), {"status": {"conditions": conditions}})
+                events.record(self.client, pod, reason="FailedScheduling", message=message, component=self.name, event_type="Warning")
+            except ApiException as e:
+                if e.status not in (404, 409):
+                    log.warning("marking %s/%s unschedulable: %s", meta["namespace"], meta["name"], e.reason)
+
+        self._writes.submit(write)
+
+
+class Writes:
+    """Status writes that do not decide anything, sent side by side and awaited once per pass."""
+
+    def __init__(self, parallelism: int = 8) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="scheduler-writes")
+        self._pending: list[concurrent.futures.Future[None]] = []
+
+    def submit(self, fn: Any) -> None:
+        self._pending.append(self._pool.submit(fn))
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        concurrent.futures.wait(pending)
+
+
+def _kind(pod: Obj) -> str:
+    """Everything about a pod that decides where it fits."""
+    spec = pod.get("spec") or {}
+    return json.dumps([spec.get(k) for k in ("containers", "initContainers", "overhead", "nodeSelector", "affinity", "tolerations",
+                                             "topologySpreadConstraints")] + [pod["metadata"].get("labels"),
+                                                                            pod["metadata"].get("namespace")], sort_keys=True)
 
 
 def _seconds(text: Any) -> float:

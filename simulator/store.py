@@ -91,6 +91,7 @@ class Store:
         self._history_rvs: dict[str, list[int]] = collections.defaultdict(list)
         self._oldest: dict[str, int] = {}         # lowest resourceVersion a watch may resume from, per resource
         self._rv = 1
+        self._watch_epoch = 0                     # bumped to end every open watch (a dropped connection)
         self.listeners: list[Callable[[str, Event], None]] = []   # called under the lock, after each write
 
     @property
@@ -237,8 +238,11 @@ class Store:
         deadline = time.monotonic() + timeout
         with self._lock:
             cursor = self._rv if since is None else since
+            epoch = self._watch_epoch
         while not stop.is_set():
             with self._lock:
+                if self._watch_epoch != epoch:
+                    return
                 if cursor < self._oldest.get(resource, 0):
                     raise Gone(f"too old resource version: {cursor} ({self._oldest[resource]})")
                 pending = self._pending(resource, cursor)
@@ -255,6 +259,12 @@ class Store:
                 if time.monotonic() >= deadline:
                     return
                 yield None
+
+    def drop_watches(self) -> None:
+        """End every open watch, as a restarted API server or a broken connection would."""
+        with self._lock:
+            self._watch_epoch += 1
+            self._lock.notify_all()
 
     def _pending(self, resource: str, cursor: int) -> list[Event]:
         rvs = self._history_rvs[resource]

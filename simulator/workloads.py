@@ -7,6 +7,7 @@ carry a controller ownerReference, so deleting a workload removes them.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import hashlib
 import json
@@ -24,6 +25,7 @@ from kubeclient.raw import Informer, RawClient, path_of
 log = logging.getLogger("simulator.workloads")
 Obj = dict[str, Any]
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+ORPHAN_GRACE_SECONDS = 3.0      # a new owner may not be in the cache yet
 
 
 def owner_ref(obj: Obj) -> dict[str, Any]:
@@ -53,6 +55,8 @@ class Workloads:
         self._created: dict[str, dict[str, float]] = {}     # owner uid -> pod name -> give up at
         self._deleted: dict[str, float] = {}                 # namespace/name -> give up at
         self._on_node: dict[str, dict[str, float]] = {}      # daemonset uid -> node -> give up at
+        self._pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="workloads")
+        self._missing: dict[str, float] = {}                 # object whose controller is not in the cache -> since
 
     def reconcile(self) -> float | None:
         now = time.monotonic()
@@ -76,7 +80,27 @@ class Workloads:
             self._daemonset(ds, pods, nodes)
         for pdb in self.i["poddisruptionbudgets"].items():
             self._pdb(pdb, pods, replicasets)
+        self._collect_orphans(now, pods, replicasets)
         return None
+
+    def _collect_orphans(self, now: float, pods: list[Obj], replicasets: list[Obj]) -> None:
+        """The garbage collector's other half: objects whose controller is gone go too (a controller
+        working from a stale cache can create one after its owner was deleted)."""
+        owners = {o["metadata"]["uid"] for plural in ("deployments", "replicasets", "statefulsets", "daemonsets", "jobs")
+                  for o in self.i[plural].items()}
+        for obj, plural in [(rs, "replicasets") for rs in replicasets] + [(p, "pods") for p in pods]:
+            ref = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            if ref is None or ref.get("kind") not in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"):
+                continue
+            key = f"{plural}/{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+            if ref.get("uid") in owners:
+                self._missing.pop(key, None)
+                continue
+            first = self._missing.setdefault(key, now)
+            if now - first >= ORPHAN_GRACE_SECONDS and not obj["metadata"].get("deletionTimestamp"):
+                meta = obj["metadata"]
+                self._write(f"deleting orphan {key}", self.client.delete,
+                            path_of(obj.get("apiVersion", "v1"), plural, meta["namespace"], meta["name"]))
 
     # --- helpers ---------------------------------------------------------------------------------
     def _write(self, action: str, fn: Any, *args: Any) -> None:
@@ -175,8 +199,9 @@ class Workloads:
                 if not suffix.isdigit() or int(suffix) >= want:
                     self._delete_pod(p)
         else:
-            for _ in range(want - len(active) - self._in_flight(owner)):
-                self._create_pod(owner, None)
+            missing = want - len(active) - self._in_flight(owner)
+            if missing > 0:   # side by side, as the ReplicaSet controller's slow-start batches do
+                list(self._pool.map(lambda _: self._create_pod(owner, None), range(missing)))
             if len(active) > want:
                 # unscheduled first, then not ready, then the newest
                 victims = sorted(active, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), ready(p),

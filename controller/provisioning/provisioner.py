@@ -9,6 +9,7 @@ so a retry after a crash finds the node it already made.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import secrets
 import time
@@ -48,10 +49,11 @@ def is_provisionable(pod: dict[str, Any]) -> bool:
 
 
 class Provisioner:
-    def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog) -> None:
+    def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog, *, parallelism: int = 8) -> None:
         self.state = state
         self.cloud = cloud
         self.catalog = catalog
+        self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="launch")
 
     def _node_name(self, provisioner: str, _: int) -> str:
         while True:
@@ -79,8 +81,8 @@ class Provisioner:
             options = sorted({t.name for n in results.new_nodes for t in n.options[:10]})
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
                      len(results.new_nodes), pods, " ".join(options))
-        for node in results.new_nodes:
-            self._launch(node)
+        # launches are independent: do them side by side, as Karpenter does in goroutines
+        list(self._pool.map(self._launch, results.new_nodes))
         self._await_cache([n.name for n in results.new_nodes])
         for key, reason in results.unschedulable.items():
             log.info("Could not schedule pod %s, %s", key, reason)
@@ -119,7 +121,7 @@ class Provisioner:
         log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
                  instance.node_name, instance.labels.get(wk.INSTANCE_TYPE), instance.labels.get(wk.ZONE),
                  instance.labels.get(wk.CAPACITY_TYPE))
-        bound = sum(1 for pod in planned.pods if self._bind(pod, instance.node_name))
+        bound = sum(1 for pod in planned.pods if self._bind(pod, instance.node_name))  # sequential within a node
         log.info("Bound %d pod(s) to node %s", bound, instance.node_name)
 
     def _bind(self, pod: PodInfo, node: str) -> bool:

@@ -1,4 +1,5 @@
-"""A local cluster per test module, reached by the official client and kubectl over HTTP."""
+"""Local clusters reached by the official client and kubectl over HTTP. The module-wide `kube` is the API
+server alone (no scheduler or controllers acting behind a test's back); `start()` makes whole clusters."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def start(tmp: Path, **kwargs: object) -> tuple[LocalCluster, Kube]:
 
 @pytest.fixture(scope="module")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    cluster, k = start(tmp_path_factory.mktemp("cluster"), system_nodes=2, history=200)
+    cluster, k = start(tmp_path_factory.mktemp("cluster"), system_nodes=2, history=200, controllers=False)
     yield k
     k.api_client.close()
     cluster.stop()

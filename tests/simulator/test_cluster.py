@@ -120,3 +120,14 @@ def test_kubectl_get_watch_streams_changes(live: Kube) -> None:
     live.core.create_namespaced_config_map("default", {"metadata": {"name": n}})
     result = live.kubectl("get", "configmap", n, "-w", "--request-timeout=2s", check=False, timeout=20)
     assert n in result.stdout
+
+
+def test_objects_whose_controller_is_gone_are_collected(live: Kube) -> None:
+    orphan = name("orphan")
+    live.apps.create_namespaced_replica_set("default", {
+        "metadata": {"name": orphan, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "gone",
+                                                          "uid": "00000000-0000-0000-0000-000000000000", "controller": True}]},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": orphan}},
+                 "template": {"metadata": {"labels": {"app": orphan}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    eventually(lambda: not live.apps.list_namespaced_replica_set("default", field_selector=f"metadata.name={orphan}").items, timeout=15)
+    eventually(lambda: not pods_of(live, f"app={orphan}"), timeout=15)

@@ -18,7 +18,7 @@ import numpy as np
 
 from apis import labels as wk
 from apis.requirements import Requirement, Requirements
-from apis.resources import Resources
+from apis.resources import CPU, MEMORY, Resources
 from controller.cloudprovider.types import InstanceType, Offering
 from controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
 from apis.selectors import Taint, untolerated
@@ -58,10 +58,15 @@ class NodeTemplate:
         self.well_known = well_known
         usable = []
         for t in instance_types:
+            room = t.allocatable - daemon_overhead
+            if room.get(CPU, 0) <= 0 or room.get(MEMORY, 0) <= 0:
+                continue                                     # its overhead leaves nothing for pods
             if t.requirements.intersects(requirements) is None and cheapest_offering(t, requirements) is not None:
                 usable.append(t)
         usable.sort(key=lambda t: (cheapest_offering(t, requirements).price_per_hour, t.name))  # type: ignore[union-attr]
         self.instance_types = usable
+        prices = sorted(cheapest_offering(t, requirements).price_per_hour for t in usable)  # type: ignore[union-attr]
+        self.median_price = prices[len(prices) // 2] if prices else 0.0
         self.resource_index = resource_index                # shared by every template of a solve
         alloc = np.zeros((len(usable), len(resource_index)), dtype=np.int64)
         for i, t in enumerate(usable):
@@ -117,6 +122,15 @@ class NodeTemplate:
         if keys is None:
             keys = self._type_keys = frozenset(k for t in self.instance_types for k in t.requirements)
         return keys
+
+    def cheapest_price_for(self, row: np.ndarray) -> float | None:
+        """What a new node of this template would cost holding just `row` (daemon overhead included)."""
+        _, order, offers = self.compatible(self.requirements)
+        fits = (self.allocatable[order] >= row).all(axis=1)
+        if not fits.any():
+            return None
+        offer = offers[int(order[int(fits.argmax())])]
+        return offer.price_per_hour if offer is not None else None
 
     def within(self, budget: Mapping[str, int] | None) -> np.ndarray:
         """Which instance types' capacity fits `budget` of the limited resources (None: all)."""
@@ -181,6 +195,22 @@ class NewNode:
         """Index of the cheapest instance type still in the options."""
         order = self.template.compatible(self.requirements)[1]
         return int(order[self.options[order].argmax()])
+
+    def price(self) -> float:
+        """What the node costs now: its cheapest option's cheapest allowed offering."""
+        offer = self.template.compatible(self.requirements)[2][self.cheapest()]
+        return offer.price_per_hour if offer is not None else 0.0
+
+    def price_with(self, row: np.ndarray) -> float | None:
+        """What the node would cost with `row` more requested (its requirements as they are), or None."""
+        t = self.template
+        _, order, offers = t.compatible(self.requirements)
+        candidates = order[self.options[order]]
+        fits = (t.allocatable[candidates] >= self.used + row).all(axis=1)
+        if not fits.any():
+            return None
+        offer = offers[int(candidates[int(fits.argmax())])]
+        return offer.price_per_hour if offer is not None else None
 
     def free_room(self) -> np.ndarray:
         """What the cheapest option has left: a pod within it costs nothing more."""

@@ -114,6 +114,10 @@ class Rooms:
             ok &= (self._rows[:self._count] >= need).all(axis=1)
         return np.flatnonzero(ok)
 
+    def holds(self, i: int, need: np.ndarray) -> bool:
+        """True when node `i`'s room holds `need` as it is."""
+        return bool((self._rows[i] >= need).all())
+
     def cheapest_growth_first(self, found: np.ndarray, need: np.ndarray, price: np.ndarray) -> list[int]:
         """`found` ordered by what adding `need` would cost: first the nodes it fits without
         growing (the tightest fit first), then those it makes grow least, by `price` per unit."""
@@ -321,8 +325,21 @@ class Scheduler:
             self._existing_rooms.reject(kind, i)
         found = self._grow_rooms.candidates(need, kind)
         order = self._free_rooms.cheapest_growth_first(found, need, self._price) if need is not None else found.tolist()
+        fresh: float | None = None                     # what a new node for this pod alone would cost
+        priced = 0
         for i in order:
             node = self.new_nodes[i]
+            if need is not None and priced < 3 and not self._free_rooms.holds(i, need):
+                priced += 1                            # the best few by estimate get an exact price
+                # Nodes grow as Karpenter grows them, except into the expensive half of the catalog by a
+                # jump that costs more than a node of its own (many pods on one node can otherwise pick
+                # a 12 TB machine for its pod slots).
+                if fresh is None and self.templates:
+                    fresh = self.templates[0].cheapest_price_for(need) or float("inf")
+                grown, now = node.price_with(need), node.price()
+                if grown is None or (grown > node.template.median_price and grown > 2 * now
+                                     and grown - now > (fresh if fresh is not None else float("inf"))):
+                    continue
             if node.add(pod, self.topology) is None:
                 self._free_rooms.set(i, node.free_room())
                 self._grow_rooms.set(i, node.grow_room())

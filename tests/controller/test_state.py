@@ -1,0 +1,41 @@
+"""The controller's caches survive dropped watches and 410s without losing an object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.state import ClusterState
+from kubeclient.raw import RawClient, path_of
+from tests.expectations import eventually
+from tests.simulator.conftest import start
+
+
+def test_caches_converge_after_dropped_watches_and_gone_resource_versions(tmp_path: Path) -> None:
+    cluster, kube = start(tmp_path, system_nodes=0, controllers=False, history=20)
+    client = RawClient(kube.api_client)
+    state = ClusterState(client)
+    try:
+        kube.kubectl("apply", "-f", str(Path(__file__).resolve().parents[2] / "manifests" / "crds"))
+        state.start()
+        for i in range(5):
+            client.create(path_of("v1", "nodes"), {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"}})
+        eventually(lambda: len(state.nodes.items()) == 5)
+        cluster.store.drop_watches()                                   # every watch breaks
+        for i in range(5, 10):
+            client.create(path_of("v1", "nodes"), {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"}})
+        eventually(lambda: len(state.nodes.items()) == 10)
+        state.nodes.stop()                                             # fall far behind: the history moves on
+        for i in range(60):
+            client.patch(path_of("v1", "nodes", name="n0"), {"metadata": {"labels": {"i": str(i)}}})
+        client.delete(path_of("v1", "nodes", name="n1"))
+        fresh = ClusterState(client)
+        fresh.nodes.start()
+        eventually(lambda: fresh.nodes.get("", "n0") is not None and fresh.nodes.get("", "n0")["metadata"]["labels"]["i"] == "59")
+        cluster.store.drop_watches()
+        client.delete(path_of("v1", "nodes", name="n2"))
+        eventually(lambda: sorted(n["metadata"]["name"] for n in fresh.nodes.items()) == ["n0"] + [f"n{i}" for i in range(3, 10)])
+        fresh.stop()
+    finally:
+        state.stop()
+        kube.api_client.close()
+        cluster.stop()
