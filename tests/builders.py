@@ -85,7 +85,10 @@ def pod(name: str | None = None, *, namespace: str = "default", cpu: str | None 
 
 
 def unschedulable_pod(name: str | None = None, **kw: Any) -> dict[str, Any]:
-    """A pending pod as kube-scheduler leaves it: PodScheduled=False, reason Unschedulable."""
+    """A pending pod as kube-scheduler leaves it: PodScheduled=False, reason Unschedulable.
+
+    No owner by default: in a live cluster a pod whose controller does not exist is garbage."""
+    kw.setdefault("owner", None)
     body = pod(name, **kw)
     body["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
     return body
