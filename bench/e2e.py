@@ -29,12 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apis.crds import definitions  # noqa: E402
-from kubeclient.raw import RawClient, path_of  # noqa: E402
+from kubeclient.raw import RawClient, api_client, path_of  # noqa: E402
 
 SHAPES = [
     ("small", "250m", "256Mi", {}),
@@ -89,7 +88,7 @@ def main() -> int:
             if kubeconfig.exists():
                 break
             time.sleep(0.1)
-        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        api = api_client(str(kubeconfig))
         client = RawClient(api)
         for _ in range(100):
             try:

@@ -10,7 +10,6 @@ import dataclasses
 import logging
 import threading
 
-import kubernetes
 from kubernetes.client import ApiClient
 
 from controller.clock import Clock
@@ -28,7 +27,7 @@ from controller.serve import serve_probes
 from controller.state import ClusterState
 from controller.termination.controller import Terminator
 from kubeclient.loop import Loop
-from kubeclient.raw import RawClient
+from kubeclient.raw import RawClient, api_client
 
 log = logging.getLogger("controller")
 
@@ -52,12 +51,7 @@ class Operator:
                  clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock = clock or Clock()
-        if settings.kubeconfig:
-            self.api_client: ApiClient = kubernetes.config.new_client_from_config(config_file=settings.kubeconfig)
-        else:
-            configuration = kubernetes.client.Configuration()
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
-            self.api_client = ApiClient(configuration)
+        self.api_client: ApiClient = api_client(settings.kubeconfig)
         self.client = RawClient(self.api_client)
         self.state = ClusterState(self.client)
         self.cloud = cloud or FakeCloudProvider(self.client, catalog)

@@ -23,12 +23,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from apis.crds import definitions
 from certs.inject import inject_ca_bundle
-from kubeclient.raw import RawClient, path_of
+from kubeclient.raw import RawClient, api_client, path_of
 
 PROVISIONER = {
     "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
@@ -145,7 +144,7 @@ class Demo:
         say(f"Starting the admission webhook on https://127.0.0.1:{hook_port}")
         self.spawn("webhook", "--port", str(hook_port), "--cert-dir", str(certs), "--workers", "1")
         self.until("the local cluster", kubeconfig.exists, 20)
-        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        api = api_client(str(kubeconfig))
         client = RawClient(api)
         self.until("the local cluster to answer", lambda: bool(client.get("/version")), 20)
         for crd in definitions().values():

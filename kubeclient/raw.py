@@ -17,7 +17,8 @@ import time
 import urllib.parse
 from typing import Any, Callable, Iterator
 
-from kubernetes.client import ApiClient
+import kubernetes
+from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger("kubeclient")
@@ -81,6 +82,23 @@ class RawClient:
                     yield event
         finally:
             response.response.release_conn()
+
+
+POOL_SIZE = 32     # informers hold a connection each for their watch; writers need room beside them
+
+
+def api_client(kubeconfig: str | None = None, *, host: str | None = None) -> ApiClient:
+    """An official-client ApiClient for a kubeconfig, a bare URL, or (neither) the in-cluster configuration,
+    with a connection pool large enough for watches and parallel writes."""
+    configuration = Configuration()
+    if host is not None:
+        configuration.host = host
+    elif kubeconfig:
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = POOL_SIZE
+    return ApiClient(configuration)
 
 
 def now_rfc3339() -> str:

@@ -11,10 +11,10 @@ import logging
 import threading
 from typing import Any
 
-from kubernetes.client import ApiClient, Configuration
+from kubernetes.client import ApiClient
 
 from simulator.apiserver import Server
-from kubeclient.raw import Informer, RawClient
+from kubeclient.raw import Informer, RawClient, api_client
 from simulator.kubeconfig import write_kubeconfig
 from simulator.kubelet import Kubelets, node_info
 from kubeclient.loop import Loop
@@ -85,8 +85,7 @@ class LocalCluster:
             self._start_controllers()
 
     def _start_controllers(self) -> None:
-        configuration = Configuration(host=self.url)
-        self._api_client = ApiClient(configuration)
+        self._api_client = api_client(host=self.url)
         client = RawClient(self._api_client)
         informers = {plural: Informer(client, version, plural) for version, plural in (
             ("v1", "nodes"), ("v1", "pods"), ("apps/v1", "deployments"), ("apps/v1", "replicasets"),
