@@ -13,7 +13,7 @@ import yaml
 
 from tests.builders import pod
 from tests.expectations import eventually
-from tests.simulator.conftest import Kube, start
+from tests.simulator.conftest import start
 
 
 class Recorder(ThreadingHTTPServer):

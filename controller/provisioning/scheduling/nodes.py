@@ -11,7 +11,6 @@ hold all of them. `add()` on either places a pod or says why not. Pure.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Mapping, Sequence
 
 import numpy as np
