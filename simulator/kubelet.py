@@ -20,6 +20,7 @@ from kubeclient.raw import Informer, RawClient, path_of
 from simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.kubelet")
+ORPHAN_GRACE_SECONDS = 2.0
 Obj = dict[str, Any]
 
 
@@ -42,6 +43,7 @@ class Kubelets:
         self.boot_delay = boot_delay
         self.clock = clock
         self._seen: dict[str, float] = {}        # node name -> when it appeared
+        self._orphaned: dict[str, float] = {}    # pod uid -> when its node was first missing from the cache
         self._ip = 100
 
     def reconcile(self) -> float | None:
@@ -60,9 +62,28 @@ class Kubelets:
         for name in list(self._seen):
             if name not in nodes:
                 del self._seen[name]
-        for pod in self.pods.items():
+        pods = self.pods.items()
+        live = {p["metadata"].get("uid") for p in pods}
+        self._orphaned = {uid: t for uid, t in self._orphaned.items() if uid in live}
+        for pod in pods:
             self._pod(pod, nodes)
+        if self._orphaned:
+            wait = ORPHAN_GRACE_SECONDS if wait is None else min(wait, ORPHAN_GRACE_SECONDS)
         return wait
+
+    def _node_gone(self, pod: Obj, node_name: str) -> bool:
+        """True once the pod's node has been missing for a while and the API server confirms it
+        (a node launched a moment ago may not be in this cache yet, though its pods are)."""
+        uid = pod["metadata"].get("uid", "")
+        first = self._orphaned.setdefault(uid, self.clock())
+        if self.clock() - first < ORPHAN_GRACE_SECONDS:
+            return False
+        try:
+            self.client.get(path_of("v1", "nodes", name=node_name))
+            self._orphaned.pop(uid, None)
+            return False
+        except ApiException as e:
+            return e.status == 404
 
     def _make_ready(self, node: Obj) -> None:
         name = node["metadata"]["name"]
@@ -98,11 +119,12 @@ class Kubelets:
         path = path_of("v1", "pods", meta.get("namespace"), meta["name"])
         node = nodes.get(node_name)
         try:
+            if node is None and not self._node_gone(pod, node_name):
+                return
             if node is None or meta.get("deletionTimestamp"):
-                if node is None and not meta.get("deletionTimestamp") and status.get("phase") in ("Succeeded", "Failed"):
-                    return
                 self.client.delete(path, gracePeriodSeconds=0)
                 return
+            self._orphaned.pop(meta.get("uid", ""), None)
             if status.get("phase") == "Pending" and node_ready(node):
                 now = now_rfc3339()
                 self._ip += 1
