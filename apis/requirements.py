@@ -276,6 +276,10 @@ class Requirements(Mapping[str, Requirement]):
             return f"label {key} does not have known values"
         return self.intersects(other)
 
+    def allows_labels(self, labels: Mapping[str, str]) -> bool:
+        """True when a node with exactly `labels` satisfies every requirement here."""
+        return all(r.has(labels[k]) if k in labels else r.allows_absent for k, r in self._by_key.items())
+
     def labels(self) -> dict[str, str]:
         """A label for every key with one value to give (single-valued, or a
         complement whose made-up value satisfies it); DoesNotExist keys stay off."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apis.crds import definitions  # noqa: E402
+from bench.measure import free_port, peak_rss_mib  # noqa: E402
 from kubeclient.raw import RawClient, api_client, path_of  # noqa: E402
 
 SHAPES = [
@@ -45,19 +45,6 @@ SHAPES = [
     ("solo", "1", "1Gi", {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "solo"}}}]}}}),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def karpy_nodes(client: RawClient) -> list[dict[str, Any]]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,18 +26,9 @@ from pathlib import Path
 
 import urllib3
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+from bench.measure import free_port, peak_rss_mib  # noqa: E402
 
 
 def main() -> int:

@@ -47,10 +47,6 @@ def load_extenders(path: str | None) -> list[dict[str, Any]]:
     return list(config.get("extenders") or [])
 
 
-def _requirements_allow(reqs: Requirements, labels: Mapping[str, str]) -> bool:
-    return all((k in labels and r.has(labels[k])) or (k not in labels and r.allows_absent) for k, r in reqs.items())
-
-
 class Scheduler:
     def __init__(self, client: RawClient, nodes: Informer, pods: Informer, *, extenders: list[dict[str, Any]] | None = None,
                  name: str = "default-scheduler") -> None:
@@ -158,12 +154,12 @@ class Scheduler:
         if blocked := untolerated(tolerations, taints):
             t = blocked[0]
             return f"node(s) had untolerated taint {{{t.key}: {t.value}}}" if t.value else f"node(s) had untolerated taint {{{t.key}: }}"
-        if not _requirements_allow(Requirements.from_labels(spec.get("nodeSelector")), labels):
+        if not Requirements.from_labels(spec.get("nodeSelector")).allows_labels(labels):
             return "node(s) didn't match Pod's node affinity/selector"
         terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
                  .get("nodeSelectorTerms") or [])
         try:
-            if terms and not any(_requirements_allow(Requirements.from_node_selector_requirements(t.get("matchExpressions") or []), labels)
+            if terms and not any(Requirements.from_node_selector_requirements(t.get("matchExpressions") or []).allows_labels(labels)
                                  for t in terms):
                 return "node(s) didn't match Pod's node affinity/selector"
         except (ValueError, KeyError):

@@ -231,9 +231,9 @@ class Workloads:
                 continue
             taints = [Taint.parse(t) for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in SCHEDULING_EFFECTS]
             labels = node["metadata"].get("labels") or {}
-            if untolerated(tolerations, taints) or not _selects(requirements, labels):
+            if untolerated(tolerations, taints) or not requirements.allows_labels(labels):
                 continue
-            if terms and not any(_selects(Requirements.from_node_selector_requirements(t.get("matchExpressions") or []), labels)
+            if terms and not any(Requirements.from_node_selector_requirements(t.get("matchExpressions") or []).allows_labels(labels)
                                  for t in terms):
                 continue
             eligible.append(node["metadata"]["name"])
@@ -255,8 +255,4 @@ class Workloads:
         replicas = {rs["metadata"]["uid"]: int((rs.get("spec") or {}).get("replicas", 1)) for rs in replicasets}
         counts = disruption.status_of(pdb, pods, replicas)
         self._status(pdb, "poddisruptionbudgets", {**counts, "observedGeneration": pdb["metadata"].get("generation", 1)})
-
-
-def _selects(reqs: Requirements, labels: dict[str, str]) -> bool:
-    return all((labels.get(k) is not None and r.has(labels[k])) or (k not in labels and r.allows_absent) for k, r in reqs.items())
 

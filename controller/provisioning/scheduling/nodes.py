@@ -41,13 +41,38 @@ def cheapest_offering(t: InstanceType, reqs: Requirements) -> Offering | None:
     return best
 
 
+class ResourceRows:
+    """Resource lists as rows of numbers, one column per resource name, shared by every template of a solve."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.index = {n: i for i, n in enumerate(sorted(names))}
+        self._pods: dict[int, np.ndarray | None] = {}
+
+    def row(self, amounts: Mapping[str, int]) -> np.ndarray:
+        """`amounts` as a row; names without a column are dropped."""
+        out = np.zeros(len(self.index), dtype=np.int64)
+        for name, amount in amounts.items():
+            column = self.index.get(name)
+            if column is not None:
+                out[column] = amount
+        return out
+
+    def of(self, pod: PodInfo) -> np.ndarray | None:
+        """The pod's requests as a row (cached per pod); None when it asks for a resource no column has."""
+        key = id(pod)
+        if key not in self._pods:
+            unknown = any(n not in self.index and a > 0 for n, a in pod.requests.items())
+            self._pods[key] = None if unknown else self.row(pod.requests)
+        return self._pods[key]
+
+
 class NodeTemplate:
     """What one Provisioner launches, and how much of its limits is left."""
 
     def __init__(self, *, name: str, weight: int, requirements: Requirements, labels: Mapping[str, str],
                  taints: Sequence[Taint], startup_taints: Sequence[Taint], instance_types: Sequence[InstanceType],
                  daemon_overhead: Resources, limits: Resources | None, well_known: frozenset[str],
-                 resource_index: Mapping[str, int]) -> None:
+                 rows: ResourceRows) -> None:
         self.name, self.weight = name, weight
         self.requirements = requirements
         self.labels = dict(labels)
@@ -66,39 +91,15 @@ class NodeTemplate:
         self.instance_types = usable
         prices = sorted(cheapest_offering(t, requirements).price_per_hour for t in usable)  # type: ignore[union-attr]
         self.median_price = prices[len(prices) // 2] if prices else 0.0
-        self.resource_index = resource_index                # shared by every template of a solve
-        alloc = np.zeros((len(usable), len(resource_index)), dtype=np.int64)
-        for i, t in enumerate(usable):
-            for n, amount in (t.allocatable - daemon_overhead).items():
-                if n in resource_index:
-                    alloc[i, resource_index[n]] = amount
-        self.allocatable = alloc
+        self.rows = rows
+        self.resource_index = rows.index
+        self.allocatable = np.array([rows.row(t.allocatable - daemon_overhead) for t in usable],
+                                    dtype=np.int64).reshape(len(usable), len(rows.index))
         self.capacity = [t.capacity for t in usable]
         self._limit_names = sorted(limits or {})
         self._limit_capacity = np.array([[c.get(n, 0) for n in self._limit_names] for c in self.capacity],
                                         dtype=np.int64).reshape(len(usable), len(self._limit_names))
         self._masks: dict[frozenset[Requirement], tuple[np.ndarray, np.ndarray, list[Offering | None]]] = {}
-        self._vectors: dict[int, np.ndarray | None] = {}
-
-    def vector(self, pod: PodInfo) -> np.ndarray | None:
-        """The pod's requests as a row of the allocatable matrix (cached per pod); None when it asks
-        for a resource no instance type has."""
-        if id(pod) in self._vectors:
-            return self._vectors[id(pod)]
-        row = self._vector(pod.requests)
-        self._vectors[id(pod)] = row
-        return row
-
-    def _vector(self, requests: Mapping[str, int]) -> np.ndarray | None:
-        row = np.zeros(len(self.resource_index), dtype=np.int64)
-        for name, amount in requests.items():
-            i = self.resource_index.get(name)
-            if i is None:
-                if amount > 0:
-                    return None
-                continue
-            row[i] = amount
-        return row
 
     def compatible(self, reqs: Requirements) -> tuple[np.ndarray, np.ndarray, list[Offering | None]]:
         """For the instance types `reqs` allow: a mask, their indices cheapest first, and each type's
@@ -158,10 +159,9 @@ class ExistingNode:
             return f"did not tolerate taint {blocked[0]}"
         if port := host_ports_conflict(pod.host_ports, self.host_ports):
             return f"host port {port[2]}/{port[1]} in use"
-        for key, r in pod.requirements.items():
-            value = self.labels.get(key)
-            if (value is None and not r.allows_absent) or (value is not None and not r.has(value)):
-                return f"node label {key}={value or '<absent>'} does not satisfy {r}"
+        if not pod.requirements.allows_labels(self.labels):
+            key, r = next((k, r) for k, r in pod.requirements.items() if not Requirements([r]).allows_labels(self.labels))
+            return f"node label {key}={self.labels.get(key, '<absent>')} does not satisfy {r}"
         if missing := pod.requests.exceeding(self.available):
             return f"insufficient {', '.join(missing)}"
         domains, why = topology.domain_for(pod, Requirements(), hostname=self.name, existing_labels=self.labels)
@@ -182,7 +182,7 @@ class NewNode:
         self.hostname = hostname
         self.requirements = template.requirements.copy()
         self.requests = Resources(template.daemon_overhead)
-        self.used = np.zeros(len(template.resource_index), dtype=np.int64)
+        self.used = np.zeros(len(template.rows.index), dtype=np.int64)
         self.options = template.compatible(self.requirements)[0] & template.within(template.remaining)
         self.reserved = Resources()                          # limited resources held against the template's limits
         self._reserve()
@@ -222,7 +222,7 @@ class NewNode:
     def add(self, pod: PodInfo, topology: Topology) -> str | None:
         """Place `pod` here if some instance type can hold it with the others, or say why not."""
         t = self.template
-        row = t.vector(pod)
+        row = t.rows.of(pod)
         if row is None:
             return f"no instance type has {', '.join(sorted(n for n in pod.requests if n not in t.resource_index))}"
         used = self.used + row

@@ -25,7 +25,7 @@ from apis.resources import CPU, MEMORY, Resources
 from apis.v1alpha5 import Provisioner
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.types import InstanceType, Offering
-from controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate
+from controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows
 from controller.provisioning.scheduling.pods import PodInfo
 from apis.selectors import Taint, untolerated
 from controller.provisioning.scheduling.topology import Topology
@@ -170,8 +170,8 @@ class Scheduler:
         self.pending = [p for p in snapshot.pods if (not p.node_name or p.node_name in self.deleting_nodes)
                         and not p.terminal and not p.deleting]
         names = {n for t in snapshot.catalog.instance_types() for n in t.capacity}
-        names |= {n for d in snapshot.daemonsets for n in d.requests}
-        self.resource_index = {n: i for i, n in enumerate(sorted(names))}
+        self.rows = ResourceRows(names | {n for d in snapshot.daemonsets for n in d.requests})
+        self.resource_index = self.rows.index
         self.templates = [self._template(p, nodes) for p in sorted(live, key=lambda p: (-(p.spec.weight or 0), p.name))]
         self.topology = Topology(self._domains(nodes))
         for pod in self.pending + self.bound:   # groups first, so the bound pods below are counted in them
@@ -179,12 +179,11 @@ class Scheduler:
         self.existing = self._existing_nodes(nodes)
         self.new_nodes: list[NewNode] = []
         self._names = collections.Counter[str]()
-        self._vectors: dict[int, np.ndarray | None] = {}
         width = len(self.resource_index)
         self._price = price_per_unit(snapshot.catalog.instance_types(), self.resource_index)
         self._existing_rooms = Rooms(width)
         for n in self.existing:
-            self._existing_rooms.append(self._row(n.available))
+            self._existing_rooms.append(self.rows.row(n.available))
         self._free_rooms, self._grow_rooms = Rooms(width), Rooms(width)
 
     # --- setup -------------------------------------------------------------------
@@ -212,7 +211,7 @@ class Scheduler:
             name=p.name, weight=spec.weight or 0, requirements=requirements,
             labels={**(spec.labels or {}), wk.PROVISIONER_NAME: p.name}, taints=taints, startup_taints=startup,
             instance_types=self.snapshot.catalog.instance_types(spec.kubelet_configuration),
-            daemon_overhead=overhead, limits=limits, well_known=self.well_known, resource_index=self.resource_index,
+            daemon_overhead=overhead, limits=limits, well_known=self.well_known, rows=self.rows,
         )
 
     def _domains(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
@@ -270,8 +269,7 @@ class Scheduler:
                     running = {p.owner_name for p in bound if p.is_daemon}
                     for daemon in self.snapshot.daemonsets:
                         if daemon.owner_name not in running and not untolerated(daemon.tolerations, taints) \
-                                and all(r.has(labels[k]) if k in labels else r.allows_absent
-                                        for k, r in daemon.requirements.items()):
+                                and daemon.requirements.allows_labels(labels):
                             allocatable = allocatable - daemon.requests
             used = Resources()
             ports: frozenset[tuple[str, str, int]] = frozenset()
@@ -317,10 +315,10 @@ class Scheduler:
         (nothing, when it fits in what the node's cheapest option has left); then a new node from
         the heaviest provisioner that takes it."""
         kind = placement_kind(pod)
-        need = self._vector(pod)
+        need = self.rows.of(pod)
         for i in self._existing_rooms.candidates(need, kind).tolist():
             if self.existing[i].add(pod, self.topology) is None:
-                self._existing_rooms.set(i, self._row(self.existing[i].available))
+                self._existing_rooms.set(i, self.rows.row(self.existing[i].available))
                 return None
             self._existing_rooms.reject(kind, i)
         found = self._grow_rooms.candidates(need, kind)
@@ -359,21 +357,6 @@ class Scheduler:
             node.release()
             reasons.append(self._explain(template, pod, why))
         return "; ".join(reasons)
-
-    def _vector(self, pod: PodInfo) -> np.ndarray | None:
-        row = self._vectors.get(id(pod))
-        if row is None and id(pod) not in self._vectors:
-            row = self._vectors[id(pod)] = (None if any(n not in self.resource_index and a > 0 for n, a in pod.requests.items())
-                                            else self._row(pod.requests))
-        return row
-
-    def _row(self, amounts: Mapping[str, int]) -> np.ndarray:
-        row = np.zeros(len(self.resource_index), dtype=np.int64)
-        for name, amount in amounts.items():
-            i = self.resource_index.get(name)
-            if i is not None:
-                row[i] = amount
-        return row
 
     def _hostname(self, provisioner: str) -> str:
         index = self._names[provisioner]
