@@ -33,9 +33,18 @@ def owner_ref(obj: Obj) -> dict[str, Any]:
             "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
-def controlled_by(obj: Obj, owner: Obj) -> bool:
-    uid = owner["metadata"]["uid"]
-    return any(r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
+def controller_uid(obj: Obj) -> str | None:
+    return next((r.get("uid") for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+
+
+def by_controller(objects: list[Obj]) -> dict[str, list[Obj]]:
+    """Objects grouped by the uid of their controller, so each workload finds its own in one lookup."""
+    out: dict[str, list[Obj]] = {}
+    for obj in objects:
+        uid = controller_uid(obj)
+        if uid is not None:
+            out.setdefault(uid, []).append(obj)
+    return out
 
 
 def template_hash(template: Obj) -> str:
@@ -66,18 +75,20 @@ class Workloads:
         for uid in list(self._created):
             self._created[uid] = {n: t for n, t in self._created[uid].items() if t > now and n not in seen}
         pods = [p for p in pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" not in self._deleted]
-        for d in self.i["deployments"].items():
-            self._deployment(d)
+        owned_pods = by_controller(pods)
         replicasets = self.i["replicasets"].items()
+        owned_sets = by_controller(replicasets)
+        for d in self.i["deployments"].items():
+            self._deployment(d, owned_sets.get(d["metadata"]["uid"], []))
         for rs in replicasets:
-            self._replicas(rs, pods, "replicas", ordinal=False)
+            self._replicas(rs, owned_pods.get(rs["metadata"]["uid"], []), "replicas", ordinal=False)
         for sts in self.i["statefulsets"].items():
-            self._replicas(sts, pods, "replicas", ordinal=True)
+            self._replicas(sts, owned_pods.get(sts["metadata"]["uid"], []), "replicas", ordinal=True)
         for job in self.i["jobs"].items():
-            self._replicas(job, pods, "parallelism", ordinal=False)
+            self._replicas(job, owned_pods.get(job["metadata"]["uid"], []), "parallelism", ordinal=False)
         nodes = self.i["nodes"].items()
         for ds in self.i["daemonsets"].items():
-            self._daemonset(ds, pods, nodes)
+            self._daemonset(ds, owned_pods.get(ds["metadata"]["uid"], []), nodes)
         for pdb in self.i["poddisruptionbudgets"].items():
             self._pdb(pdb, pods, replicasets)
         self._collect_orphans(now, pods, replicasets)
@@ -150,12 +161,11 @@ class Workloads:
         self._write(f"deleting pod {meta['name']}", self.client.delete, path_of("v1", "pods", meta["namespace"], meta["name"]))
 
     # --- controllers ---------------------------------------------------------------------------------
-    def _deployment(self, d: Obj) -> None:
+    def _deployment(self, d: Obj, owned: list[Obj]) -> None:
         spec, meta = d.get("spec") or {}, d["metadata"]
         if meta.get("deletionTimestamp"):
             return
         wanted = f"{meta['name']}-{template_hash(spec.get('template') or {})}"
-        owned = [rs for rs in self.i["replicasets"].items() if controlled_by(rs, d)]
         replicas = int(spec.get("replicas", 1))
         current = next((rs for rs in owned if rs["metadata"]["name"] == wanted), None)
         if current is None:
@@ -182,11 +192,12 @@ class Workloads:
             "unavailableReplicas": max(0, replicas - ready_count)})
 
     def _replicas(self, owner: Obj, pods: list[Obj], field: str, *, ordinal: bool) -> None:
+        """`pods` are the ones `owner` controls."""
         meta, spec = owner["metadata"], owner.get("spec") or {}
         if meta.get("deletionTimestamp"):
             return
         plural = {"ReplicaSet": "replicasets", "StatefulSet": "statefulsets", "Job": "jobs"}[owner["kind"]]
-        mine = [p for p in pods if controlled_by(p, owner) and not p["metadata"].get("deletionTimestamp")]
+        mine = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         active = [p for p in mine if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         want = int(spec.get(field, 1) if spec.get(field) is not None else 1)
         if ordinal:
@@ -216,6 +227,7 @@ class Workloads:
         self._status(owner, plural, status)
 
     def _daemonset(self, ds: Obj, pods: list[Obj], nodes: list[Obj]) -> None:
+        """`pods` are the ones `ds` controls."""
         meta, spec = ds["metadata"], ds.get("spec") or {}
         if meta.get("deletionTimestamp"):
             return
@@ -224,7 +236,7 @@ class Workloads:
         requirements = Requirements.from_labels(template_spec.get("nodeSelector"))
         terms = ((((template_spec.get("affinity") or {}).get("nodeAffinity") or {})
                   .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
-        mine = {(p.get("spec") or {}).get("nodeName"): p for p in pods if controlled_by(p, ds) and not p["metadata"].get("deletionTimestamp")}
+        mine = {(p.get("spec") or {}).get("nodeName"): p for p in pods if not p["metadata"].get("deletionTimestamp")}
         eligible = []
         for node in nodes:
             if node["metadata"].get("deletionTimestamp"):
