@@ -86,6 +86,8 @@ class Store:
     def __init__(self, *, history: int = HISTORY_PER_RESOURCE) -> None:
         self._keep = history
         self._lock = threading.Condition(threading.RLock())
+        # one condition per resource over the same lock: a write wakes only the watchers of its resource
+        self._changed: dict[str, threading.Condition] = collections.defaultdict(lambda: threading.Condition(self._lock))
         self._objects: dict[str, dict[Key, Obj]] = collections.defaultdict(dict)
         self._history: dict[str, list[Event]] = collections.defaultdict(list)   # oldest first
         self._history_rvs: dict[str, list[int]] = collections.defaultdict(list)
@@ -140,7 +142,7 @@ class Store:
             del rvs[:-self._keep]
         for listener in self.listeners:
             listener(resource, event)
-        self._lock.notify_all()
+        self._changed[resource].notify_all()
 
     def create(self, resource: str, obj: Obj) -> Obj:
         meta = obj.setdefault("metadata", {})
@@ -250,7 +252,7 @@ class Store:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return
-                    self._lock.wait(min(left, 1.0))
+                    self._changed[resource].wait(min(left, 1.0))
                     pending = self._pending(resource, cursor)
             for event in pending:
                 cursor = event.resource_version
@@ -264,7 +266,8 @@ class Store:
         """End every open watch, as a restarted API server or a broken connection would."""
         with self._lock:
             self._watch_epoch += 1
-            self._lock.notify_all()
+            for condition in self._changed.values():
+                condition.notify_all()
 
     def _pending(self, resource: str, cursor: int) -> list[Event]:
         rvs = self._history_rvs[resource]
