@@ -28,7 +28,8 @@ class ClusterState:
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
         self.daemonsets = Informer(client, "apps/v1", "daemonsets")
         self.pdbs = Informer(client, "policy/v1", "poddisruptionbudgets")
-        self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs]
+        self.namespaces = Informer(client, "v1", "namespaces")
+        self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs, self.namespaces]
 
     def start(self, timeout: float = 30) -> None:
         for informer in self.informers:
@@ -62,7 +63,8 @@ class ClusterState:
         return next((p for p in self.live_provisioners() if p.name == name), None)
 
     def pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
-        namespaces = {}
+        """Pods as the scheduling core reads them (namespaceSelectors resolved against the namespaces' labels)."""
+        namespaces = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.namespaces.items()}
         out = []
         for raw in pods:
             try:

@@ -81,3 +81,15 @@ def test_create_is_idempotent_by_node_name(env: Env) -> None:
     again = env.cloud.create(request)               # a retry after a crash
     assert again.node_name == request.node_name
     assert len(env.client.get(path_of("v1", "nodes"))["items"]) == 1
+
+
+def test_namespace_selectors_in_affinity_terms_are_resolved(env: Env) -> None:
+    env.client.create(path_of("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": "data", "labels": {"team": "data"}}})
+    env.settle(lambda: env.state.namespaces.get("", "data") is not None)
+    term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {"team": "data"}}}
+    pod = unschedulable_pod("web", cpu="100m", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+    env.apply(provisioner("default"), pod)
+    infos = env.state.pod_infos([env.state.pods.get("default", "web")])
+    assert infos[0].affinities[0].namespaces == frozenset({"data"})
