@@ -75,10 +75,3 @@ def render(errors: Sequence[FieldError]) -> str:
     """All errors as one message, one per line."""
     return "\n".join(str(e) for e in errors)
 
-
-class InvalidObject(ValueError):
-    """An object that failed decoding or validation; carries every FieldError."""
-
-    def __init__(self, errors: Sequence[FieldError]) -> None:
-        super().__init__(render(errors))
-        self.errors = list(errors)

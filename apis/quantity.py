@@ -110,11 +110,6 @@ class Quantity:
         """The value in thousandths, rounded up (as Kubernetes' MilliValue)."""
         return _ceil(self.value * 1000)
 
-    @property
-    def whole(self) -> int:
-        """The value rounded up to an integer (as Kubernetes' Value)."""
-        return _ceil(self.value)
-
     def __float__(self) -> float:
         return float(self.value)
 
@@ -159,7 +154,3 @@ def format_quantity(value: Fraction, *, binary: bool = False) -> str:
             return f"{sign}{scaled.numerator}{suffix}"
     raise AssertionError(f"unformattable quantity {value}")  # unreachable: nano always divides
 
-
-def parse_quantity(text: str | int | float | Quantity) -> Quantity:
-    """Quantity.parse as a function, for validators and maps."""
-    return Quantity.parse(text)

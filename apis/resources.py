@@ -8,7 +8,7 @@ and exact. Pure: no I/O.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from apis.quantity import Quantity, format_quantity
 
@@ -77,11 +77,3 @@ class Resources(dict[str, int]):
             for n, a in sorted(self.items())
         }
 
-
-def total(items: Iterable[Mapping[str, int]]) -> Resources:
-    """Sum of resource lists."""
-    out = Resources()
-    for item in items:
-        for name, amount in item.items():
-            out[name] = out.get(name, 0) + amount
-    return out

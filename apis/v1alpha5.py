@@ -99,7 +99,3 @@ class Provisioner(Object):
         for r in Requirements.from_labels(spec.labels).values():
             reqs.add(r)
         return reqs
-
-    @property
-    def consolidation_enabled(self) -> bool:
-        return bool(self.spec.consolidation and self.spec.consolidation.enabled)

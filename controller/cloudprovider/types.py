@@ -39,9 +39,6 @@ class InstanceType:
         """capacity - overhead, never negative."""
         return (self.capacity - self.overhead).clamp_zero()
 
-    def available_offerings(self) -> tuple[Offering, ...]:
-        return tuple(o for o in self.offerings if o.available)
-
     def __hash__(self) -> int:
         return hash(self.name)
 

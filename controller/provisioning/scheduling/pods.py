@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from apis.labels import DO_NOT_EVICT, normalize
+from apis.labels import normalize
 from apis.quantity import QuantityError
 from apis.requirements import Requirement, Requirements
 from apis.pods import pod_requests
@@ -80,10 +80,6 @@ class PodInfo:
     @property
     def is_daemon(self) -> bool:
         return self.owner_kind == "DaemonSet"
-
-    @property
-    def do_not_evict(self) -> bool:
-        return self.annotations.get(DO_NOT_EVICT) == "true"
 
     @property
     def requirements(self) -> Requirements:
