@@ -24,6 +24,7 @@ from apis.quantity import QuantityError
 from apis.resources import Resources
 from apis.v1alpha5 import Provisioner
 from controller.cloudprovider.catalog import (
+    CATALOG_API_VERSION,
     CATALOG_KIND,
     BUILT_IN,
     Catalog,
@@ -188,8 +189,8 @@ def _catalog(docs: Sequence[Document], name: str, problems: list[str]) -> Catalo
 
 
 def _catalog_document(d: Document, problems: list[str]) -> Catalog | None:
-    if d.body.get("apiVersion") != "karpy.dev/v1alpha1":
-        problems.append(f"{d.where()}: apiVersion: expected karpy.dev/v1alpha1")
+    if d.body.get("apiVersion") != CATALOG_API_VERSION:
+        problems.append(f"{d.where()}: apiVersion: expected {CATALOG_API_VERSION}")
         return None
     try:
         return catalog_from_document(d.body, name=str((d.body.get("metadata") or {}).get("name") or d.source))
