@@ -8,6 +8,7 @@ for good. Decisions read these caches, never the API server directly.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 from apis import labels as wk
@@ -30,6 +31,8 @@ class ClusterState:
         self.pdbs = Informer(client, "policy/v1", "poddisruptionbudgets")
         self.namespaces = Informer(client, "v1", "namespaces")
         self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs, self.namespaces]
+        self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
+        self._decode_lock = threading.Lock()
 
     def start(self, timeout: float = 30) -> None:
         for informer in self.informers:
@@ -47,16 +50,29 @@ class ClusterState:
 
     # --- reads -------------------------------------------------------------------------------
     def live_provisioners(self) -> list[Provisioner]:
-        """Provisioners that decode and validate (others are skipped with a log line)."""
-        out = []
+        """Provisioners that decode and validate (others are skipped with a log line). Each version of
+        each object is decoded once: the node controllers ask for every node on every pass."""
+        with self._decode_lock:                 # several controller loops ask at once
+            return self._decode_all()
+
+    def _decode_all(self) -> list[Provisioner]:
+        out: list[Provisioner] = []
+        seen: set[tuple[str, str | None]] = set()
         for raw in self.provisioners.items():
-            p, errors = decode_provisioner(raw)
-            if p is not None:
-                errors = validate_provisioner(p, aws=False)
-            if errors or p is None:
-                log.error("Ignoring invalid provisioner %s: %s", raw["metadata"]["name"], "; ".join(map(str, errors)))
-                continue
-            out.append(p)
+            key = (raw["metadata"]["name"], raw["metadata"].get("resourceVersion"))
+            seen.add(key)
+            if key not in self._decoded:
+                p, errors = decode_provisioner(raw)
+                if p is not None:
+                    errors = validate_provisioner(p, aws=False)
+                if errors or p is None:
+                    log.error("Ignoring invalid provisioner %s: %s", key[0], "; ".join(map(str, errors)))
+                    p = None
+                self._decoded[key] = p
+            if self._decoded[key] is not None:
+                out.append(self._decoded[key])
+        for key in set(self._decoded) - seen:
+            del self._decoded[key]
         return out
 
     def provisioner(self, name: str) -> Provisioner | None:
