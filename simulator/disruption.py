@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
+from apis.conditions import ready
 from apis.selectors import LabelSelector
 
 
@@ -28,7 +29,7 @@ def healthy(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     if (pod.get("metadata") or {}).get("deletionTimestamp") or status.get("phase") != "Running":
         return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return ready(pod)
 
 
 def _scaled(value: Any, total: int) -> int:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 
+from apis.conditions import ready
 from apis.labels import TAINT_NOT_READY, TAINT_UNREACHABLE
 from kubeclient.raw import Informer, RawClient, path_of
 from simulator.store import now_rfc3339
@@ -29,11 +30,6 @@ def node_info(name: str) -> dict[str, str]:
     return {"kubeletVersion": "v1.31.0", "kubeProxyVersion": "v1.31.0", "osImage": "karpy local node",
             "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://1.7.0", "architecture": "amd64",
             "operatingSystem": "linux", "machineID": name, "systemUUID": name, "bootID": name}
-
-
-def node_ready(node: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
 
 
 class Kubelets:
@@ -51,7 +47,7 @@ class Kubelets:
         nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
         wait: float | None = None
         for name, node in nodes.items():
-            if node_ready(node) or node["metadata"].get("deletionTimestamp"):
+            if ready(node) or node["metadata"].get("deletionTimestamp"):
                 continue
             appeared = self._seen.setdefault(name, now)
             left = appeared + self.boot_delay - now
@@ -125,7 +121,7 @@ class Kubelets:
                 self.client.delete(path, gracePeriodSeconds=0)
                 return
             self._orphaned.pop(meta.get("uid", ""), None)
-            if status.get("phase") == "Pending" and node_ready(node):
+            if status.get("phase") == "Pending" and ready(node):
                 now = now_rfc3339()
                 self._ip += 1
                 containers = spec.get("containers") or []

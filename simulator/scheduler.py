@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from apis.conditions import ready
 from apis.pods import pod_requests
 from apis.quantity import QuantityError
 from apis.requirements import Requirements
@@ -30,7 +31,6 @@ from apis.resources import Resources
 from apis.selectors import LabelSelector, Taint, untolerated
 from kubeclient import events
 from kubeclient.raw import Informer, RawClient, path_of
-from simulator.kubelet import node_ready
 from simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.scheduler")
@@ -146,7 +146,7 @@ class Scheduler:
         spec, nspec = pod.get("spec") or {}, node.get("spec") or {}
         labels = node["metadata"].get("labels") or {}
         tolerations = spec.get("tolerations") or []
-        if not node_ready(node):
+        if not ready(node):
             return "node(s) were not ready"    # kube-scheduler reports the not-ready taint; the effect is the same
         if nspec.get("unschedulable") and untolerated(tolerations, [UNSCHEDULABLE_TAINT]):
             return "node(s) were unschedulable"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Callable, Sequence
 
+from apis.conditions import ready
 from simulator.resources import ResourceType
 
 Obj = dict[str, Any]
@@ -46,8 +47,7 @@ def _pod_ready(o: Obj) -> str:
 
 
 def _node_status(o: Obj) -> str:
-    ready = next((c for c in (o.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-    text = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    text = "Ready" if ready(o) else "NotReady"
     if (o.get("spec") or {}).get("unschedulable"):
         text += ",SchedulingDisabled"
     return text

@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from apis.conditions import ready
 from apis.requirements import Requirements
 from apis.selectors import Taint, untolerated
 from simulator import disruption
@@ -50,9 +51,6 @@ def by_controller(objects: list[Obj]) -> dict[str, list[Obj]]:
 def template_hash(template: Obj) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
-
-def ready(pod: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 class Workloads:

@@ -12,6 +12,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from apis import labels as wk
+from apis.conditions import ready
 from controller.clock import Clock, parse_time
 from controller.state import ClusterState
 from kubeclient.raw import path_of
@@ -19,9 +20,6 @@ from kubeclient.raw import path_of
 log = logging.getLogger("controller.node")
 REGISTRATION_TIMEOUT = dt.timedelta(minutes=15)
 
-
-def ready(node: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [])
 
 
 def decide(*, node: dict[str, Any], startup_taints: set[str], now: dt.datetime) -> str | None:

@@ -1,0 +1,15 @@
+"""Reading status conditions of any object (Ready on nodes and pods, PodScheduled, ...). Pure."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    """True when `obj` has a status condition of type `kind` with status "True"."""
+    return any(c.get("type") == kind and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def ready(obj: Mapping[str, Any]) -> bool:
+    """The Ready condition of a node or pod is True."""
+    return condition_true(obj, "Ready")
