@@ -49,7 +49,8 @@ class Verdict:
         return not self.errors
 
 
-Handler = Callable[[AdmissionRequest], Verdict]
+Handler = Callable[[dict[str, Any]], Verdict]      # the request's object -> what to answer
+_MISSING_OBJECT = Verdict(errors=(FieldError("request.object", "missing required field"),))
 
 
 class BadReview(ValueError):
@@ -75,7 +76,12 @@ def review(body: Mapping[str, Any], handler: Handler) -> tuple[dict[str, Any], V
     Raises BadReview when `body` is not an AdmissionReview."""
     parsed = parse_review(body)
     request = parsed.request
-    verdict = Verdict() if request.operation == "DELETE" else handler(request)
+    if request.operation == "DELETE":
+        verdict = Verdict()
+    elif request.object is None:
+        verdict = _MISSING_OBJECT
+    else:
+        verdict = handler(request.object)
     response: dict[str, Any] = {"uid": request.uid, "allowed": verdict.allowed}
     if not verdict.allowed:
         response["status"] = {"code": 400, "message": render(verdict.errors), "reason": "BadRequest"}
@@ -85,47 +91,28 @@ def review(body: Mapping[str, Any], handler: Handler) -> tuple[dict[str, Any], V
     return {"apiVersion": parsed.api_version, "kind": "AdmissionReview", "response": response}, verdict
 
 
-def _object(request: AdmissionRequest) -> dict[str, Any] | None:
-    return request.object if isinstance(request.object, dict) else None
-
-
-_MISSING_OBJECT = Verdict(errors=(FieldError("request.object", "missing required field"),))
-
-
-def validate_provisioner_request(request: AdmissionRequest, *, aws: bool = True) -> Verdict:
-    raw = _object(request)
-    if raw is None:
-        return _MISSING_OBJECT
+def validate_provisioner_request(raw: dict[str, Any], *, aws: bool = True) -> Verdict:
     provisioner, errors = decode_provisioner(raw)
     if provisioner is not None:
         errors = validate_provisioner(provisioner, aws=aws)
     return Verdict(errors=tuple(errors))
 
 
-def mutate_provisioner_request(request: AdmissionRequest, *, aws: bool = True) -> Verdict:
-    raw = _object(request)
-    if raw is None:
-        return _MISSING_OBJECT
+def mutate_provisioner_request(raw: dict[str, Any], *, aws: bool = True) -> Verdict:
     provisioner, errors = decode_provisioner(raw)
     if provisioner is None:
         return Verdict(errors=tuple(errors))
     return Verdict(patch=tuple(provisioner_default_patch(raw, aws=aws)))
 
 
-def validate_awsnodetemplate_request(request: AdmissionRequest) -> Verdict:
-    raw = _object(request)
-    if raw is None:
-        return _MISSING_OBJECT
+def validate_awsnodetemplate_request(raw: dict[str, Any]) -> Verdict:
     template, errors = decode_awsnodetemplate(raw)
     if template is not None:
         errors = validate_awsnodetemplate(template)
     return Verdict(errors=tuple(errors))
 
 
-def mutate_awsnodetemplate_request(request: AdmissionRequest) -> Verdict:
+def mutate_awsnodetemplate_request(raw: dict[str, Any]) -> Verdict:
     """AWSNodeTemplates have no defaults in v0.16; an object that does not decode is denied."""
-    raw = _object(request)
-    if raw is None:
-        return _MISSING_OBJECT
     _, errors = decode_awsnodetemplate(raw)
     return Verdict(errors=tuple(errors))
