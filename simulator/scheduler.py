@@ -56,6 +56,8 @@ class Scheduler:
         self._reported: dict[str, str] = {}          # pod uid -> the message already written
         self._tried: dict[str, tuple[object, ...]] = {}   # pod uid -> the cluster epoch it last failed in
         self._writes = Writes()
+        # events inform people, they decide nothing: sent on the side, never awaited by a pass
+        self._events = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="scheduler-events")
 
     def reconcile(self) -> float | None:
         nodes = [n for n in self.nodes.items() if not n["metadata"].get("deletionTimestamp")]
@@ -294,8 +296,8 @@ class Scheduler:
             return False
         self._reported.pop(meta.get("uid", ""), None)
         log.info("Bound %s/%s to %s", meta["namespace"], meta["name"], node)
-        events.record(self.client, pod, reason="Scheduled", component=self.name,
-                      message=f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}")
+        self._events.submit(events.record, self.client, pod, reason="Scheduled", component=self.name,
+                            message=f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}")
         return True
 
     def _unschedulable(self, pod: Obj, total: int, reasons: collections.Counter[str]) -> None:
@@ -312,7 +314,8 @@ class Scheduler:
         def write() -> None:
             try:
                 self.client.patch(path_of("v1", "pods", meta["namespace"], meta["name"], "status"), {"status": {"conditions": conditions}})
-                events.record(self.client, pod, reason="FailedScheduling", message=message, component=self.name, event_type="Warning")
+                self._events.submit(events.record, self.client, pod, reason="FailedScheduling", message=message,
+                                    component=self.name, event_type="Warning")
             except ApiException as e:
                 if e.status not in (404, 409):
                     log.warning("marking %s/%s unschedulable: %s", meta["namespace"], meta["name"], e.reason)
@@ -323,7 +326,7 @@ class Scheduler:
 class Writes:
     """Status writes that do not decide anything, sent side by side and awaited once per pass."""
 
-    def __init__(self, parallelism: int = 8) -> None:
+    def __init__(self, parallelism: int = 16) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="scheduler-writes")
         self._pending: list[concurrent.futures.Future[None]] = []
 

@@ -62,7 +62,7 @@ class Workloads:
         self._created: dict[str, dict[str, float]] = {}     # owner uid -> pod name -> give up at
         self._deleted: dict[str, float] = {}                 # namespace/name -> give up at
         self._on_node: dict[str, dict[str, float]] = {}      # daemonset uid -> node -> give up at
-        self._pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="workloads")
+        self._pool = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="workloads")
         self._missing: dict[str, float] = {}                 # object whose controller is not in the cache -> since
 
     def reconcile(self) -> float | None:
