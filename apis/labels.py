@@ -44,6 +44,13 @@ DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 
+# karpy's own node annotations
+PRICE_PER_HOUR = "karpy.dev/price-per-hour"      # what the launched offering costs
+LAUNCHED_FOR = "karpy.dev/launched-for"          # the pods ("ns/name,...") karpy launched the node for
+
+# the Event reason the scheduler extender reports a pod it left without a node with
+CAPACITY_GAP_REASON = "CapacityGap"
+
 # Taints Kubernetes puts on nodes that are not ready yet
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"

@@ -7,6 +7,7 @@ and exact. Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Mapping
 
@@ -17,6 +18,12 @@ MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 _BINARY_RESOURCES = {MEMORY, EPHEMERAL_STORAGE}
+
+
+@functools.lru_cache(maxsize=65536)
+def _milli(text: str | int) -> int:
+    """Clusters repeat the same few amounts on every node and pod: parse each once."""
+    return Quantity.parse(text).milli
 
 
 class Resources(dict[str, int]):
@@ -30,7 +37,7 @@ class Resources(dict[str, int]):
         out = cls()
         for name, text in (raw or {}).items():
             try:
-                out[name] = Quantity.parse(text).milli  # type: ignore[arg-type]
+                out[name] = _milli(text) if type(text) in (str, int) else Quantity.parse(text).milli  # type: ignore[arg-type]
             except ValueError as e:
                 raise type(e)(f"{name}: {e}") from None
         return out

@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from apis import labels as wk  # noqa: E402
 from apis.crds import definitions  # noqa: E402
 from bench.measure import free_port, peak_rss_mib  # noqa: E402
 from kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
@@ -131,7 +132,7 @@ def main() -> int:
         pods_seen.stop()
         nodes_seen.stop()
         nodes = karpy_nodes(client)
-        price = sum(float((n["metadata"].get("annotations") or {}).get("karpy.dev/price-per-hour", 0)) for n in nodes)
+        price = sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes)
         types: dict[str, int] = {}
         for n in nodes:
             t = n["metadata"]["labels"].get("node.kubernetes.io/instance-type", "?")

@@ -74,6 +74,12 @@ class Operator:
         if kind != "DELETED" and is_provisionable(pod):
             self.batcher.trigger()
 
+    def _on_gap_report(self, kind: str, event: dict) -> None:
+        involved = event.get("involvedObject") or {}
+        pod = self.state.pods.get(involved.get("namespace") or "", involved.get("name") or "")
+        if kind != "DELETED" and pod is not None and is_provisionable(pod, gap_reported=True):
+            self.batcher.trigger()
+
     def _provision_forever(self) -> None:
         while not self.stop_event.is_set():
             if self.batcher.wait(timeout=1.0):
@@ -93,6 +99,7 @@ class Operator:
                 if self.stop_event.is_set():
                     return
         self.state.on_change(self._on_pod, self.state.pods)
+        self.state.on_change(self._on_gap_report, self.state.gap_reports)
         for loop in self.loops:
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
         self.state.start()

@@ -30,7 +30,10 @@ class ClusterState:
         self.daemonsets = Informer(client, "apps/v1", "daemonsets")
         self.pdbs = Informer(client, "policy/v1", "poddisruptionbudgets")
         self.namespaces = Informer(client, "v1", "namespaces")
-        self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs, self.namespaces]
+        # the scheduler extender reports pods it left without a node this way, before kube-scheduler marks them
+        self.gap_reports = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
+        self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs, self.namespaces,
+                          self.gap_reports]
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
 
@@ -49,6 +52,10 @@ class ClusterState:
             informer.handlers.append(handler)
 
     # --- reads -------------------------------------------------------------------------------
+    def gap_pod_uids(self) -> frozenset[str]:
+        """The pods the scheduler extender reported capacity gaps for."""
+        return frozenset(uid for e in self.gap_reports.items() if (uid := (e.get("involvedObject") or {}).get("uid")))
+
     def live_provisioners(self) -> list[Provisioner]:
         """Provisioners that decode and validate (others are skipped with a log line). Each version of
         each object is decoded once: the node controllers ask for every node on every pass."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -75,9 +77,12 @@ def sim(args: argparse.Namespace) -> int:
 
     if args.system_nodes < 0:
         raise UsageError("--system-nodes must not be negative")
+    if args.extender_url and not args.scheduler_config:
+        raise UsageError("--extender-url needs --scheduler-config (the extender whose address it replaces)")
     try:
         cluster = LocalCluster(port=args.port, system_nodes=args.system_nodes, boot_delay=args.boot_delay,
-                               scheduler_config=args.scheduler_config, controllers=not args.no_controllers)
+                               scheduler_config=args.scheduler_config, extender_url=args.extender_url,
+                               controllers=not args.no_controllers)
     except OSError as e:
         raise UsageError(f"--port {args.port}: {e.strerror}") from None
     cluster.write_kubeconfig(args.kubeconfig_out)
@@ -134,14 +139,18 @@ def demo(args: argparse.Namespace) -> int:
     return run_demo(replicas=args.replicas, plot_path=args.plot)
 
 
-def webhook(args: argparse.Namespace) -> int:
-    from serving.server import bind, prepare_metrics_dir, serve
-
-    cert_dir = Path(args.cert_dir)
+def _tls_files(cert_dir: Path) -> tuple[Path, Path]:
     certfile, keyfile = cert_dir / "tls.crt", cert_dir / "tls.key"
     for f in (certfile, keyfile):
         if not f.is_file():
             raise UsageError(f"--cert-dir {cert_dir}: {f.name} not found (run 'karpy certs generate --out-dir {cert_dir}')")
+    return certfile, keyfile
+
+
+def webhook(args: argparse.Namespace) -> int:
+    from serving.server import bind, prepare_metrics_dir, serve
+
+    certfile, keyfile = _tls_files(Path(args.cert_dir))
     prepare_metrics_dir()
     from webhook.app import Settings, create_app  # after the metrics directory is set
 
@@ -153,4 +162,40 @@ def webhook(args: argparse.Namespace) -> int:
     settings = Settings(aws=args.cloud_provider == "aws")
     serve(lambda: create_app(settings), sock=sock, certfile=str(certfile), keyfile=str(keyfile),
           workers=args.workers, threads=args.threads)
+    return 0
+
+
+def extender(args: argparse.Namespace) -> int:
+    from serving.server import bind, prepare_metrics_dir, serve
+
+    certfile, keyfile = _tls_files(Path(args.cert_dir)) if args.cert_dir else (None, None)
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
+    prepare_metrics_dir()
+    from extender.app import create_app  # after the metrics directory is set
+
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as e:
+        raise UsageError(f"--port {args.port}: {e.strerror}") from None
+    scheme = "https" if certfile else "http"
+    log.info("Serving scheduler extender on %s://%s:%d%s", scheme, args.host, sock.getsockname()[1],
+             f" watching {args.kubeconfig or 'its own cluster'}" if args.kubeconfig or args.in_cluster else " (no cluster)")
+
+    watched = bool(args.kubeconfig or args.in_cluster)
+
+    def factory() -> Any:
+        view = None
+        if watched:                           # in each worker: watches are threads, and threads do not survive a fork
+            from extender.view import ClusterView
+            from kubeclient.raw import RawClient, api_client
+            view = ClusterView(RawClient(api_client(args.kubeconfig))).start()
+        # a filter body of thousands of Nodes is ~100k objects: with the default thresholds the collector
+        # rescans the whole watch cache several times per call, which is most of the p99
+        gc.freeze()
+        gc.set_threshold(1_000_000, 20, 100)
+        return create_app(view=view)
+
+    serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,
+          workers=args.workers, threads=args.threads, preload=not watched)
     return 0

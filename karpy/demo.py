@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
+from apis import labels as wk
 from apis.crds import definitions
 from certs.inject import inject_ca_bundle
 from kubeclient.raw import RawClient, api_client, path_of
@@ -191,7 +192,7 @@ class Demo:
         launched = [{"name": n["metadata"]["name"], "type": n["metadata"]["labels"].get("node.kubernetes.io/instance-type"),
                      "zone": n["metadata"]["labels"].get("topology.kubernetes.io/zone"),
                      "capacityType": n["metadata"]["labels"].get("karpenter.sh/capacity-type"),
-                     "price": float((n["metadata"].get("annotations") or {}).get("karpy.dev/price-per-hour", 0))} for n in nodes]
+                     "price": float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0))} for n in nodes]
         say("Deleting deployment inflate")
         deleted_at = time.monotonic()
         client.delete(path_of("apps/v1", "deployments", "default", "inflate"))
@@ -220,7 +221,7 @@ class Demo:
                      if "karpenter.sh/provisioner-name" in (n["metadata"].get("labels") or {})]
             pods = client.get(path_of("v1", "pods", "default"), labelSelector="app=inflate")["items"]
             pending = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Pending")
-            price = sum(float((n["metadata"].get("annotations") or {}).get("karpy.dev/price-per-hour", 0)) for n in nodes)
+            price = sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes)
             self.samples.append(Sample(time.monotonic() - self.started, len(nodes), pending, price))
 
 

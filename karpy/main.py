@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--system-nodes", type=int, default=1, help="ready nodes of the static node group")
     sim.add_argument("--boot-delay", type=float, default=2.0, help="seconds from a node's creation to Ready")
     sim.add_argument("--scheduler-config", help="KubeSchedulerConfiguration whose extenders the scheduler calls")
+    sim.add_argument("--extender-url", help="reach the configured extender here (replaces its urlPrefix, e.g. "
+                                            "http://127.0.0.1:8888/scheduler)")
     sim.add_argument("--no-controllers", action="store_true", help="serve the API only: no scheduler, kubelets or controllers")
     sim.set_defaults(run=commands.sim)
 
@@ -82,6 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     hook.add_argument("--threads", type=int, default=8, help="threads per worker")
     hook.set_defaults(run=commands.webhook)
+
+    ext = sub.add_parser("extender", help="serve the kube-scheduler extender (filter, prioritize, bind, capacity gaps)")
+    ext.add_argument("--port", type=int, default=8888, help="port (0 picks a free one)")
+    ext.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a cluster)")
+    ext.add_argument("--cert-dir", help="directory holding tls.crt and tls.key (HTTPS); plain HTTP without it")
+    ext.add_argument("--kubeconfig", help="the cluster to watch and bind in; without it every verb still answers")
+    ext.add_argument("--in-cluster", action="store_true", help="watch the cluster it runs in (its service account)")
+    ext.add_argument("--workers", type=int, default=1, help="gunicorn worker processes (each watches the cluster)")
+    ext.add_argument("--threads", type=int, default=8, help="threads per worker")
+    ext.set_defaults(run=commands.extender)
     return parser
 
 

@@ -58,10 +58,13 @@ class RawClient:
     def delete(self, path: str, **options: Any) -> Any:
         return self.request("DELETE", path, body=options or None)
 
-    def watch(self, path: str, *, resource_version: str, timeout_seconds: int = 300) -> Iterator[Obj]:
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int = 300,
+              field_selector: str | None = None) -> Iterator[Obj]:
         """Watch events from `resource_version` on; raises ApiException(410) when it is too old."""
-        query = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
-                 "timeoutSeconds": timeout_seconds}
+        query: dict[str, Any] = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+                                 "timeoutSeconds": timeout_seconds}
+        if field_selector:
+            query["fieldSelector"] = field_selector
         response = self._send("GET", path, query=query, body=None, content_type="application/json",
                               timeout=(10, timeout_seconds + 30))
         if response.status >= 400:
@@ -125,8 +128,9 @@ Handler = Callable[[str, Obj], None]      # (ADDED | MODIFIED | DELETED, object)
 class Informer:
     """A list+watch cache of one resource across all namespaces."""
 
-    def __init__(self, client: RawClient, api_version: str, plural: str) -> None:
+    def __init__(self, client: RawClient, api_version: str, plural: str, *, field_selector: str | None = None) -> None:
         self.client, self.api_version, self.plural = client, api_version, plural
+        self.field_selector = field_selector
         self.handlers: list[Handler] = []
         self.cache: dict[tuple[str, str], Obj] = {}
         self.lock = threading.Lock()
@@ -160,7 +164,7 @@ class Informer:
         path = path_of(self.api_version, self.plural)
         while not self._stop.is_set():
             try:
-                listed = self.client.get(path)
+                listed = self.client.get(path, **({"fieldSelector": self.field_selector} if self.field_selector else {}))
                 fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in listed.get("items") or []}
                 with self.lock:
                     gone = [o for k, o in self.cache.items() if k not in fresh]
@@ -172,7 +176,7 @@ class Informer:
                 self.synced.set()
                 rv = listed["metadata"]["resourceVersion"]
                 while not self._stop.is_set():
-                    for event in self.client.watch(path, resource_version=rv):
+                    for event in self.client.watch(path, resource_version=rv, field_selector=self.field_selector):
                         obj = event["object"]
                         rv = obj["metadata"].get("resourceVersion", rv)
                         if event["type"] == "BOOKMARK":

@@ -21,7 +21,7 @@ GRACEFUL_TIMEOUT_SECONDS = 3  # inside the 5 s every karpy server has to stop
 
 
 def gunicorn_settings(
-    *, sock: socket.socket, certfile: str | None, keyfile: str | None, workers: int, threads: int
+    *, sock: socket.socket, certfile: str | None, keyfile: str | None, workers: int, threads: int, preload: bool = True
 ) -> dict[str, Any]:
     """The complete gunicorn configuration karpy's servers run with."""
     settings: dict[str, Any] = {
@@ -38,7 +38,7 @@ def gunicorn_settings(
         "loglevel": "info",
         "limit_request_line": 8190,
         "limit_request_fields": 100,
-        "preload_app": True,              # build the app once; workers fork from it
+        "preload_app": preload,           # build the app once and fork; False: each worker builds its own (threads, watches)
         "control_socket_disable": True,   # gunicorn >= 24: no shared ~/.gunicorn socket between servers
     }
     if certfile and keyfile:
@@ -81,8 +81,9 @@ def prepare_metrics_dir() -> str:
 
 def serve(
     app_factory: Callable[[], Flask], *, sock: socket.socket, certfile: str | None = None,
-    keyfile: str | None = None, workers: int = 2, threads: int = 8,
+    keyfile: str | None = None, workers: int = 2, threads: int = 8, preload: bool = True,
 ) -> None:
     """Serve until SIGTERM/SIGINT; returns after gunicorn's graceful stop."""
-    settings = gunicorn_settings(sock=sock, certfile=certfile, keyfile=keyfile, workers=workers, threads=threads)
+    settings = gunicorn_settings(sock=sock, certfile=certfile, keyfile=keyfile, workers=workers, threads=threads,
+                                 preload=preload)
     _Embedded(app_factory, settings).run()

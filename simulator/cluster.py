@@ -52,14 +52,14 @@ class LocalCluster:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, system_nodes: int = 1,
                  history: int = HISTORY_PER_RESOURCE, controllers: bool = True, boot_delay: float = 2.0,
-                 scheduler_config: str | None = None) -> None:
+                 scheduler_config: str | None = None, extender_url: str | None = None) -> None:
         self.store = Store(history=history)
         self.registry = Registry()
         self.server = Server((host, port), self.store, self.registry)
         self._threads: list[threading.Thread] = []
         self._controllers = controllers
         self._boot_delay = boot_delay
-        self._extenders = load_extenders(scheduler_config)
+        self._extenders = load_extenders(scheduler_config, url_prefix=extender_url)
         self._informers: list[Informer] = []
         self._loops: list[Loop] = []
         self._api_client: ApiClient | None = None

@@ -38,13 +38,18 @@ Obj = dict[str, Any]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
-def load_extenders(path: str | None) -> list[dict[str, Any]]:
-    """The `extenders` of a KubeSchedulerConfiguration file (none without a file)."""
+def load_extenders(path: str | None, *, url_prefix: str | None = None) -> list[dict[str, Any]]:
+    """The `extenders` of a KubeSchedulerConfiguration file (none without a file). `url_prefix` replaces the
+    address of each (a cluster's Service name means nothing on a laptop)."""
     if not path:
         return []
     with open(path, encoding="utf-8") as f:
         config = yaml.safe_load(f) or {}
-    return list(config.get("extenders") or [])
+    extenders = [dict(e) for e in config.get("extenders") or []]
+    if url_prefix:
+        for extender in extenders:
+            extender["urlPrefix"] = url_prefix
+    return extenders
 
 
 class Scheduler:

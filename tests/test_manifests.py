@@ -36,3 +36,19 @@ def test_crd_schemas_are_structural_and_reject_unknown_spec_fields() -> None:
                 walk(value)
 
     walk(schema)
+
+
+def test_scheduler_configuration_names_the_extender_and_never_blocks_on_it() -> None:
+    config = yaml.safe_load((ROOT / "manifests" / "extender" / "scheduler-config.yaml").read_text())
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1" and config["kind"] == "KubeSchedulerConfiguration"
+    (extender,) = config["extenders"]
+    assert extender["urlPrefix"].endswith("/scheduler")
+    assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == ("filter", "prioritize", "bind")
+    assert extender["ignorable"] is True and extender["nodeCacheCapable"] is True
+    assert extender["weight"] >= 1 and extender["httpTimeout"].endswith("s")
+    docs = {d["kind"]: d for d in yaml.safe_load_all((ROOT / "manifests" / "extender" / "deployment.yaml").read_text())}
+    service_port = docs["Service"]["spec"]["ports"][0]["port"]
+    assert f":{service_port}/scheduler" in extender["urlPrefix"]
+    assert f"{docs['Service']['metadata']['name']}.{docs['Service']['metadata']['namespace']}.svc" in extender["urlPrefix"]
+    args = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "extender" and "--in-cluster" in args

@@ -75,7 +75,7 @@ class FakeCloudProvider:
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": request.node_name, "labels": labels, "finalizers": [wk.TERMINATION_FINALIZER],
-                         "annotations": {"karpy.dev/price-per-hour": str(offering.price_per_hour)}},
+                         "annotations": {**request.annotations, wk.PRICE_PER_HOUR: str(offering.price_per_hour)}},
             "spec": {"providerID": PROVIDER_ID_PREFIX + request.node_name,
                      "taints": [dict(t) for t in request.taints] + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
             "status": {"capacity": it.capacity.to_manifest(), "allocatable": it.allocatable.to_manifest(),

@@ -54,6 +54,7 @@ class NodeRequest:
     instance_type_options: tuple[InstanceType, ...]   # cheapest first
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     taints: tuple[Mapping[str, str], ...] = ()
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,14 +37,15 @@ LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launc
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def is_provisionable(pod: dict[str, Any]) -> bool:
-    """Pending, unbound, not terminating, and marked Unschedulable by kube-scheduler."""
+def is_provisionable(pod: dict[str, Any], gap_reported: bool = False) -> bool:
+    """Pending, unbound, not terminating, and marked Unschedulable by kube-scheduler (or reported as a capacity
+    gap by the scheduler extender, which is sooner)."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") or status.get("phase", "Pending") != "Pending":
         return False
     if any(r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or []):
         return False
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+    return gap_reported or any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
                for c in status.get("conditions") or [])
 
 
@@ -64,7 +65,8 @@ class Provisioner:
     def reconcile(self) -> None:
         """Plan and launch for every provisionable pod now in the cache."""
         raw_pods = self.state.pods.items()
-        provisionable = [p for p in raw_pods if is_provisionable(p)]
+        gaps = self.state.gap_pod_uids()
+        provisionable = [p for p in raw_pods if is_provisionable(p, p["metadata"].get("uid") in gaps)]
         PENDING_PODS.set(len(provisionable))
         if not provisionable:
             return
@@ -104,7 +106,9 @@ class Provisioner:
                   if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
         request = NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
                               instance_type_options=planned.options, labels=labels,
-                              taints=tuple(t.to_manifest() for t in planned.taints))
+                              taints=tuple(t.to_manifest() for t in planned.taints),
+                              # the extender keeps this capacity for these pods until they are bound
+                              annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
         started = time.perf_counter()
         try:
             instance = self.cloud.create(request)

@@ -46,6 +46,25 @@ def test_ignores_pods_kube_scheduler_has_not_given_up_on(env: Env) -> None:
     assert env.cloud.create_calls == []
 
 
+def test_a_capacity_gap_the_extender_reported_is_provisioned_before_kube_scheduler_marks_the_pod(env: Env) -> None:
+    waiting = {**unschedulable_pod("waiting", cpu="1"), "status": {"phase": "Pending"}}     # not marked yet
+    env.apply(provisioner("default"), waiting)
+    Provisioner(env.state, env.cloud, CATALOG).reconcile()
+    assert env.cloud.create_calls == []
+    uid = env.client.get(path_of("v1", "pods", "default", "waiting"))["metadata"]["uid"]
+    env.client.create(path_of("v1", "events", "default"), {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "waiting.gap", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "waiting", "uid": uid},
+        "reason": wk.CAPACITY_GAP_REASON, "message": "0/1 nodes are available: 1 node(s) are being removed by karpy.",
+        "type": "Warning", "source": {"component": "karpy-extender"}})
+    env.settle(lambda: uid in env.state.gap_pod_uids())
+    Provisioner(env.state, env.cloud, CATALOG).reconcile()
+    assert len(env.cloud.create_calls) == 1
+    made = env.client.get(path_of("v1", "nodes"))["items"][0]
+    assert made["metadata"]["annotations"][wk.LAUNCHED_FOR] == "default/waiting"   # kept for it by the extender
+    assert env.client.get(path_of("v1", "pods", "default", "waiting"))["spec"]["nodeName"] == made["metadata"]["name"]
+
+
 def test_counts_nodes_already_launching_and_never_launches_twice(env: Env) -> None:
     env.apply(provisioner("default"),
               node("default-inflight", provisioner="default", instance_type="large", zone="zone-a",

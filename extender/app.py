@@ -1,0 +1,125 @@
+"""The scheduler extender's Flask application: filter, prioritize, bind, capacity gaps, probes, metrics.
+
+A thin HTTP adapter: bodies are read safely (size, content type, nesting) and
+checked by `extender.wire`; the decisions are `extender.decisions`; what the
+extender knows of the cluster is `extender.view` (absent without a cluster,
+when every verb still answers in shape). Bad bodies get 400 with a JSON
+error, never a 500; bind failures are `{"Error": ...}` with 200, as
+kube-scheduler expects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import time
+from typing import Any, Callable
+
+import orjson
+from flask import Flask, Response, request
+from prometheus_client import Counter, Histogram
+from werkzeug.exceptions import HTTPException
+
+from extender.decisions import NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
+from extender.gaps import Gaps
+from extender.view import ClusterView
+from extender.wire import BadArgs, ExtenderArgs, filter_result, host_priorities, parse_args, parse_binding
+from kubeclient.raw import now_rfc3339
+from serving.body import BadBody, read_json_body
+from serving.metrics import metrics_response
+
+log = logging.getLogger("extender")
+REQUESTS = Counter("karpy_extender_requests_total", "Extender calls answered", ["verb", "outcome"])
+LATENCY = Histogram("karpy_extender_request_duration_seconds", "Time to answer an extender call", ["verb"],
+                    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0))
+GAPS = Counter("karpy_extender_capacity_gaps_total", "Pods the extender's filter left without a node")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    max_body_bytes: int = 64 * 1024 * 1024   # a filter call with thousands of full Nodes is tens of MB
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    # orjson: a filter answer can hold thousands of Nodes, and the stdlib encoder takes 7x as long
+    return Response(orjson.dumps(payload), status=status, mimetype="application/json")
+
+
+def create_app(settings: Settings | None = None, view: ClusterView | None = None,
+               clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> Flask:
+    settings = settings or Settings()
+    app = Flask("karpy.extender")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    gaps = view.gaps if view is not None else Gaps()
+
+    def facts(args: ExtenderArgs) -> list[NodeFacts]:
+        now = clock()
+        if view is not None:
+            return view.facts(args, now)
+        if args.nodes is not None:
+            return [facts_of(n, used=None, pending={}, lifetimes=None, now=now) for n in args.nodes]
+        return [NodeFacts(name=name) for name in args.names]
+
+    def verb(name: str, answer: Callable[[Any], Any]) -> Callable[[], Response]:
+        def view_fn() -> Response:
+            started = time.perf_counter()
+            try:
+                body = read_json_body(request, max_bytes=settings.max_body_bytes, loads=orjson.loads)
+                result = answer(body)
+            except RecursionError:
+                REQUESTS.labels(name, "bad_request").inc()
+                return _json({"error": "Bad Request", "message": "JSON nested too deeply"}, 400)
+            except (BadBody, BadArgs) as e:
+                REQUESTS.labels(name, "bad_request").inc()
+                status = e.status if isinstance(e, BadBody) else 400
+                return _json({"error": "Bad Request" if status == 400 else "Unsupported", "message": str(e)}, status)
+            REQUESTS.labels(name, "ok").inc()
+            LATENCY.labels(name).observe(time.perf_counter() - started)
+            return _json(result)
+        view_fn.__name__ = name
+        return view_fn
+
+    def filter_(body: Any) -> Any:
+        args = parse_args(body)
+        passed, failed, kinds = filter_nodes(args.key, args.requests(), facts(args))
+        if not passed and failed:                 # karpy's knowledge left no node: a capacity gap
+            reason = gap_reason(len(failed), kinds)
+            GAPS.inc()
+            if view is not None:
+                view.report_gap(args.pod, reason)
+            else:
+                gaps.open(args.key, reason, now_rfc3339())
+            log.info("Capacity gap for pod %s: %s", args.key, reason)
+        return filter_result(args, passed, failed)
+
+    def prioritize(body: Any) -> Any:
+        args = parse_args(body)
+        return host_priorities(args.names, score_nodes(args.key, args.requests(), facts(args)))
+
+    def bind(body: Any) -> Any:
+        binding = parse_binding(body)
+        if view is None:
+            return {"Error": "this extender has no cluster to bind in (start it with --kubeconfig)"}
+        error = view.bind(binding)
+        if error:
+            log.info("Could not bind pod %s/%s: %s", binding.pod_namespace, binding.pod_name, error)
+        return {"Error": error}
+
+    app.add_url_rule("/scheduler/filter", "filter", verb("filter", filter_), methods=["POST"])
+    app.add_url_rule("/scheduler/prioritize", "prioritize", verb("prioritize", prioritize), methods=["POST"])
+    app.add_url_rule("/scheduler/bind", "bind", verb("bind", bind), methods=["POST"])
+    app.add_url_rule("/capacity-gaps", "capacity_gaps", lambda: _json([g.to_json() for g in gaps.items()]))
+    app.add_url_rule("/healthz", "healthz", lambda: ("ok", 200))
+    app.add_url_rule("/metrics", "metrics", metrics_response)
+
+    @app.errorhandler(HTTPException)
+    def http_error(e: HTTPException) -> Response:
+        return _json({"error": e.name, "message": e.description}, e.code or 500)
+
+    @app.errorhandler(Exception)
+    def unexpected(e: Exception) -> Response:  # the edge: log, answer, keep serving
+        app.logger.exception("unexpected error answering %s", request.path)
+        return _json({"error": "Internal Server Error", "message": str(e)}, 500)
+
+    return app

@@ -1,0 +1,157 @@
+"""The extender's view of the cluster, kept by watches: nodes, pods, provisioners and capacity-gap Events.
+
+From it come the facts `extender.decisions` weighs (what is bound where,
+which pods are still waiting for the node karpy launched for them, each
+provisioner's TTLs) and the open capacity gaps: pods kube-scheduler marked
+Unschedulable, and pods any replica reported through a `CapacityGap` Event.
+Every replica watches the same API, so every replica gives the same answers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from apis import labels as wk
+from apis.pods import pod_requests
+from apis.quantity import QuantityError
+from apis.resources import Resources
+from extender.decisions import Lifetimes, NodeFacts, facts_of
+from extender.gaps import Gaps
+from extender.wire import BindingArgs, ExtenderArgs
+from kubeclient import events
+from kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
+
+log = logging.getLogger("extender")
+Obj = dict[str, Any]
+
+
+def _key(obj: Obj) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+
+
+def _requests(pod: Obj) -> Resources:
+    try:
+        return pod_requests(pod.get("spec") or {})
+    except QuantityError:
+        return Resources()            # the API server would not have stored it; count it as asking nothing
+
+
+def _unschedulable(pod: Obj) -> Obj | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            return c
+    return None
+
+
+class ClusterView:
+    def __init__(self, client: RawClient) -> None:
+        self.client = client
+        self.gaps = Gaps()
+        self.nodes = Informer(client, "v1", "nodes")
+        self.pods = Informer(client, "v1", "pods")
+        self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
+        self.gap_events = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
+        self._lock = threading.Lock()
+        self._used: dict[str, Resources] = {}                 # node -> requests of the pods bound to it
+        self._where: dict[str, tuple[str, Resources]] = {}    # pod -> (node it is bound to, its requests)
+        self._pending: dict[str, Resources] = {}              # unbound pods -> requests
+        self.pods.handlers.append(self._on_pod)
+        self.gap_events.handlers.append(self._on_gap_event)
+
+    def start(self, timeout: float = 30) -> ClusterView:
+        for informer in (self.nodes, self.pods, self.provisioners, self.gap_events):
+            informer.start()
+        for informer in (self.nodes, self.pods, self.provisioners, self.gap_events):
+            informer.synced.wait(timeout)
+        return self
+
+    def stop(self) -> None:
+        for informer in (self.nodes, self.pods, self.provisioners, self.gap_events):
+            informer.stop()
+
+    # --- keeping the indexes --------------------------------------------------------------
+    def _on_pod(self, kind: str, pod: Obj) -> None:
+        key = _key(pod)
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        finished = kind == "DELETED" or status.get("phase") in ("Succeeded", "Failed")
+        with self._lock:
+            old = self._where.pop(key, None)
+            if old is not None:
+                self._used[old[0]] = self._used[old[0]] - old[1]
+            self._pending.pop(key, None)
+            if finished:
+                pass
+            elif spec.get("nodeName"):
+                node, requests = spec["nodeName"], _requests(pod)
+                self._where[key] = (node, requests)
+                self._used[node] = self._used.get(node, Resources()) + requests
+            elif not pod["metadata"].get("deletionTimestamp"):
+                self._pending[key] = _requests(pod)
+        if finished or spec.get("nodeName"):
+            self.gaps.close(key)
+            return
+        condition = _unschedulable(pod)
+        if condition is not None:
+            self.gaps.open(key, condition.get("message") or "Unschedulable", condition.get("lastTransitionTime") or now_rfc3339())
+
+    def _on_gap_event(self, kind: str, event: Obj) -> None:
+        involved = event.get("involvedObject") or {}
+        if kind == "DELETED" or involved.get("kind") != "Pod" or not involved.get("name"):
+            return
+        key = f"{involved.get('namespace') or 'default'}/{involved['name']}"
+        pod = self.pods.get(key.split("/", 1)[0], involved["name"])
+        if pod is not None and not (pod.get("spec") or {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+            self.gaps.open(key, event.get("message") or wk.CAPACITY_GAP_REASON, event.get("firstTimestamp") or now_rfc3339())
+
+    # --- answers --------------------------------------------------------------------------
+    def lifetimes(self, provisioner: str | None) -> Lifetimes | None:
+        obj = self.provisioners.get("", provisioner) if provisioner else None
+        if obj is None:
+            return None
+        spec = obj.get("spec") or {}
+        return Lifetimes(after_empty=spec.get("ttlSecondsAfterEmpty"), until_expired=spec.get("ttlSecondsUntilExpired"))
+
+    def facts(self, args: ExtenderArgs, now: dt.datetime) -> list[NodeFacts]:
+        """Facts for each node of the request; a full Node as sent, else the watched one, else only its name."""
+        with self._lock:
+            pending = dict(self._pending)
+            used = dict(self._used)
+        nodes: list[Obj | str] = list(args.nodes) if args.nodes is not None else \
+            [self.nodes.get("", name) or name for name in args.names]
+        result = []
+        for node in nodes:
+            if isinstance(node, str):
+                result.append(NodeFacts(name=node))
+                continue
+            name = node["metadata"]["name"]
+            provisioner = (node["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
+            result.append(facts_of(node, used=used.get(name, Resources()), pending=pending,
+                                   lifetimes=self.lifetimes(provisioner), now=now))
+        return result
+
+    def report_gap(self, pod: Obj, reason: str) -> None:
+        """A pod no node is left for: listed here at once, and an Event every replica and the controller see."""
+        if self.gaps.open(_key(pod), reason, now_rfc3339()):
+            events.record(self.client, pod, reason=wk.CAPACITY_GAP_REASON, message=reason, component="karpy-extender",
+                          event_type="Warning")
+
+    def bind(self, binding: BindingArgs) -> str:
+        """Bind through pods/binding; the error to report, or "" on success."""
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": binding.pod_name, "namespace": binding.pod_namespace,
+                             **({"uid": binding.pod_uid} if binding.pod_uid else {})},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node}}
+        try:
+            self.client.create(path_of("v1", "pods", binding.pod_namespace, binding.pod_name, "binding"), body)
+        except ApiException as e:
+            return f"binding {binding.pod_namespace}/{binding.pod_name} to {binding.node}: {e.status} {e.reason}"
+        except OSError as e:
+            return f"binding {binding.pod_namespace}/{binding.pod_name} to {binding.node}: {e}"
+        self.gaps.close(f"{binding.pod_namespace}/{binding.pod_name}")
+        return ""

@@ -1,0 +1,107 @@
+"""The extender on the local cluster: its scheduler reads manifests/extender/scheduler-config.yaml and calls
+`karpy extender --kubeconfig` over HTTP; gaps are reported, listed, announced by Event, and closed by binding."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import requests
+
+from tests.builders import node, pod, provisioner
+from tests.conftest import free_port
+from tests.expectations import eventually
+from tests.simulator.conftest import Kube, start
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Extender:
+    def __init__(self, url: str, process: subprocess.Popen[bytes]) -> None:
+        self.url, self.process = url, process
+
+    def gaps(self) -> dict[str, dict[str, Any]]:
+        return {g["pod"]: g for g in requests.get(self.url + "/capacity-gaps", timeout=5).json()}
+
+
+def healthy(url: str) -> bool:
+    try:
+        return requests.get(url + "/healthz", timeout=1).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Kube, Extender]]:
+    port = free_port()
+    local, kube = start(tmp_path, system_nodes=0, boot_delay=0.2,
+                        scheduler_config=str(ROOT / "manifests" / "extender" / "scheduler-config.yaml"),
+                        extender_url=f"http://127.0.0.1:{port}/scheduler")
+    kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+    kube.custom.create_cluster_custom_object("karpenter.sh", "v1alpha5", "provisioners",
+                                             provisioner("default", ttlSecondsAfterEmpty=30))
+    with open(tmp_path / "extender.log", "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "karpy.main", "extender", "--host", "127.0.0.1", "--port", str(port),
+                                    "--kubeconfig", str(kube.kubeconfig)], stdout=log, stderr=subprocess.STDOUT)
+    extender = Extender(f"http://127.0.0.1:{port}", process)
+    try:
+        eventually(lambda: healthy(extender.url), timeout=20)
+        yield kube, extender
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        local.stop()
+
+
+def pod_events(kube: Kube, name: str) -> list[Any]:
+    return [e for e in kube.core.list_namespaced_event("default").items if e.involved_object.name == name]
+
+
+def test_a_pod_only_nodes_being_removed_could_take_is_a_gap_until_it_is_bound(cluster: tuple[Kube, Extender]) -> None:
+    kube, extender = cluster
+    doomed = node("doomed", provisioner="default", initialized=True)
+    doomed["metadata"]["annotations"] = {"karpenter.sh/emptiness-timestamp": "2020-01-01T00:00:00Z"}
+    kube.core.create_node(doomed)
+    kube.core.create_namespaced_pod("default", pod("web", cpu="100m", owner=None))
+
+    gap = eventually(lambda: extender.gaps().get("default/web"), timeout=15)
+    assert "karpy remove" in gap["reason"]          # the extender's summary, or kube-scheduler's message quoting it
+    event = eventually(lambda: next((e for e in pod_events(kube, "web") if e.reason == "CapacityGap"), None))
+    assert event.type == "Warning" and "removed by karpy" in event.message
+    described = kube.kubectl("describe", "pod", "web").stdout
+    assert "CapacityGap" in described
+    assert kube.core.read_namespaced_pod("web", "default").spec.node_name is None      # never on the doomed node
+
+    kube.core.create_node(node("fresh"))
+    eventually(lambda: kube.core.read_namespaced_pod("web", "default").spec.node_name == "fresh", timeout=15)
+    eventually(lambda: "default/web" not in extender.gaps())
+
+
+def test_gaps_kube_scheduler_meets_on_its_own_are_learned_from_the_pod(cluster: tuple[Kube, Extender]) -> None:
+    kube, extender = cluster
+    kube.core.create_node(node("small", allocatable={"cpu": "2", "memory": "4Gi", "pods": "10"}))
+    kube.core.create_namespaced_pod("default", pod("huge", cpu="64", owner=None))
+    gap = eventually(lambda: extender.gaps().get("default/huge"), timeout=15)
+    assert "Insufficient cpu" in gap["reason"]
+    kube.core.delete_namespaced_pod("huge", "default", grace_period_seconds=0)
+    eventually(lambda: "default/huge" not in extender.gaps())
+
+
+def test_the_extender_binds_through_pods_binding_and_prefers_the_node_launched_for_the_pod(cluster: tuple[Kube, Extender]) -> None:
+    kube, extender = cluster
+    for name in ("other-1", "other-2"):
+        kube.core.create_node(node(name, allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"}))
+    launched = node("launched", provisioner="default", allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"})
+    launched["metadata"]["annotations"] = {"karpy.dev/launched-for": "default/chosen"}
+    kube.core.create_node(launched)
+    kube.core.create_namespaced_pod("default", pod("chosen", cpu="1", owner=None))
+    eventually(lambda: kube.core.read_namespaced_pod("chosen", "default").spec.node_name == "launched", timeout=15)
+    scheduled = eventually(lambda: next((e for e in pod_events(kube, "chosen") if e.reason == "Scheduled"), None))
+    assert "launched" in scheduled.message
+
+    r = requests.post(extender.url + "/scheduler/bind", timeout=5,
+                      json={"PodName": "missing", "PodNamespace": "default", "PodUID": "u", "Node": "other-1"})
+    assert r.status_code == 200 and "404" in r.json()["Error"]
