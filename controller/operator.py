@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from typing import Any, Callable
 
 from kubernetes.client import ApiClient
 
@@ -47,16 +48,23 @@ class Settings:
 
 
 class Operator:
-    def __init__(self, settings: Settings, catalog: Catalog, *, cloud: CloudProvider | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(self, settings: Settings, catalog: Catalog | None, *, cloud: CloudProvider | None = None,
+                 cloud_factory: Callable[[RawClient, ClusterState], Any] | None = None, clock: Clock | None = None) -> None:
+        """`catalog` for the fake provider; `cloud_factory` builds a provider that reads its own (aws)."""
         self.settings = settings
         self.clock = clock or Clock()
         self.api_client: ApiClient = api_client(settings.kubeconfig)
         self.client = RawClient(self.api_client)
         self.state = ClusterState(self.client)
-        self.cloud = cloud or FakeCloudProvider(self.client, catalog)
+        if cloud_factory is not None:
+            self.cloud = cloud_factory(self.client, self.state)
+            source: Catalog | Callable[[], Catalog] = self.cloud.catalog
+        else:
+            assert catalog is not None
+            self.cloud = cloud or FakeCloudProvider(self.client, catalog)
+            source = catalog
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
-        self.provisioner = Provisioner(self.state, self.cloud, catalog)
+        self.provisioner = Provisioner(self.state, self.cloud, source)
         self.loops = [
             Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),

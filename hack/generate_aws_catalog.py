@@ -20,26 +20,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from controller.cloudprovider.aws.instancetypes import record  # noqa: E402
 OUT = ROOT / "controller" / "cloudprovider" / "aws" / "instance_types.json"
-ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
-GPU_RESOURCES = {"NVIDIA": "nvidia.com/gpu", "AMD": "amd.com/gpu", "Habana": "habana.ai/gaudi"}
-
-
-def accelerators(info: dict) -> dict:
-    out = {}
-    for gpu in (info.get("GpuInfo") or {}).get("Gpus", []):
-        resource = GPU_RESOURCES.get(gpu["Manufacturer"])
-        if resource:
-            out = {"resource": resource, "count": gpu["Count"], "name": gpu["Name"].lower().replace(" ", "-"),
-                   "manufacturer": gpu["Manufacturer"].lower(), "memoryMiB": gpu["MemoryInfo"]["SizeInMiB"]}
-    for acc in (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators", []):
-        if acc["Manufacturer"] == "AWS":
-            out = {"resource": "aws.amazon.com/neuron", "count": acc["Count"], "name": acc["Name"].lower(),
-                   "manufacturer": "aws", "memoryMiB": (acc.get("MemoryInfo") or {}).get("SizeInMiB", 0)}
-    for dev in (info.get("NeuronInfo") or {}).get("NeuronDevices", []):
-        out = {"resource": "aws.amazon.com/neuron", "count": dev["Count"], "name": dev["Name"].lower(),
-               "manufacturer": "aws", "memoryMiB": (dev.get("MemoryInfo") or {}).get("SizeInMiB", 0)}
-    return out
 
 
 def main() -> int:
@@ -59,27 +42,12 @@ def main() -> int:
     catalog = []
     for name in sorted(types):
         info = types[name]
-        arch = next((ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in ARCHITECTURES), None)
-        if name not in prices or name not in enis or name not in zones or arch is None:
+        if name not in prices or name not in enis:
             continue
-        entry = {
-            "name": name,
-            "vcpu": info["VCpuInfo"]["DefaultVCpus"],
-            "memoryMiB": info["MemoryInfo"]["SizeInMiB"],
-            "arch": arch,
-            "hypervisor": info.get("Hypervisor", ""),
-            "bareMetal": info.get("BareMetal", False),
-            "spot": "spot" in info.get("SupportedUsageClasses", []),
-            "zones": sorted(zones[name]),
-            "price": prices[name],
-            "enis": enis[name]["enis"],
-            "ipv4PerEni": enis[name]["ipv4PerEni"],
-        }
-        if info.get("InstanceStorageSupported"):
-            entry["localNvmeGB"] = info.get("InstanceStorageInfo", {}).get("TotalSizeInGB", 0)
-        acc = accelerators(info)
-        if acc:
-            entry["accelerator"] = acc
+        # the shipped table's ENI limits win: the catalog must not change with moto's copy of EC2's
+        entry = record({**info, "NetworkInfo": {}}, zones=zones.get(name, []), price=prices[name], enis=enis[name])
+        if entry is None:
+            continue
         catalog.append(entry)
     OUT.write_text(json.dumps({"source": "hack/generate_aws_catalog.py: moto's EC2 data (us-east-1), "
                                          "shared/data prices and ENI limits", "instanceTypes": catalog},

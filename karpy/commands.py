@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import json
 import logging
 import sys
@@ -77,11 +78,15 @@ def sim(args: argparse.Namespace) -> int:
 
     if args.system_nodes < 0:
         raise UsageError("--system-nodes must not be negative")
+    if bool(args.aws_endpoint_url) != bool(args.cluster_name):
+        raise UsageError("--aws-endpoint-url and --cluster-name go together")
     if args.extender_url and not args.scheduler_config:
         raise UsageError("--extender-url needs --scheduler-config (the extender whose address it replaces)")
     try:
         cluster = LocalCluster(port=args.port, system_nodes=args.system_nodes, boot_delay=args.boot_delay,
                                scheduler_config=args.scheduler_config, extender_url=args.extender_url,
+                               aws_endpoint_url=args.aws_endpoint_url, cluster_name=args.cluster_name,
+                               aws_region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
                                controllers=not args.no_controllers)
     except OSError as e:
         raise UsageError(f"--port {args.port}: {e.strerror}") from None
@@ -104,9 +109,11 @@ def controller(args: argparse.Namespace) -> int:
     from controller.operator import Operator, Settings
     from controller.plan.inputs import PlanInputError, load
 
+    cloud_factory = None
+    catalog = None
     if args.cloud_provider == "aws":
-        raise UsageError("--cloud-provider aws is not available yet; use --cloud-provider fake")
-    if args.catalog in BUILT_IN:
+        cloud_factory = _aws_provider(args)
+    elif args.catalog in BUILT_IN:
         catalog = built_in(args.catalog)
     else:
         try:
@@ -118,7 +125,7 @@ def controller(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port, health_port=args.health_port, leader_elect=args.leader_elect,
                         leader_namespace=args.leader_election_namespace)
     try:
-        operator = Operator(settings, catalog)
+        operator = Operator(settings, catalog, cloud_factory=cloud_factory)
     except (OSError, kubernetes.config.ConfigException) as e:
         raise UsageError(f"starting the controller: {e}") from None
     log.info("Serving metrics on port %d and probes on port %d", operator.metrics.server_address[1],
@@ -129,6 +136,31 @@ def controller(args: argparse.Namespace) -> int:
     finally:
         operator.stop()
     return 0
+
+
+def _aws_provider(args: argparse.Namespace) -> Any:
+    """What builds the AWS provider once the controller has its API client: boto3's own credential and
+    endpoint chain (AWS_ENDPOINT_URL included), the region by DESIGN.md's order."""
+    import boto3
+
+    from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings, resolve_region
+    from controller.cloudprovider.aws.templates import node_templates
+
+    if not args.cluster_endpoint:
+        raise UsageError("--cloud-provider aws needs --cluster-endpoint (the API server address nodes join)")
+    try:
+        region = resolve_region(args.aws_region)
+    except AwsConfigError as e:
+        raise UsageError(str(e)) from None
+
+    def build(client: Any, state: Any) -> Any:
+        version = client.get("/version")
+        minor = f"{version['major']}.{str(version['minor']).rstrip('+')}"
+        settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
+                               kubernetes_minor=minor, default_instance_profile=args.default_instance_profile)
+        return AwsCloudProvider(boto3.session.Session(), client, settings, node_templates(state))
+
+    return build
 
 
 def demo(args: argparse.Namespace) -> int:

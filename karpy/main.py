@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--scheduler-config", help="KubeSchedulerConfiguration whose extenders the scheduler calls")
     sim.add_argument("--extender-url", help="reach the configured extender here (replaces its urlPrefix, e.g. "
                                             "http://127.0.0.1:8888/scheduler)")
+    sim.add_argument("--aws-endpoint-url", help="register the running EC2 instances at this endpoint (a moto server) as Nodes")
+    sim.add_argument("--cluster-name", help="with --aws-endpoint-url: the instances tagged kubernetes.io/cluster/NAME=owned")
     sim.add_argument("--no-controllers", action="store_true", help="serve the API only: no scheduler, kubelets or controllers")
     sim.set_defaults(run=commands.sim)
 

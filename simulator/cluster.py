@@ -52,7 +52,8 @@ class LocalCluster:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, system_nodes: int = 1,
                  history: int = HISTORY_PER_RESOURCE, controllers: bool = True, boot_delay: float = 2.0,
-                 scheduler_config: str | None = None, extender_url: str | None = None) -> None:
+                 scheduler_config: str | None = None, extender_url: str | None = None,
+                 aws_endpoint_url: str | None = None, cluster_name: str | None = None, aws_region: str = "us-east-1") -> None:
         self.store = Store(history=history)
         self.registry = Registry()
         self.server = Server((host, port), self.store, self.registry)
@@ -60,6 +61,7 @@ class LocalCluster:
         self._controllers = controllers
         self._boot_delay = boot_delay
         self._extenders = load_extenders(scheduler_config, url_prefix=extender_url)
+        self._aws = (aws_endpoint_url, cluster_name, aws_region) if aws_endpoint_url and cluster_name else None
         self._informers: list[Informer] = []
         self._loops: list[Loop] = []
         self._api_client: ApiClient | None = None
@@ -95,6 +97,12 @@ class LocalCluster:
         workloads = Workloads(client, informers)
         loops = {"kubelets": Loop("kubelets", kubelets.reconcile), "scheduler": Loop("scheduler", scheduler.reconcile),
                  "workloads": Loop("workloads", workloads.reconcile)}
+        if self._aws is not None:
+            from simulator.aws import Registrar        # boto3 only when a cloud is attached
+
+            endpoint, cluster, region = self._aws
+            registrar = Registrar(client, informers["nodes"], endpoint_url=endpoint, cluster_name=cluster, region=region)
+            loops["registrar"] = Loop("registrar", registrar.reconcile, resync_seconds=1.0)
         informers["nodes"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]
         informers["pods"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]
         for plural, informer in informers.items():

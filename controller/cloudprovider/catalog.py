@@ -186,22 +186,30 @@ def spot_price(on_demand: float, *, family: str, zone_index: int) -> float:
 
 
 def aws_catalog(data: Path = AWS_DATA) -> Catalog:
-    raw = json.loads(data.read_text())
-    zones = sorted({z for t in raw["instanceTypes"] for z in t["zones"]})
+    return aws_catalog_from_records(json.loads(data.read_text())["instanceTypes"])
+
+
+def aws_catalog_from_records(records: Sequence[Mapping[str, Any]], *, region: str = AWS_REGION,
+                             spot_prices: Mapping[tuple[str, str], float] | None = None, name: str = "aws") -> Catalog:
+    """Instance types from records as instance_types.json holds them (name, vcpu, memoryMiB, arch, hypervisor,
+    spot, zones, price, enis, ipv4PerEni, accelerator). `spot_prices` by (type, zone) replace the documented
+    spot rule where EC2 reported them."""
+    zones = sorted({z for t in records for z in t["zones"]})
     types = []
-    for t in raw["instanceTypes"]:
+    for t in records:
         match = _NAME.match(t["name"])
         family = match["family"] if match else t["name"]
         offerings = [Offering(z, wk.CAPACITY_TYPE_ON_DEMAND, t["price"]) for z in t["zones"]]
         if t["spot"]:
-            offerings += [Offering(z, wk.CAPACITY_TYPE_SPOT, spot_price(t["price"], family=family, zone_index=zones.index(z)))
+            offerings += [Offering(z, wk.CAPACITY_TYPE_SPOT, (spot_prices or {}).get((t["name"], z)) or
+                                   spot_price(t["price"], family=family, zone_index=zones.index(z)))
                           for z in t["zones"]]
         memory = Fraction(t["memoryMiB"] * MI) * (1 - VM_MEMORY_OVERHEAD)
         capacity = Resources({CPU: t["vcpu"] * 1000, MEMORY: math.floor(memory) * 1000,
                               EPHEMERAL_STORAGE: 20 * 1024 * MI * 1000})
         max_pods = t["enis"] * (t["ipv4PerEni"] - 1) + 2
         labels = {
-            wk.ARCH: t["arch"], wk.REGION: AWS_REGION,
+            wk.ARCH: t["arch"], wk.REGION: region,
             wk.AWS_INSTANCE_CPU: str(t["vcpu"]), wk.AWS_INSTANCE_MEMORY: str(t["memoryMiB"]),
             wk.AWS_INSTANCE_PODS: str(max_pods), wk.AWS_INSTANCE_HYPERVISOR: t["hypervisor"],
         }
@@ -218,7 +226,7 @@ def aws_catalog(data: Path = AWS_DATA) -> Catalog:
         offers = tuple(offerings)
         types.append(BaseType(t["name"], _requirements(t["name"], labels, offers), capacity, offers,
                               _aws_overhead, default_max_pods=max_pods))
-    return Catalog("aws", types)
+    return Catalog(name, types)
 
 
 # --- InstanceTypeCatalog documents ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ import concurrent.futures
 import logging
 import secrets
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter, Gauge, Histogram
@@ -50,11 +50,16 @@ def is_provisionable(pod: dict[str, Any], gap_reported: bool = False) -> bool:
 
 
 class Provisioner:
-    def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog, *, parallelism: int = 8) -> None:
+    def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
+                 parallelism: int = 8) -> None:
         self.state = state
         self.cloud = cloud
-        self.catalog = catalog
+        self._catalog = catalog          # or where to read it: the AWS provider's comes from EC2, cached
         self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="launch")
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog if isinstance(self._catalog, Catalog) else self._catalog()
 
     def _node_name(self, provisioner: str, _: int) -> str:
         while True:

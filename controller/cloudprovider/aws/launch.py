@@ -1,0 +1,101 @@
+"""What a launch asks EC2 for, built from facts: AMI parameter names, user data, the launch template's
+content and name, and the CreateFleet request. Pure: the provider does the calls."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any, Mapping, Sequence
+
+from apis import labels as wk
+
+MAX_OVERRIDES = 60                   # CreateFleet takes at most this many instance type x subnet overrides
+Obj = dict[str, Any]
+
+
+def ami_parameter(family: str, kubernetes_minor: str, arch: str, *, gpu: bool = False) -> str:
+    """The public SSM parameter EKS publishes the family's recommended AMI under."""
+    family = family or "AL2"
+    if family == "AL2":
+        suffix = "-gpu" if gpu else "-arm64" if arch == wk.ARCH_ARM64 else ""
+        return f"/aws/service/eks/optimized-ami/{kubernetes_minor}/amazon-linux-2{suffix}/recommended/image_id"
+    if family == "Bottlerocket":
+        variant = f"aws-k8s-{kubernetes_minor}" + ("-nvidia" if gpu else "")
+        machine = "arm64" if arch == wk.ARCH_ARM64 else "x86_64"
+        return f"/aws/service/bottlerocket/{variant}/{machine}/latest/image_id"
+    if family == "Ubuntu":
+        machine = "arm64" if arch == wk.ARCH_ARM64 else "amd64"
+        return f"/aws/service/canonical/ubuntu/eks/20.04/{kubernetes_minor}/stable/current/{machine}/hvm/ebs-gp2/ami-id"
+    raise ValueError(f"amiFamily {family!r} has no public AMI parameter (Custom needs amiSelector)")
+
+
+def al2_user_data(*, cluster: str, endpoint: str, ca_bundle: str | None, max_pods: int | None,
+                  labels: Mapping[str, str], taints: Sequence[Mapping[str, str]], custom: str | None = None) -> str:
+    """The EKS AMI's bootstrap.sh call that joins the node with its labels and taints (custom user data first)."""
+    node_labels = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    node_taints = ",".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
+    kubelet_args = [f"--node-labels={node_labels}"] if node_labels else []
+    if node_taints:
+        kubelet_args.append(f"--register-with-taints={node_taints}")
+    args = [f"/etc/eks/bootstrap.sh '{cluster}'", f"--apiserver-endpoint '{endpoint}'"]
+    if ca_bundle:
+        args.append(f"--b64-cluster-ca '{ca_bundle}'")
+    if max_pods:
+        args.append("--use-max-pods false")
+        kubelet_args.append(f"--max-pods={max_pods}")
+    args.append("--kubelet-extra-args '" + " ".join(kubelet_args) + "'")
+    script = "#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n" + \
+        " \\\n".join(args) + "\n"
+    return (custom.rstrip("\n") + "\n" + script) if custom else script
+
+
+def launch_template_data(*, image_id: str, user_data: str, instance_profile: str | None, security_groups: Sequence[str],
+                         metadata: Mapping[str, Any] | None, block_devices: Sequence[Mapping[str, Any]] | None,
+                         tags: Mapping[str, str]) -> Obj:
+    data: Obj = {
+        "ImageId": image_id,
+        "UserData": base64.b64encode(user_data.encode()).decode(),
+        "SecurityGroupIds": sorted(security_groups),
+        # IMDSv2 only, one hop: pods cannot borrow the node's role (Karpenter's default)
+        "MetadataOptions": {"HttpEndpoint": (metadata or {}).get("httpEndpoint", "enabled"),
+                            "HttpTokens": (metadata or {}).get("httpTokens", "required"),
+                            "HttpPutResponseHopLimit": (metadata or {}).get("httpPutResponseHopLimit", 2)},
+        "TagSpecifications": [{"ResourceType": "volume", "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}],
+    }
+    if instance_profile:
+        data["IamInstanceProfile"] = {"Name": instance_profile}
+    if block_devices:
+        data["BlockDeviceMappings"] = [
+            {"DeviceName": b["deviceName"], "Ebs": {k[0].upper() + k[1:]: v for k, v in (b.get("ebs") or {}).items()}}
+            for b in block_devices]
+    return data
+
+
+def launch_template_name(cluster: str, data: Mapping[str, Any]) -> str:
+    """Same content, same name: templates are reused, and a changed one is a new one."""
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    return f"karpy/{cluster}/{digest}"
+
+
+def fleet_request(*, template: str, overrides: Sequence[tuple[str, str, str, float]], capacity_type: str,
+                  tags: Mapping[str, str], token: str) -> Obj:
+    """CreateFleet `instant` for one instance. `overrides` are (instance type, subnet, zone, price), cheapest first."""
+    chosen = list(overrides)[:MAX_OVERRIDES]
+    request: Obj = {
+        "Type": "instant",
+        "ClientToken": token,
+        "LaunchTemplateConfigs": [{
+            "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
+            "Overrides": [{"InstanceType": t, "SubnetId": s, "AvailabilityZone": z,
+                           **({"Priority": float(i)} if capacity_type == wk.CAPACITY_TYPE_ON_DEMAND else {})}
+                          for i, (t, s, z, _) in enumerate(chosen)],
+        }],
+        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}],
+    }
+    if capacity_type == wk.CAPACITY_TYPE_SPOT:
+        request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+    else:
+        request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    return request

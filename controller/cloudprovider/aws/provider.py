@@ -1,0 +1,318 @@
+"""The AWS cloud provider: EC2 capacity straight from the catalog with CreateFleet, no node groups.
+
+A launch resolves the provisioner's node template (inline `provider` or the
+AWSNodeTemplate its `providerRef` names), discovers subnets and security
+groups by their tags, resolves the AMI through the public SSM parameter EKS
+publishes for the cluster's Kubernetes version, creates (or reuses, by a hash
+of its content) a launch template whose user data joins the cluster, and
+calls CreateFleet `instant` with the allowed instance type x subnet
+overrides, cheapest first. Offerings EC2 reports as out of capacity are
+skipped for 3 minutes and the launch is retried at once with the rest. Each
+instance is tagged with the name planned for it, so a retry finds it instead
+of launching a second. The Node is created right after launch, named after
+the instance's private DNS name; the kubelet adopts it when it joins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import botocore.config
+import botocore.exceptions
+from kubernetes.client.exceptions import ApiException
+
+from apis import labels as wk
+from apis.requirements import Requirements
+from apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
+from controller.cloudprovider.aws.instancetypes import InstanceTypes
+from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, fleet_request, launch_template_data,
+                                                 launch_template_name)
+from controller.cloudprovider.catalog import Catalog
+from controller.cloudprovider.types import Instance, InstanceNotFound, InstanceType, InsufficientCapacity, NodeRequest
+from kubeclient.raw import RawClient, path_of
+
+log = logging.getLogger("controller.cloudprovider.aws")
+UNAVAILABLE_SECONDS = 180.0
+CAPACITY_ERRORS = {"InsufficientInstanceCapacity", "UnfulfillableCapacity", "MaxSpotInstanceCountExceeded",
+                   "Unsupported", "InsufficientFreeAddressesInSubnet"}
+NODE_CLAIM_TAG = "karpy.dev/node-claim"          # the node name planned before launch: the idempotency key
+LIVE_STATES = ["pending", "running"]
+RETRIES = botocore.config.Config(retries={"mode": "adaptive", "max_attempts": 8})   # throttling: back off and retry
+
+
+class AwsConfigError(ValueError):
+    """Settings that cannot work (no region, no template, nothing discovered); the message says which."""
+
+
+def resolve_region(flag: str | None) -> str:
+    """--aws-region, else AWS_REGION (what EKS injects), else AWS_DEFAULT_REGION."""
+    region = flag or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region:
+        raise AwsConfigError("no AWS region: pass --aws-region or set AWS_REGION")
+    return region
+
+
+@dataclasses.dataclass(frozen=True)
+class AwsSettings:
+    region: str
+    cluster_name: str
+    cluster_endpoint: str
+    kubernetes_minor: str                      # "1.31", from the API server's /version
+    default_instance_profile: str | None = None
+    ca_bundle: str | None = None
+
+
+def parse_provider_id(provider_id: str) -> tuple[str, str]:
+    """aws:///us-east-1a/i-0abc -> (zone, instance id)."""
+    if not provider_id.startswith("aws:///") or provider_id.count("/") != 4:
+        raise InstanceNotFound(f"{provider_id!r} is not an AWS provider ID")
+    zone, instance_id = provider_id.removeprefix("aws:///").split("/")
+    return zone, instance_id
+
+
+class AwsCloudProvider:
+    name = "aws"
+
+    def __init__(self, session: Any, client: RawClient, settings: AwsSettings,
+                 templates: Callable[[str], AWSSettings], *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
+        self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
+        self.client, self.settings, self.templates, self.clock = client, settings, templates, clock
+        self.types = InstanceTypes(self.ec2, settings.region)
+        self._unavailable: dict[tuple[str, str, str], float] = {}   # (type, zone, capacity type) -> until
+        self._images: dict[str, str] = {}
+        self._templates_made: set[str] = set()
+        self._lock = threading.Lock()
+
+    # --- catalog -------------------------------------------------------------------------------
+    def catalog(self) -> Catalog:
+        return self.types.catalog()
+
+    def instance_types(self, kubelet: Any | None = None) -> Sequence[InstanceType]:
+        return self.catalog().instance_types(kubelet)
+
+    # --- launch --------------------------------------------------------------------------------
+    def create(self, request: NodeRequest) -> Instance:
+        found = self._claimed(request.node_name)
+        if found is not None:                    # launched before a crash or a retry: adopt, never twice
+            return self._register(request, found)
+        template = self.templates(request.provisioner)
+        subnets = self._subnets(template)
+        groups = self._security_groups(template)
+        for _ in range(3):
+            overrides, capacity_type = self._overrides(request, subnets)
+            if not overrides:
+                raise InsufficientCapacity(f"no capacity for any of {len(request.instance_type_options)} instance type "
+                                           "option(s) in the zones of the discovered subnets")
+            arch = request.requirements.get(wk.ARCH)
+            name = self._launch_template(request, template, groups,
+                                         arch=next(iter(sorted(arch.values))) if arch and not arch.complement and arch.values
+                                         else wk.ARCH_AMD64)
+            tags = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
+                    wk.PROVISIONER_NAME: request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
+                    NODE_CLAIM_TAG: request.node_name, **(template.tags or {})}
+            response = self.ec2.create_fleet(**fleet_request(template=name, overrides=overrides, capacity_type=capacity_type,
+                                                             tags=tags, token=request.node_name))
+            self._note_errors(response.get("Errors") or [], capacity_type)
+            ids = [i for group in response.get("Instances") or [] for i in group.get("InstanceIds") or []]
+            if ids:
+                described = self._describe(ids[:1])[0]
+                return self._register(request, described)
+            log.info("CreateFleet launched nothing for %s (%s); retrying with the remaining options", request.node_name,
+                     "; ".join(f"{e.get('ErrorCode')}: {e.get('ErrorMessage')}" for e in response.get("Errors") or []))
+        raise InsufficientCapacity(f"EC2 had no capacity for {request.node_name} after 3 attempts")
+
+    def _overrides(self, request: NodeRequest, subnets: dict[str, str]) -> tuple[list[tuple[str, str, str, float]], str]:
+        now = self.clock()
+        allowed = request.requirements
+        spot_ok = allowed.get(wk.CAPACITY_TYPE) is None or allowed.get(wk.CAPACITY_TYPE).has(wk.CAPACITY_TYPE_SPOT)
+        by_type: dict[str, list[tuple[str, str, str, float]]] = {wk.CAPACITY_TYPE_SPOT: [], wk.CAPACITY_TYPE_ON_DEMAND: []}
+        for it in request.instance_type_options:
+            for o in it.offerings:
+                if o.zone not in subnets or self._unavailable.get((it.name, o.zone, o.capacity_type), 0) > now:
+                    continue
+                if not _allows(allowed, wk.ZONE, o.zone) or not _allows(allowed, wk.CAPACITY_TYPE, o.capacity_type):
+                    continue
+                by_type[o.capacity_type].append((it.name, subnets[o.zone], o.zone, o.price_per_hour))
+        # spot whenever the pods allow it and EC2 has it (Karpenter's rule), on-demand otherwise
+        capacity_type = wk.CAPACITY_TYPE_SPOT if spot_ok and by_type[wk.CAPACITY_TYPE_SPOT] else wk.CAPACITY_TYPE_ON_DEMAND
+        return sorted(by_type[capacity_type], key=lambda o: (o[3], o[0], o[2])), capacity_type
+
+    def _note_errors(self, errors: list[dict[str, Any]], capacity_type: str) -> None:
+        for e in errors:
+            override = (e.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            code = e.get("ErrorCode", "")
+            log.error("EC2 could not launch %s in %s: %s: %s", override.get("InstanceType"), override.get("AvailabilityZone"),
+                      code, e.get("ErrorMessage"))
+            if code in CAPACITY_ERRORS and override.get("InstanceType"):
+                with self._lock:
+                    self._unavailable[(override["InstanceType"], override.get("AvailabilityZone", ""),
+                                       e.get("Lifecycle", capacity_type))] = self.clock() + UNAVAILABLE_SECONDS
+
+    def _launch_template(self, request: NodeRequest, template: AWSSettings, groups: list[str], *, arch: str) -> str:
+        if template.launch_template_name:
+            return template.launch_template_name
+        image = self._image(template, arch)
+        labels = {**request.labels, wk.PROVISIONER_NAME: request.provisioner}
+        custom = template.user_data if isinstance(template, AWSNodeTemplateSpec) else None
+        max_pods = min((int(t.capacity.get("pods", 0) // 1000) for t in request.instance_type_options), default=None)
+        user_data = al2_user_data(cluster=self.settings.cluster_name, endpoint=self.settings.cluster_endpoint,
+                                  ca_bundle=self.settings.ca_bundle, max_pods=max_pods, labels=labels,
+                                  taints=request.taints, custom=custom)
+        data = launch_template_data(
+            image_id=image, user_data=user_data,
+            instance_profile=template.instance_profile or self.settings.default_instance_profile, security_groups=groups,
+            metadata=template.metadata_options.model_dump(by_alias=True, exclude_none=True) if template.metadata_options else None,
+            block_devices=[b.model_dump(by_alias=True, exclude_none=True) for b in template.block_device_mappings or []],
+            tags={f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned", **(template.tags or {})})
+        name = launch_template_name(self.settings.cluster_name, data)
+        with self._lock:
+            if name in self._templates_made:
+                return name
+        try:
+            self.ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData=data, TagSpecifications=[
+                {"ResourceType": "launch-template",
+                 "Tags": [{"Key": f"kubernetes.io/cluster/{self.settings.cluster_name}", "Value": "owned"}]}])
+            log.info("Created launch template %s", name)
+        except botocore.exceptions.ClientError as e:
+            if "AlreadyExists" not in e.response["Error"]["Code"]:
+                raise
+        with self._lock:
+            self._templates_made.add(name)
+        return name
+
+    def _image(self, template: AWSSettings, arch: str) -> str:
+        parameter = ami_parameter(template.ami_family or "AL2", self.settings.kubernetes_minor, arch)
+        with self._lock:
+            if parameter in self._images:
+                return self._images[parameter]
+        try:
+            image = self.ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
+        except botocore.exceptions.ClientError as e:
+            raise AwsConfigError(f"AMI parameter {parameter}: {e.response['Error']['Code']}") from None
+        with self._lock:
+            self._images[parameter] = image
+        return image
+
+    # --- discovery -----------------------------------------------------------------------------
+    def _subnets(self, template: AWSSettings) -> dict[str, str]:
+        """zone -> the subnet with the most free addresses there."""
+        if not template.subnet_selector:
+            raise AwsConfigError("the node template has no subnetSelector")
+        subnets = self.ec2.describe_subnets(Filters=_tag_filters(template.subnet_selector))["Subnets"]
+        best: dict[str, dict[str, Any]] = {}
+        for s in subnets:
+            zone = s["AvailabilityZone"]
+            if zone not in best or s["AvailableIpAddressCount"] > best[zone]["AvailableIpAddressCount"]:
+                best[zone] = s
+        if not best:
+            raise AwsConfigError(f"no subnet matches subnetSelector {template.subnet_selector}")
+        return {zone: s["SubnetId"] for zone, s in best.items()}
+
+    def _security_groups(self, template: AWSSettings) -> list[str]:
+        if not template.security_group_selector:
+            raise AwsConfigError("the node template has no securityGroupSelector")
+        groups = self.ec2.describe_security_groups(Filters=_tag_filters(template.security_group_selector))["SecurityGroups"]
+        if not groups:
+            raise AwsConfigError(f"no security group matches securityGroupSelector {template.security_group_selector}")
+        return sorted(g["GroupId"] for g in groups)
+
+    # --- instances -----------------------------------------------------------------------------
+    def _claimed(self, node_name: str) -> dict[str, Any] | None:
+        found = self._instances([{"Name": f"tag:{NODE_CLAIM_TAG}", "Values": [node_name]},
+                                 {"Name": "instance-state-name", "Values": LIVE_STATES}])
+        return found[0] if found else None
+
+    def _instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page["Reservations"]:
+                out.extend(reservation["Instances"])
+        return out
+
+    def _describe(self, ids: list[str]) -> list[dict[str, Any]]:
+        try:
+            return [i for r in self.ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
+        except botocore.exceptions.ClientError as e:
+            if e.response["Error"]["Code"] == "InvalidInstanceID.NotFound":
+                raise InstanceNotFound(", ".join(ids)) from None
+            raise
+
+    def _instance(self, described: dict[str, Any]) -> Instance:
+        zone = described["Placement"]["AvailabilityZone"]
+        tags = {t["Key"]: t["Value"] for t in described.get("Tags") or []}
+        labels = {wk.INSTANCE_TYPE: described["InstanceType"], wk.ZONE: zone,
+                  wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT if described.get("InstanceLifecycle") == "spot" else wk.CAPACITY_TYPE_ON_DEMAND}
+        if wk.PROVISIONER_NAME in tags:
+            labels[wk.PROVISIONER_NAME] = tags[wk.PROVISIONER_NAME]
+        return Instance(provider_id=f"aws:///{zone}/{described['InstanceId']}",
+                        node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels)
+
+    def _register(self, request: NodeRequest, described: dict[str, Any]) -> Instance:
+        """Create the Node for a launched instance (finalizer, labels, taints); the kubelet adopts it on joining."""
+        instance = self._instance(described)
+        it = next((t for t in request.instance_type_options if t.name == instance.labels[wk.INSTANCE_TYPE]), None)
+        labels = {**request.labels, **instance.labels, wk.HOSTNAME: instance.node_name, wk.REGION: self.settings.region}
+        price = None
+        if it is not None:
+            for key, r in it.requirements.items():
+                if not r.complement and len(r.values) == 1:
+                    labels.setdefault(key, next(iter(r.values)))
+            price = next((o.price_per_hour for o in it.offerings if o.zone == instance.labels[wk.ZONE]
+                          and o.capacity_type == instance.labels[wk.CAPACITY_TYPE]), None)
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": instance.node_name, "labels": labels, "finalizers": [wk.TERMINATION_FINALIZER],
+                         "annotations": {**request.annotations, **({wk.PRICE_PER_HOUR: str(price)} if price is not None else {})}},
+            "spec": {"providerID": instance.provider_id,
+                     "taints": [dict(t) for t in request.taints] + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
+        }
+        if it is not None:
+            body["status"] = {"capacity": it.capacity.to_manifest(), "allocatable": it.allocatable.to_manifest()}
+        try:
+            self.client.create(path_of("v1", "nodes"), body)
+        except ApiException as e:
+            if e.status != 409:                  # the kubelet (or an earlier try) registered it first
+                raise
+        return instance
+
+    def delete(self, provider_id: str) -> None:
+        _, instance_id = parse_provider_id(provider_id)
+        described = self._describe([instance_id])
+        if not described or described[0]["State"]["Name"] in ("shutting-down", "terminated"):
+            raise InstanceNotFound(provider_id)
+        self.ec2.terminate_instances(InstanceIds=[instance_id])
+        log.info("Terminated instance %s", provider_id)
+
+    def get(self, provider_id: str) -> Instance:
+        _, instance_id = parse_provider_id(provider_id)
+        described = self._describe([instance_id])
+        if not described or described[0]["State"]["Name"] not in LIVE_STATES:
+            raise InstanceNotFound(provider_id)
+        return self._instance(described[0])
+
+    def list(self) -> Sequence[Instance]:
+        return [self._instance(i) for i in self._instances([
+            {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
+            {"Name": "instance-state-name", "Values": LIVE_STATES}])]
+
+
+def _allows(requirements: Requirements, key: str, value: str) -> bool:
+    r = requirements.get(key)
+    return r is None or r.has(value)
+
+
+def _tag_filters(selector: dict[str, str]) -> list[dict[str, Any]]:
+    """Karpenter's selector: `key: value` (comma-separated values), `key: "*"` for any value."""
+    filters = []
+    for key, value in sorted(selector.items()):
+        if value == "*":
+            filters.append({"Name": "tag-key", "Values": [key]})
+        else:
+            filters.append({"Name": f"tag:{key}", "Values": [v.strip() for v in value.split(",")]})
+    return filters

@@ -1,0 +1,36 @@
+"""A provisioner's AWS node template: its inline `provider` block, or the AWSNodeTemplate its providerRef names."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from apis.v1alpha1 import AWSNodeTemplate, AWSSettings
+from controller.cloudprovider.aws.provider import AwsConfigError
+from controller.state import ClusterState
+from kubeclient.raw import path_of
+
+
+def node_templates(state: ClusterState) -> Callable[[str], AWSSettings]:
+    def lookup(provisioner_name: str) -> AWSSettings:
+        provisioner = state.provisioner(provisioner_name)
+        if provisioner is None:
+            raise AwsConfigError(f"provisioner {provisioner_name!r} is not known (or not valid)")
+        if provisioner.spec.provider is not None:
+            return provisioner.spec.provider
+        ref = provisioner.spec.provider_ref
+        if ref is None:
+            raise AwsConfigError(f"provisioner {provisioner_name!r} has neither spec.provider nor spec.providerRef")
+        try:
+            raw = state.client.get(path_of("karpenter.k8s.aws/v1alpha1", "awsnodetemplates", name=ref.name))
+            return AWSNodeTemplate.model_validate(raw).spec
+        except ApiException as e:
+            raise AwsConfigError(f"provisioner {provisioner_name!r}: spec.providerRef {ref.name!r}: {e.status} {e.reason}") from None
+        except ValidationError as e:
+            raise AwsConfigError(f"AWSNodeTemplate {ref.name!r}: {e.errors()[0]['msg']}") from None
+    return lookup
+
+
+

@@ -1,0 +1,97 @@
+"""The simulated cloud's EC2 side: instances running at an EC2 endpoint (a moto server) join as Nodes.
+
+What a kubelet does when an EC2 instance boots: every running instance tagged
+`kubernetes.io/cluster/<name>=owned` registers as a Node named after its
+private DNS name, with providerID `aws:///<zone>/<instance-id>`, its instance
+type's capacity and its addresses; a Node the controller created first is
+adopted (its labels, taints and finalizer stay). When the instance ends, the
+Node loses its backing (Ready=Unknown), as a node whose machine is gone does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import boto3
+from kubernetes.client.exceptions import ApiException
+
+from kubeclient.raw import Informer, RawClient, path_of
+from simulator.kubelet import node_info
+from simulator.store import now_rfc3339
+
+log = logging.getLogger("simulator.aws")
+Obj = dict[str, Any]
+ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
+
+
+class Registrar:
+    def __init__(self, client: RawClient, nodes: Informer, *, endpoint_url: str, cluster_name: str, region: str) -> None:
+        self.client, self.nodes, self.cluster_name = client, nodes, cluster_name
+        self.ec2 = boto3.session.Session().client("ec2", region_name=region, endpoint_url=endpoint_url)
+        self._types: dict[str, Obj] = {}
+
+    def reconcile(self) -> float | None:
+        try:
+            instances = [i for r in self.ec2.describe_instances(Filters=[
+                {"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]}])["Reservations"]
+                for i in r["Instances"]]
+        except Exception as e:  # the cloud is away: try again shortly, as a kubelet would
+            log.warning("listing EC2 instances: %s", e)
+            return 2.0
+        for instance in instances:
+            name = instance.get("PrivateDnsName") or instance["InstanceId"]
+            node = self.nodes.get("", name)
+            state = instance["State"]["Name"]
+            try:
+                if state == "running":
+                    self._join(instance, name, node)
+                elif state in ("shutting-down", "terminated") and node is not None:
+                    self._gone(node)
+            except ApiException as e:
+                if e.status not in (404, 409):
+                    log.warning("registering %s: %s", name, e.reason)
+        return 1.0
+
+    def _capacity(self, instance_type: str) -> tuple[dict[str, str], str]:
+        info = self._types.get(instance_type)
+        if info is None:
+            info = self._types[instance_type] = self.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
+        network = info.get("NetworkInfo") or {}
+        pods = network.get("MaximumNetworkInterfaces", 1) * (network.get("Ipv4AddressesPerInterface", 2) - 1) + 2
+        arch = next((ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in ARCHITECTURES), "amd64")
+        return ({"cpu": str(info["VCpuInfo"]["DefaultVCpus"]), "memory": f"{info['MemoryInfo']['SizeInMiB']}Mi",
+                 "pods": str(pods), "ephemeral-storage": "20Gi"}, arch)
+
+    def _join(self, instance: Obj, name: str, node: Obj | None) -> None:
+        zone = instance["Placement"]["AvailabilityZone"]
+        provider_id = f"aws:///{zone}/{instance['InstanceId']}"
+        if node is not None and (node.get("spec") or {}).get("providerID") == provider_id and \
+                (node.get("status") or {}).get("addresses"):
+            return                                            # joined already
+        capacity, arch = self._capacity(instance["InstanceType"])
+        status = {"capacity": capacity, "allocatable": (node or {}).get("status", {}).get("allocatable") or capacity,
+                  "addresses": [{"type": "InternalIP", "address": instance.get("PrivateIpAddress", "")},
+                                {"type": "Hostname", "address": name}, {"type": "InternalDNS", "address": name}],
+                  "nodeInfo": {**node_info(name), "architecture": arch, "systemUUID": instance["InstanceId"]}}
+        if node is None:
+            labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+                      "node.kubernetes.io/instance-type": instance["InstanceType"], "topology.kubernetes.io/zone": zone}
+            self.client.create(path_of("v1", "nodes"), {"apiVersion": "v1", "kind": "Node",
+                                                        "metadata": {"name": name, "labels": labels},
+                                                        "spec": {"providerID": provider_id}, "status": status})
+            log.info("Instance %s joined as node %s", instance["InstanceId"], name)
+            return
+        self.client.patch(path_of("v1", "nodes", name=name), {"spec": {"providerID": provider_id}})
+        self.client.patch(path_of("v1", "nodes", name=name, subresource="status"), {"status": status})
+        log.info("Instance %s adopted node %s", instance["InstanceId"], name)
+
+    def _gone(self, node: Obj) -> None:
+        conditions = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
+        if any(c.get("type") == "Ready" and c.get("reason") == "InstanceTerminated"
+               for c in (node.get("status") or {}).get("conditions") or []):
+            return
+        conditions.append({"type": "Ready", "status": "Unknown", "reason": "InstanceTerminated",
+                           "message": "the EC2 instance is gone", "lastTransitionTime": now_rfc3339()})
+        self.client.patch(path_of("v1", "nodes", name=node["metadata"]["name"], subresource="status"),
+                          {"status": {"conditions": conditions}})

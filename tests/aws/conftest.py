@@ -1,0 +1,70 @@
+"""A moto server on loopback (EC2, SSM over real HTTP), with a VPC, subnets and security groups tagged for
+discovery and the EKS AMI parameters seeded through moto's backend (its API refuses `/aws/service/...`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any, Iterator
+
+import boto3
+import pytest
+import requests
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.server import ThreadedMotoServer
+from moto.ssm.models import Parameter, ssm_backends
+
+REGION = "us-east-1"
+CLUSTER = "test-cluster"
+DISCOVERY = {"karpenter.sh/discovery": CLUSTER}
+
+
+@dataclasses.dataclass
+class Moto:
+    url: str
+    ec2: Any
+    subnets: dict[str, str]          # zone -> subnet id
+    security_group: str
+    image: str
+
+    def instances(self, *states: str) -> list[dict[str, Any]]:
+        found = [i for r in self.ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+        return [i for i in found if not states or i["State"]["Name"] in states]
+
+
+def seed_parameter(name: str, value: str) -> None:
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID][REGION]
+    backend._parameters[name].append(Parameter(
+        account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String", description=None,
+        allowed_pattern=None, keyid=None, last_modified_date=dt.datetime.now(), version=1, data_type="text"))
+
+
+@pytest.fixture
+def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://127.0.0.1:{port}"
+    requests.post(url + "/moto-api/reset", timeout=10)   # moto's state is per process: start each test clean
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION,
+                       "AWS_ENDPOINT_URL": url}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=url)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    tags = [{"Key": k, "Value": v} for k, v in DISCOVERY.items()]
+    subnets = {}
+    for i, zone in enumerate(("us-east-1a", "us-east-1b")):
+        subnets[zone] = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=zone, TagSpecifications=[
+            {"ResourceType": "subnet", "Tags": tags}])["Subnet"]["SubnetId"]
+    ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24", AvailabilityZone="us-east-1c")     # not tagged: not used
+    group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc, TagSpecifications=[
+        {"ResourceType": "security-group", "Tags": tags}])["GroupId"]
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    for minor in ("1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33"):
+        seed_parameter(f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2/recommended/image_id", image)
+        seed_parameter(f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2-arm64/recommended/image_id", image)
+    try:
+        yield Moto(url, ec2, subnets, group, image)
+    finally:
+        server.stop()

@@ -1,0 +1,126 @@
+"""The AWS provider with boto3 against a moto server on loopback, creating Nodes in a local cluster."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Iterator
+
+import boto3
+import pytest
+
+from apis import labels as wk
+from apis.requirements import Requirement, Requirements
+from apis.v1alpha1 import AWS
+from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings
+from controller.cloudprovider.types import InstanceNotFound, NodeRequest
+from kubeclient.raw import RawClient, path_of
+from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto
+from tests.simulator.conftest import Kube, start
+
+TEMPLATE = AWS.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                               "instanceProfile": "KarpenterNodeInstanceProfile", "tags": {"team": "payments"}})
+
+
+@pytest.fixture
+def kube(tmp_path: Path) -> Iterator[Kube]:
+    cluster, k = start(tmp_path, system_nodes=0, controllers=False)
+    yield k
+    cluster.stop()
+
+
+def provider(moto: Moto, kube: Kube, template: AWS = TEMPLATE) -> AwsCloudProvider:
+    settings = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint="https://cluster.example",
+                           kubernetes_minor="1.31")
+    return AwsCloudProvider(boto3.session.Session(), RawClient(kube.api_client), settings, lambda _: template)
+
+
+def request(cloud: AwsCloudProvider, name: str, *types: str, capacity_type: str = wk.CAPACITY_TYPE_ON_DEMAND) -> NodeRequest:
+    options = tuple(sorted((t for t in cloud.instance_types() if t.name in types),
+                           key=lambda t: min(o.price_per_hour for o in t.offerings)))
+    requirements = Requirements([Requirement.exactly(wk.CAPACITY_TYPE, capacity_type)])
+    return NodeRequest(node_name=name, provisioner="default", requirements=requirements, instance_type_options=options,
+                       labels={"team": "payments"}, taints=({"key": "dedicated", "value": "db", "effect": "NoSchedule"},),
+                       annotations={wk.LAUNCHED_FOR: "default/web"})
+
+
+def test_launches_with_create_fleet_and_creates_the_node(moto: Moto, kube: Kube) -> None:
+    cloud = provider(moto, kube)
+    instance = cloud.create(request(cloud, "default-abcde", "m5.large", "m5.xlarge"))
+    (launched,) = moto.instances("running")
+    assert launched["InstanceType"] == "m5.large"                          # the cheapest option
+    assert launched["SubnetId"] in moto.subnets.values()
+    tags = {t["Key"]: t["Value"] for t in launched["Tags"]}
+    assert tags[f"kubernetes.io/cluster/{CLUSTER}"] == "owned" and tags[wk.PROVISIONER_NAME] == "default"
+    assert tags["team"] == "payments" and tags["Name"] == f"karpy/{CLUSTER}/default"
+    zone = launched["Placement"]["AvailabilityZone"]
+    assert instance.provider_id == f"aws:///{zone}/{launched['InstanceId']}"
+    assert instance.node_name == launched["PrivateDnsName"]
+
+    node = RawClient(kube.api_client).get(path_of("v1", "nodes", name=instance.node_name))
+    assert node["spec"]["providerID"] == instance.provider_id
+    assert node["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
+    labels = node["metadata"]["labels"]
+    assert labels[wk.INSTANCE_TYPE] == "m5.large" and labels[wk.ZONE] == zone and labels["team"] == "payments"
+    assert labels[wk.CAPACITY_TYPE] == wk.CAPACITY_TYPE_ON_DEMAND and labels[wk.REGION] == REGION
+    assert {"key": "dedicated", "value": "db", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert node["metadata"]["annotations"][wk.LAUNCHED_FOR] == "default/web"
+
+    (template,) = moto.ec2.describe_launch_templates()["LaunchTemplates"]
+    data = moto.ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    assert data["ImageId"] == moto.image and data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["IamInstanceProfile"]["Name"] == "KarpenterNodeInstanceProfile"
+    assert data["SecurityGroupIds"] == [moto.security_group]
+    user_data = base64.b64decode(data["UserData"]).decode()
+    assert f"/etc/eks/bootstrap.sh '{CLUSTER}'" in user_data and "--apiserver-endpoint 'https://cluster.example'" in user_data
+    assert "team=payments" in user_data and "--register-with-taints=dedicated=db:NoSchedule" in user_data
+
+
+def test_a_retry_finds_the_instance_instead_of_launching_twice_and_templates_are_reused(moto: Moto, kube: Kube) -> None:
+    cloud = provider(moto, kube)
+    first = cloud.create(request(cloud, "default-retry", "m5.large"))
+    again = provider(moto, kube).create(request(cloud, "default-retry", "m5.large"))    # a restarted controller
+    assert again == first and len(moto.instances("running")) == 1
+    cloud.create(request(cloud, "default-other", "m5.large"))
+    assert len(moto.instances("running")) == 2
+    assert len(moto.ec2.describe_launch_templates()["LaunchTemplates"]) == 1
+
+
+def test_delete_terminates_once_get_and_list_see_only_live_instances(moto: Moto, kube: Kube) -> None:
+    cloud = provider(moto, kube)
+    a = cloud.create(request(cloud, "default-a", "m5.large"))
+    b = cloud.create(request(cloud, "default-b", "c5.large"))
+    assert {i.provider_id for i in cloud.list()} == {a.provider_id, b.provider_id}
+    cloud.delete(a.provider_id)
+    with pytest.raises(InstanceNotFound):
+        cloud.delete(a.provider_id)
+    with pytest.raises(InstanceNotFound):
+        cloud.get(a.provider_id)
+    assert cloud.get(b.provider_id).labels[wk.INSTANCE_TYPE] == "c5.large"
+    assert [i.provider_id for i in cloud.list()] == [b.provider_id]
+    with pytest.raises(InstanceNotFound):
+        cloud.get("fake://not-aws")
+
+
+def test_instance_types_come_from_ec2_with_eni_max_pods_and_zones(moto: Moto, kube: Kube) -> None:
+    cloud = provider(moto, kube)
+    m5 = next(t for t in cloud.instance_types() if t.name == "m5.large")
+    assert m5.capacity["pods"] == 29_000                                    # 3 ENIs x (10 - 1) + 2
+    assert m5.capacity["cpu"] == 2000
+    assert {o.zone for o in m5.offerings} >= {"us-east-1a", "us-east-1b"}
+    assert {o.capacity_type for o in m5.offerings} == {wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT}
+    assert m5.requirements.get(wk.REGION).has(REGION)
+
+
+def test_spot_when_the_pods_allow_it(moto: Moto, kube: Kube) -> None:
+    cloud = provider(moto, kube)
+    instance = cloud.create(request(cloud, "default-spot", "m5.large", capacity_type=wk.CAPACITY_TYPE_SPOT))
+    assert instance.labels[wk.CAPACITY_TYPE] == wk.CAPACITY_TYPE_SPOT
+
+
+def test_a_template_that_discovers_nothing_is_a_clear_error(moto: Moto, kube: Kube) -> None:
+    cloud = provider(moto, kube, AWS.model_validate({"subnetSelector": {"nope": "x"}, "securityGroupSelector": DISCOVERY}))
+    with pytest.raises(AwsConfigError, match="no subnet matches subnetSelector"):
+        cloud.create(request(cloud, "default-x", "m5.large"))
+    assert moto.instances() == []
