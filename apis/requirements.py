@@ -280,6 +280,10 @@ class Requirements(Mapping[str, Requirement]):
         """True when a node with exactly `labels` satisfies every requirement here."""
         return all(r.has(labels[k]) if k in labels else r.allows_absent for k, r in self._by_key.items())
 
+    def single_values(self) -> dict[str, str]:
+        """The keys that allow exactly one value, with that value."""
+        return {key: next(iter(r.values)) for key, r in self._by_key.items() if not r.complement and len(r.values) == 1}
+
     def labels(self) -> dict[str, str]:
         """A label for every key with one value to give (single-valued, or a
         complement whose made-up value satisfies it); DoesNotExist keys stay off."""

@@ -69,9 +69,8 @@ class FakeCloudProvider:
             time.sleep(self.faults.launch_delay_seconds)
         labels = {**request.labels, wk.INSTANCE_TYPE: it.name, wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type,
                   wk.HOSTNAME: request.node_name, FAKE_INSTANCE: "true"}
-        for key, r in it.requirements.items():
-            if not r.complement and len(r.values) == 1:
-                labels.setdefault(key, next(iter(r.values)))
+        for key, value in it.requirements.single_values().items():
+            labels.setdefault(key, value)
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": request.node_name, "labels": labels, "finalizers": [wk.TERMINATION_FINALIZER],

@@ -260,9 +260,8 @@ class AwsCloudProvider:
         labels = {**request.labels, **instance.labels, wk.HOSTNAME: instance.node_name, wk.REGION: self.settings.region}
         price = None
         if it is not None:
-            for key, r in it.requirements.items():
-                if not r.complement and len(r.values) == 1:
-                    labels.setdefault(key, next(iter(r.values)))
+            for key, value in it.requirements.single_values().items():
+                labels.setdefault(key, value)
             price = next((o.price_per_hour for o in it.offerings if o.zone == instance.labels[wk.ZONE]
                           and o.capacity_type == instance.labels[wk.CAPACITY_TYPE]), None)
         body: dict[str, Any] = {

@@ -269,9 +269,7 @@ class NewNode:
         self.requests = self.requests + pod.requests
         self.host_ports = self.host_ports | pod.host_ports
         self.pods.append(pod)
-        for key, r in reqs.items():
-            if not r.complement and len(r.values) == 1:
-                self.domains[key] = next(iter(r.values))
+        self.domains.update(reqs.single_values())
         topology.record(pod, self.domains)
         return None
 

@@ -402,9 +402,7 @@ def node_labels(reqs: Requirements, template: NodeTemplate, chosen: InstanceType
         r = reqs[key]
         if r.complement or len(r.values) == 1:
             labels[key] = value
-    for key, r in chosen.requirements.items():
-        if not r.complement and len(r.values) == 1:
-            labels[key] = next(iter(r.values))
+    labels.update(chosen.requirements.single_values())
     labels.update(template.labels)
     labels.update({
         wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type, wk.INSTANCE_TYPE: chosen.name,
