@@ -10,6 +10,13 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or [])
 
 
+def unschedulable(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """kube-scheduler's `PodScheduled=False, reason=Unschedulable` condition on a pod, if it is there."""
+    return next((c for c in (pod.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"),
+                None)
+
+
 def ready(obj: Mapping[str, Any]) -> bool:
     """The Ready condition of a node or pod is True."""
     return condition_true(obj, "Ready")

@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from apis import labels as wk
+from apis.conditions import unschedulable
 from apis.pods import pod_requests
 from apis.quantity import QuantityError
 from apis.resources import Resources
@@ -24,7 +25,7 @@ from extender.decisions import Lifetimes, NodeFacts, facts_of
 from extender.gaps import Gaps
 from extender.wire import BindingArgs, ExtenderArgs
 from kubeclient import events
-from kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
+from kubeclient.raw import Informer, RawClient, now_rfc3339
 
 log = logging.getLogger("extender")
 Obj = dict[str, Any]
@@ -40,13 +41,6 @@ def _requests(pod: Obj) -> Resources:
         return pod_requests(pod.get("spec") or {})
     except QuantityError:
         return Resources()            # the API server would not have stored it; count it as asking nothing
-
-
-def _unschedulable(pod: Obj) -> Obj | None:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-            return c
-    return None
 
 
 class ClusterView:
@@ -96,7 +90,7 @@ class ClusterView:
         if finished or spec.get("nodeName"):
             self.gaps.close(key)
             return
-        condition = _unschedulable(pod)
+        condition = unschedulable(pod)
         if condition is not None:
             self.gaps.open(key, condition.get("message") or "Unschedulable", condition.get("lastTransitionTime") or now_rfc3339())
 
@@ -143,12 +137,8 @@ class ClusterView:
 
     def bind(self, binding: BindingArgs) -> str:
         """Bind through pods/binding; the error to report, or "" on success."""
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": binding.pod_name, "namespace": binding.pod_namespace,
-                             **({"uid": binding.pod_uid} if binding.pod_uid else {})},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node}}
         try:
-            self.client.create(path_of("v1", "pods", binding.pod_namespace, binding.pod_name, "binding"), body)
+            self.client.bind(binding.pod_namespace, binding.pod_name, binding.node, uid=binding.pod_uid or None)
         except ApiException as e:
             return f"binding {binding.pod_namespace}/{binding.pod_name} to {binding.node}: {e.status} {e.reason}"
         except OSError as e:

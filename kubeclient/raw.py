@@ -55,6 +55,13 @@ class RawClient:
     def patch(self, path: str, body: Any, content_type: str = "application/merge-patch+json") -> Obj:
         return self.request("PATCH", path, body=body, content_type=content_type)
 
+    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None) -> Obj:
+        """Bind a pod to a node through `pods/binding`; `uid` makes it fail if the pod was replaced."""
+        meta = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
+        return self.create(path_of("v1", "pods", namespace, name, "binding"),
+                           {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+                            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
     def delete(self, path: str, **options: Any) -> Any:
         return self.request("DELETE", path, body=options or None)
 

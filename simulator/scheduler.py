@@ -289,9 +289,7 @@ class Scheduler:
                     log.info("Extender could not bind %s/%s: %s", meta["namespace"], meta["name"], result["Error"])
                     return False
             else:
-                self.client.create(path_of("v1", "pods", meta["namespace"], meta["name"], "binding"),
-                                   {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"]},
-                                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+                self.client.bind(meta["namespace"], meta["name"], node)
         except ApiException as e:
             if e.status not in (404, 409):
                 log.warning("binding %s/%s to %s: %s", meta["namespace"], meta["name"], node, e.reason)

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter, Gauge, Histogram
 
 from apis import labels as wk
+from apis.conditions import unschedulable
 from apis.resources import Resources
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.types import CloudProvider, InsufficientCapacity, NodeRequest
@@ -45,8 +46,7 @@ def is_provisionable(pod: dict[str, Any], gap_reported: bool = False) -> bool:
         return False
     if any(r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or []):
         return False
-    return gap_reported or any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-               for c in status.get("conditions") or [])
+    return gap_reported or unschedulable(pod) is not None
 
 
 class Provisioner:
@@ -134,10 +134,8 @@ class Provisioner:
         log.info("Bound %d pod(s) to node %s", bound, instance.node_name)
 
     def _bind(self, pod: PodInfo, node: str) -> bool:
-        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod.name, "namespace": pod.namespace},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            self.state.client.create(path_of("v1", "pods", pod.namespace, pod.name, "binding"), body)
+            self.state.client.bind(pod.namespace, pod.name, node)
             return True
         except ApiException as e:
             if e.status not in (404, 409):    # gone, or kube-scheduler bound it first: both fine
