@@ -47,7 +47,8 @@ def test_ignores_pods_kube_scheduler_has_not_given_up_on(env: Env) -> None:
 
 
 def test_a_capacity_gap_the_extender_reported_is_provisioned_before_kube_scheduler_marks_the_pod(env: Env) -> None:
-    waiting = {**unschedulable_pod("waiting", cpu="1"), "status": {"phase": "Pending"}}     # not marked yet
+    # not marked yet, and never by the local cluster's scheduler, which would race the first reconcile
+    waiting = {**unschedulable_pod("waiting", cpu="1", schedulerName="another-scheduler"), "status": {"phase": "Pending"}}
     env.apply(provisioner("default"), waiting)
     Provisioner(env.state, env.cloud, CATALOG).reconcile()
     assert env.cloud.create_calls == []
