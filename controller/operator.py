@@ -17,6 +17,8 @@ from controller.clock import Clock
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.fake import FakeCloudProvider
 from controller.cloudprovider.types import CloudProvider
+from controller.consolidation.controller import Consolidation
+from controller.consolidation.controller import Settings as ConsolidationSettings
 from controller.leader import LeaderElector
 from controller.node.emptiness import Emptiness
 from controller.node.expiration import Expiration
@@ -45,6 +47,7 @@ class Settings:
     host: str = "127.0.0.1"
     leader_elect: bool = False
     leader_namespace: str = "default"
+    consolidation: ConsolidationSettings = ConsolidationSettings()
 
 
 class Operator:
@@ -72,6 +75,11 @@ class Operator:
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud).reconcile, resync_seconds=120),
         ]
+        # consolidation looks on its own schedule: a pass simulates every candidate, too much for every pod event
+        self.consolidation = Consolidation(self.state, self.cloud, lambda: self.provisioner.catalog, self.clock,
+                                           self.provisioner.node_name, settings.consolidation)
+        self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
+                                       resync_seconds=settings.consolidation.poll_seconds)
         self.elector = LeaderElector(self.client, self.clock, namespace=settings.leader_namespace) if settings.leader_elect else None
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -113,7 +121,7 @@ class Operator:
         self.state.start()
         for pod in self.state.pods.items():
             self._on_pod("ADDED", pod)
-        for loop in self.loops:
+        for loop in self.loops + [self.consolidation_loop]:
             loop.start()
         thread = threading.Thread(target=self._provision_forever, name="provisioning", daemon=True)
         thread.start()
@@ -122,7 +130,7 @@ class Operator:
     def stop(self) -> None:
         self.stop_event.set()
         self.batcher.stop()
-        for loop in self.loops:
+        for loop in self.loops + [self.consolidation_loop]:
             loop.stop()
         self.state.stop()
         for thread in self._threads:

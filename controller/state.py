@@ -14,7 +14,9 @@ from typing import Any, Callable
 from apis import labels as wk
 from apis.provisioner_validation import decode_provisioner, validate_provisioner
 from apis.v1alpha5 import Provisioner
+from controller.cloudprovider.catalog import Catalog
 from controller.provisioning.scheduling.pods import PodError, PodInfo
+from controller.provisioning.scheduling.scheduler import ClusterSnapshot
 from kubeclient.raw import Informer, RawClient
 
 log = logging.getLogger("controller.state")
@@ -95,6 +97,11 @@ class ClusterState:
             except PodError as e:
                 log.debug("Ignoring pod %s/%s: %s", raw["metadata"].get("namespace"), raw["metadata"]["name"], e)
         return out
+
+    def snapshot(self, catalog: Catalog, pods: list[Obj]) -> ClusterSnapshot:
+        """What the scheduling core reads: provisioners, every node, `pods` parsed, daemonset overhead."""
+        return ClusterSnapshot(provisioners=self.live_provisioners(), catalog=catalog, nodes=self.nodes.items(),
+                               pods=self.pod_infos(pods), daemonsets=self.daemon_templates())
 
     def daemon_templates(self) -> list[PodInfo]:
         out = []

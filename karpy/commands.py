@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import os
 import json
@@ -51,7 +52,8 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
 
 def plan(args: argparse.Namespace) -> int:
     from controller.plan.inputs import PlanInputError, load
-    from controller.plan.render import plan_json, plan_table
+    from controller.consolidation.decisions import Consolidator
+    from controller.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
     from controller.provisioning.scheduling.scheduler import Scheduler
 
     try:
@@ -62,6 +64,15 @@ def plan(args: argparse.Namespace) -> int:
         return 2
     for warning in loaded.warnings:
         print(f"karpy plan: {warning}", file=sys.stderr)
+    if args.consolidate:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now).plan()
+        if args.output == "json":
+            json.dump(consolidation_json(consolidation), sys.stdout, indent=2)
+            print()
+        else:
+            print(consolidation_table(consolidation))
+        return 0
     results = Scheduler(loaded.snapshot).solve()
     if args.output == "json":
         json.dump(plan_json(results), sys.stdout, indent=2)
@@ -105,25 +116,21 @@ def controller(args: argparse.Namespace) -> int:
 
     import kubernetes
 
-    from controller.cloudprovider.catalog import BUILT_IN, built_in
+    from controller.consolidation.controller import Settings as ConsolidationSettings
     from controller.operator import Operator, Settings
-    from controller.plan.inputs import PlanInputError, load
 
     cloud_factory = None
     catalog = None
     if args.cloud_provider == "aws":
         cloud_factory = _aws_provider(args)
-    elif args.catalog in BUILT_IN:
-        catalog = built_in(args.catalog)
     else:
-        try:
-            catalog = load([], catalog=args.catalog).snapshot.catalog
-        except PlanInputError as e:
-            raise UsageError("; ".join(e.problems)) from None
+        catalog = _catalog(args.catalog)
     settings = Settings(kubeconfig=args.kubeconfig, cloud_provider=args.cloud_provider, cluster_name=args.cluster_name,
                         batch_idle_seconds=args.batch_idle_duration, batch_max_seconds=args.batch_max_duration,
                         metrics_port=args.metrics_port, health_port=args.health_port, leader_elect=args.leader_elect,
-                        leader_namespace=args.leader_election_namespace)
+                        leader_namespace=args.leader_election_namespace,
+                        consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
+                                                            min_node_age_seconds=args.consolidation_min_node_age))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
     except (OSError, kubernetes.config.ConfigException) as e:
@@ -135,6 +142,58 @@ def controller(args: argparse.Namespace) -> int:
         threading.Event().wait()
     finally:
         operator.stop()
+    return 0
+
+
+def _catalog(name: str) -> Any:
+    """A built-in catalog or an InstanceTypeCatalog file; UsageError naming the problem otherwise."""
+    from controller.cloudprovider.catalog import BUILT_IN, built_in
+    from controller.plan.inputs import PlanInputError, load
+
+    if name in BUILT_IN:
+        return built_in(name)
+    try:
+        return load([], catalog=name).snapshot.catalog
+    except PlanInputError as e:
+        raise UsageError("; ".join(e.problems)) from None
+
+
+def explain_node(args: argparse.Namespace) -> int:
+    import kubernetes
+
+    from controller.clock import Clock
+    from controller.consolidation.controller import Consolidation, Settings as ConsolidationSettings
+    from controller.plan.render import explain_node_json
+    from controller.state import ClusterState
+    from kubeclient.raw import RawClient, api_client
+
+    catalog = _catalog(args.catalog)
+    try:
+        client = api_client(args.kubeconfig)
+    except (OSError, kubernetes.config.ConfigException) as e:
+        raise UsageError(f"reading the cluster configuration: {e}") from None
+    state = ClusterState(RawClient(client))
+    try:
+        state.start(timeout=30)
+        if state.nodes.get("", args.name) is None:
+            print(f"karpy explain: node {args.name!r} not found", file=sys.stderr)
+            return 1
+        consolidation = Consolidation(state, cloud=None, catalog=lambda: catalog, clock=Clock(),  # type: ignore[arg-type]
+                                      name_node=lambda p, i: f"{p}-replacement-{i}",
+                                      settings=ConsolidationSettings(min_node_age_seconds=args.consolidation_min_node_age))
+        doc = explain_node_json(consolidation.decide(first_only=False), args.name)
+        if waiting := consolidation.unsettled():
+            doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
+    finally:
+        state.stop()
+        client.close()
+    if args.output == "json":
+        json.dump(doc, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"node {doc['node']}: {doc['verdict']}: {doc['reason']}")
+        if "waiting" in doc:
+            print(doc["waiting"])
     return 0
 
 

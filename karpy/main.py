@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="multi-document YAML or JSON (repeatable; - reads standard input)")
     plan.add_argument("--catalog", default="aws", help="built-in catalog (aws, fake-400) or an InstanceTypeCatalog file")
     plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    plan.add_argument("--consolidate", action="store_true",
+                      help="print what consolidation would do with the Nodes and bound pods in FILEs, and why each other node stays")
     plan.set_defaults(run=commands.plan)
 
     sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")
@@ -71,7 +73,22 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--cluster-endpoint", help="API server endpoint nodes join (aws)")
     ctl.add_argument("--default-instance-profile", help="instance profile for nodes when a Provisioner names none (aws)")
     ctl.add_argument("--aws-region", help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION)")
+    ctl.add_argument("--consolidation-stabilization", type=float, default=15.0,
+                     help="seconds between deciding a consolidation action and re-validating it before it is taken")
+    ctl.add_argument("--consolidation-min-node-age", type=float, default=60.0,
+                     help="seconds a node must have existed before consolidation considers it")
     ctl.set_defaults(run=commands.controller)
+
+    explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")
+    explain_sub = explain.add_subparsers(dest="kind", required=True, metavar="KIND")
+    explain_node = explain_sub.add_parser("node", help="what consolidation does with a node now, and why")
+    explain_node.add_argument("name", metavar="NAME")
+    explain_node.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: in-cluster configuration)")
+    explain_node.add_argument("--catalog", default="aws", help="the controller's instance types (aws, fake-400, or a file)")
+    explain_node.add_argument("--consolidation-min-node-age", type=float, default=60.0,
+                              help="the controller's setting of the same name")
+    explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")
+    explain_node.set_defaults(run=commands.explain_node)
 
     demo = sub.add_parser("demo", help="run the whole system on the local cluster")
     demo.add_argument("--replicas", type=int, default=10, help="pods of deployment inflate (cpu request 1 each)")

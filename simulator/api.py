@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from simulator import admission, disruption, schema
+from apis import disruption
+from simulator import admission, schema
 from simulator.patch import apply_patch
 from simulator.query import Predicate
 from simulator.resources import Registry, ResourceType

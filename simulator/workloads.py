@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from apis.conditions import ready
 from apis.requirements import Requirements
 from apis.selectors import Taint, untolerated
-from simulator import disruption
+from apis import disruption
 from kubeclient.raw import Informer, RawClient, path_of
 
 log = logging.getLogger("simulator.workloads")

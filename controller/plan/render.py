@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
 from controller.provisioning.scheduling.scheduler import Results
 
 
@@ -61,3 +62,53 @@ def plan_table(results: Results) -> str:
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
+    actions = []
+    for a in plan.actions:
+        doc: dict[str, Any] = {"type": a.kind, "nodes": list(a.nodes), "savingsPerHour": a.savings_per_hour}
+        if a.replacement is not None:
+            doc["replacement"] = _replacement_json(a.replacement)
+        doc["pods"] = list(a.pods)
+        actions.append(doc)
+    return {
+        "actions": actions,
+        "kept": [{"node": k.node, "reason": k.reason} for k in plan.kept],
+        "summary": {"actions": len(actions), "savingsPerHour": round(sum(a.savings_per_hour for a in plan.actions), 6)},
+    }
+
+
+def consolidation_table(plan: ConsolidationPlan) -> str:
+    lines = []
+    if plan.actions:
+        lines += _columns([("ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED")] + [
+            (a.kind, ",".join(a.nodes),
+             f"{a.replacement.instance_type} {a.replacement.capacity_type} {a.replacement.zone}" if a.replacement else "-",
+             f"{a.savings_per_hour:.4f}", str(len(a.pods))) for a in plan.actions])
+    else:
+        lines.append("No consolidation action.")
+    if plan.kept:
+        lines += ["", "Nodes kept:"]
+        lines += _columns([("NODE", "REASON")] + [(k.node, k.reason) for k in plan.kept])
+    total = sum(a.savings_per_hour for a in plan.actions)
+    lines += ["", f"{len(plan.actions)} action(s), saving ${total:.4f}/hour"]
+    return "\n".join(lines)
+
+
+def _replacement_json(r: Replacement) -> dict[str, Any]:
+    return {"instanceType": r.instance_type, "zone": r.zone, "capacityType": r.capacity_type, "pricePerHour": r.price_per_hour}
+
+
+def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
+    """What consolidation does with node `name` now (`karpy explain node`)."""
+    verdict = plan.verdict(name)
+    if verdict is None:
+        return {"node": name, "verdict": "unknown", "reason": "no such node"}
+    if isinstance(verdict, Action):
+        doc: dict[str, Any] = {"node": name, "verdict": verdict.kind, "reason": verdict.describe(),
+                               "savingsPerHour": verdict.savings_per_hour}
+        if verdict.replacement is not None:
+            doc["replacement"] = _replacement_json(verdict.replacement)
+        return doc
+    return {"node": name, "verdict": "keep", "reason": verdict.reason}

@@ -24,7 +24,7 @@ from apis.resources import Resources
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.types import CloudProvider, InsufficientCapacity, NodeRequest
 from controller.provisioning.scheduling.pods import PodInfo
-from controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler
+from controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
 from controller.state import ClusterState
 from kubeclient import events
 from kubeclient.raw import path_of
@@ -49,6 +49,15 @@ def is_provisionable(pod: dict[str, Any], gap_reported: bool = False) -> bool:
     return gap_reported or unschedulable(pod) is not None
 
 
+def node_request(planned: PlannedNode, *, annotations: dict[str, str] | None = None) -> NodeRequest:
+    """What the cloud provider launches for a planned node."""
+    labels = {k: v for k, v in planned.labels.items()
+              if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
+    return NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
+                       instance_type_options=planned.options, labels=labels,
+                       taints=tuple(t.to_manifest() for t in planned.taints), annotations=dict(annotations or {}))
+
+
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
                  parallelism: int = 8) -> None:
@@ -61,7 +70,8 @@ class Provisioner:
     def catalog(self) -> Catalog:
         return self._catalog if isinstance(self._catalog, Catalog) else self._catalog()
 
-    def _node_name(self, provisioner: str, _: int) -> str:
+    def node_name(self, provisioner: str, _: int) -> str:
+        """A fresh name for a node to launch: the provisioner's name and five random letters."""
         while True:
             name = f"{provisioner}-{''.join(secrets.choice(ALPHABET) for _ in range(5))}"
             if self.state.nodes.get("", name) is None:
@@ -77,11 +87,9 @@ class Provisioner:
             return
         log.info("Found %d provisionable pod(s)", len(provisionable))
         bound = [p for p in raw_pods if (p.get("spec") or {}).get("nodeName")]
-        snapshot = ClusterSnapshot(
-            provisioners=self.state.live_provisioners(), catalog=self.catalog, nodes=self.state.nodes.items(),
-            pods=self.state.pod_infos(bound + provisionable), daemonsets=self.state.daemon_templates())
+        snapshot = self.state.snapshot(self.catalog, bound + provisionable)
         started = time.perf_counter()
-        results = Scheduler(snapshot, name_node=self._node_name).solve()
+        results = Scheduler(snapshot, name_node=self.node_name).solve()
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
         if results.new_nodes:
             pods = sum(len(n.pods) for n in results.new_nodes)
@@ -107,13 +115,8 @@ class Provisioner:
             time.sleep(0.02)
 
     def _launch(self, planned: PlannedNode) -> None:
-        labels = {k: v for k, v in planned.labels.items()
-                  if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
-        request = NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
-                              instance_type_options=planned.options, labels=labels,
-                              taints=tuple(t.to_manifest() for t in planned.taints),
-                              # the extender keeps this capacity for these pods until they are bound
-                              annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
+        # the extender keeps this capacity for these pods until they are bound
+        request = node_request(planned, annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
         started = time.perf_counter()
         try:
             instance = self.cloud.create(request)

@@ -104,6 +104,13 @@ class PodInfo:
                 reqs.add(r)
         return reqs
 
+    def copy(self, **changes: Any) -> PodInfo:
+        """A copy that relaxing leaves the original untouched (for simulations that place a pod again)."""
+        return dataclasses.replace(
+            self, required_terms=list(self.required_terms), preferred_terms=list(self.preferred_terms),
+            tolerations=list(self.tolerations), spreads=list(self.spreads), affinities=list(self.affinities),
+            relaxations=list(self.relaxations), _requirements=None, **changes)
+
     def relax(self) -> str | None:
         """Drop one soft constraint, in Karpenter v0.16's order; returns what was dropped, or None."""
         dropped = self._relax_once()

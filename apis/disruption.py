@@ -3,13 +3,13 @@
 `allowed_disruptions` follows the disruption controller: healthy pods (Running
 and Ready, not terminating) against minAvailable or maxUnavailable, as
 integers or percentages of the expected pods (percentages rounded up, as
-Kubernetes rounds them). Pure.
+Kubernetes rounds them). Pure; the local cluster's API and consolidation both use it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from apis.conditions import ready
 from apis.selectors import LabelSelector
@@ -44,7 +44,8 @@ def _controller_uid(pod: Mapping[str, Any]) -> str | None:
 
 
 def status_of(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
-              replicas: Mapping[str, int] | None = None) -> dict[str, int]:
+              replicas: Mapping[str, int] | None = None,
+              is_healthy: Callable[[Mapping[str, Any]], bool] = healthy) -> dict[str, int]:
     """currentHealthy, desiredHealthy, expectedPods and disruptionsAllowed for `pdb` over `pods`.
 
     Expected pods are what the pods' controllers want (`replicas` by controller uid), as the
@@ -54,7 +55,7 @@ def status_of(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
     owners = {uid for p in matching if (uid := _controller_uid(p)) is not None and uid in (replicas or {})}
     expected = sum((replicas or {})[uid] for uid in owners) + sum(
         1 for p in matching if _controller_uid(p) not in owners)
-    current = sum(1 for p in matching if healthy(p))
+    current = sum(1 for p in matching if is_healthy(p))
     spec = pdb.get("spec") or {}
     if spec.get("maxUnavailable") is not None:
         desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))

@@ -1,0 +1,214 @@
+"""Consolidation, live: decide, wait, decide again, then act.
+
+Each pass, when the cluster is settled (no pod waiting for capacity, no karpy
+node launching or terminating), asks `Consolidator` for the first action.
+The action is only proposed: after the stabilization wait it is decided
+again against fresh state, and it goes ahead only if the same action comes
+out moving the same pods, with nothing pending meanwhile. A delete hands
+the nodes to termination (cordon, drain through the Eviction API, finalizer).
+A replace cordons the old node, launches the replacement, and deletes the
+old node only once the replacement is Ready and initialized; if it never
+gets there, the replacement is deleted and the old node uncordoned.
+Every skipped candidate gets an Event and a log line when its reason changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Callable
+
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import Counter
+
+from apis import labels as wk
+from apis.conditions import ready
+from controller.clock import Clock
+from controller.cloudprovider.catalog import Catalog
+from controller.cloudprovider.types import CloudProvider, InsufficientCapacity
+from controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
+from controller.provisioning.provisioner import is_provisionable, node_request
+from controller.state import ClusterState
+from kubeclient import events
+from kubeclient.raw import path_of
+
+log = logging.getLogger("controller.consolidation")
+ACTIONS = Counter("karpy_consolidation_actions_performed_total", "Consolidation actions carried out", ["action"])
+CANCELLED = Counter("karpy_consolidation_actions_cancelled_total", "Consolidation actions dropped on re-validation",
+                    ["action"])
+REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    stabilization_seconds: float = 15.0      # between deciding and re-validating
+    min_node_age_seconds: float = 60.0       # younger nodes were just launched: leave them
+    poll_seconds: float = 10.0               # how often to look when nothing happens
+
+
+@dataclasses.dataclass
+class _Proposal:
+    action: Action
+    at: dt.datetime
+
+
+@dataclasses.dataclass
+class _Replacing:
+    old: str
+    new: str
+    deadline: dt.datetime
+
+
+class Consolidation:
+    def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Callable[[], Catalog], clock: Clock,
+                 name_node: Callable[[str, int], str], settings: Settings = Settings()) -> None:
+        self.state, self.cloud, self.clock = state, cloud, clock
+        self._catalog = catalog
+        self._name_node = name_node
+        self.settings = settings
+        self._proposal: _Proposal | None = None
+        self._replacing: _Replacing | None = None
+        self._reasons: dict[str, str] = {}        # last reason each kept node was given (events only on change)
+
+    # --- deciding ----------------------------------------------------------------------------
+    def unsettled(self) -> str | None:
+        """Why the cluster is not in a state to consolidate from, or None."""
+        pods = self.state.pods.items()
+        gaps = self.state.gap_pod_uids()
+        if any(is_provisionable(p, p["metadata"].get("uid") in gaps) for p in pods):
+            return "pods are waiting for capacity"
+        for node in self.state.nodes.items():
+            if self.state.ours(node) is None:
+                continue
+            if node["metadata"].get("deletionTimestamp"):
+                return f"node {node['metadata']['name']} is being deleted"
+            if (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
+                return f"node {node['metadata']['name']} is being launched"
+        return None
+
+    def decide(self, *, only: tuple[str, ...] | None = None, first_only: bool = True) -> ConsolidationPlan:
+        """The first action consolidation would take now (restricted to `only`'s nodes when given);
+        every action, one after another, with `first_only=False`."""
+        bound = [p for p in self.state.pods.items() if (p.get("spec") or {}).get("nodeName")]
+        snapshot = self.state.snapshot(self._catalog(), bound)
+        consolidator = Consolidator(snapshot, self.state.pdbs.items(), now=self.clock.now(),
+                                    min_age_seconds=self.settings.min_node_age_seconds, name_node=self._name_node)
+        return consolidator.plan(first_only=first_only, only=only)
+
+    # --- the loop ----------------------------------------------------------------------------
+    def reconcile(self) -> float | None:
+        if self._replacing is not None:
+            return self._await_replacement()
+        if self._proposal is not None:
+            waited = (self.clock.now() - self._proposal.at).total_seconds()
+            if waited < self.settings.stabilization_seconds:
+                return self.settings.stabilization_seconds - waited
+            proposal, self._proposal = self._proposal, None
+            return self._revalidate_and_act(proposal.action)
+        if self.unsettled() is not None:
+            return self.settings.poll_seconds
+        plan = self.decide()
+        self._report_kept(plan)
+        if plan.actions:
+            action = plan.actions[0]
+            log.info("Consolidation candidate: %s; re-validating in %.0fs", action.describe(),
+                     self.settings.stabilization_seconds)
+            self._proposal = _Proposal(action, self.clock.now())
+            return self.settings.stabilization_seconds
+        return self.settings.poll_seconds
+
+    def _revalidate_and_act(self, action: Action) -> float | None:
+        why = self.revalidate(action)
+        if why is not None:
+            CANCELLED.labels(action.kind).inc()
+            log.info("Abandoning consolidation (%s): %s", action.describe(), why)
+            return 0.0
+        return self._act(action)
+
+    def revalidate(self, action: Action) -> str | None:
+        """Why `action` may no longer be taken, decided afresh, or None when it still stands."""
+        if why := self.unsettled():
+            return why
+        fresh = self.decide(only=action.nodes)
+        if not fresh.actions:
+            return "; ".join(f"{k.node}: {k.reason}" for k in fresh.kept) or "no action any more"
+        again = fresh.actions[0]
+        if (again.kind, again.nodes, again.pods) != (action.kind, action.nodes, action.pods):
+            return f"the cluster changed: now {again.describe()}"
+        return None
+
+    def _act(self, action: Action) -> float | None:
+        log.info("Consolidating: %s", action.describe())
+        for name in action.nodes:
+            node = self.state.nodes.get("", name)
+            if node is not None:
+                events.record(self.state.client, node, reason="Consolidating", component="karpy",
+                              message=f"consolidation: {action.describe()}")
+        if action.kind != REPLACE:
+            for name in action.nodes:
+                self._delete(name)
+            ACTIONS.labels(action.kind).inc()
+            return self.settings.poll_seconds
+        assert action.replacement is not None
+        old = action.nodes[0]
+        self._cordon(old, True)                       # nothing new lands on a node that is going
+        try:
+            instance = self.cloud.create(node_request(action.replacement.planned))
+        except (InsufficientCapacity, RuntimeError, ApiException, OSError) as e:
+            log.error("Consolidation could not launch the replacement for node %s, %s", old, e)
+            self._cordon(old, False)
+            return self.settings.poll_seconds
+        log.info("Launched replacement %s (%s) for node %s", instance.node_name, instance.provider_id, old)
+        self._replacing = _Replacing(old, instance.node_name, self.clock.now() + REPLACEMENT_TIMEOUT)
+        return 1.0
+
+    def _await_replacement(self) -> float | None:
+        r = self._replacing
+        assert r is not None
+        new = self.state.nodes.get("", r.new)
+        up = new is not None and ready(new) and (new["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true"
+        if up:
+            log.info("Replacement %s is ready; deleting node %s", r.new, r.old)
+            self._delete(r.old)
+            ACTIONS.labels(REPLACE).inc()
+            self._replacing = None
+            return self.settings.poll_seconds
+        if self.clock.now() >= r.deadline:
+            log.error("Replacement %s for node %s did not become ready; deleting it and keeping node %s", r.new, r.old, r.old)
+            self._delete(r.new)
+            self._cordon(r.old, False)
+            CANCELLED.labels(REPLACE).inc()
+            self._replacing = None
+            return self.settings.poll_seconds
+        return 1.0
+
+    # --- effects -----------------------------------------------------------------------------
+    def _report_kept(self, plan: ConsolidationPlan) -> None:
+        for kept in plan.kept:
+            if kept.reason.startswith("not considered") or self._reasons.get(kept.node) == kept.reason:
+                continue
+            self._reasons[kept.node] = kept.reason
+            node = self.state.nodes.get("", kept.node)
+            if node is None or self.state.ours(node) is None:
+                continue
+            log.info("Not consolidating node %s: %s", kept.node, kept.reason)
+            events.record(self.state.client, node, reason="Unconsolidatable", message=kept.reason, component="karpy")
+        live = {n["metadata"]["name"] for n in self.state.nodes.items()}
+        for name in set(self._reasons) - live:
+            del self._reasons[name]
+
+    def _delete(self, name: str) -> None:
+        try:
+            self.state.client.delete(path_of("v1", "nodes", name=name))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    def _cordon(self, name: str, on: bool) -> None:
+        try:
+            self.state.client.patch(path_of("v1", "nodes", name=name), {"spec": {"unschedulable": on or None}})
+        except ApiException as e:
+            if e.status != 404:
+                raise
+

@@ -1,0 +1,101 @@
+"""Consolidation on the local cluster: each action carried out, re-validation, replacement ordering, events."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from apis import labels as wk
+from controller.clock import FakeClock
+from controller.consolidation.controller import Consolidation, Settings
+from controller.node.initialization import Initialization
+from kubeclient.raw import path_of
+from tests.builders import node, pod, provisioner
+from tests.controller.conftest import Env
+
+SETTINGS = Settings(stabilization_seconds=15, min_node_age_seconds=0, poll_seconds=10)
+
+
+def karpy_node(name: str, instance_type: str = "large") -> dict[str, Any]:
+    cpu, memory = {"small": ("2", "4Gi"), "large": ("8", "16Gi")}[instance_type]
+    return node(name, provisioner="default", instance_type=instance_type, zone="zone-a", capacity_type="on-demand",
+                initialized=True, allocatable={"cpu": cpu, "memory": memory, "pods": "40"})
+
+
+def consolidation(env: Env) -> Consolidation:
+    env.clock = FakeClock(dt.datetime.now(dt.timezone.utc))
+    names = iter(f"default-new{i}" for i in range(100))
+    return Consolidation(env.state, env.cloud, lambda: env.cloud.catalog, env.clock, lambda p, i: next(names), SETTINGS)
+
+
+def live_nodes(env: Env) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in env.client.get(path_of("v1", "nodes"))["items"]
+            if not n["metadata"].get("deletionTimestamp")}
+
+
+def test_a_node_whose_pods_fit_elsewhere_is_deleted_after_the_wait(env: Env) -> None:
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
+              pod("pa", cpu="1", node_name="a"), pod("pb", cpu="6", node_name="b"))
+    assert c.reconcile() == 15                     # proposed, not taken
+    assert set(live_nodes(env)) == {"a", "b"}
+    env.clock.step(15)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"b"})
+
+
+def test_a_pod_arriving_during_the_wait_cancels_the_action(env: Env) -> None:
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("empty"),
+              karpy_node("full"), pod("big", cpu="7", node_name="full"))
+    c.reconcile()
+    assert c._proposal is not None and c._proposal.action.nodes == ("empty",)
+    env.apply(pod("arrived", cpu="4", node_name="empty"))
+    env.clock.step(15)
+    assert c.revalidate(c._proposal.action) is not None
+    c.reconcile()
+    assert set(live_nodes(env)) == {"empty", "full"}
+
+
+def test_a_replacement_is_ready_before_the_old_node_goes(env: Env) -> None:
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("big"), pod("p", cpu="1", node_name="big"))
+    c.reconcile()
+    assert c._proposal is not None and c._proposal.action.replacement.instance_type == "small"
+    env.clock.step(15)
+    c.reconcile()                                  # launches the replacement, cordons the old node
+    assert "default-new0" in live_nodes(env)
+    assert live_nodes(env)["big"]["spec"].get("unschedulable") is True
+    c.reconcile()
+    assert "big" in live_nodes(env)               # the replacement is not initialized yet: the old node stays
+    initialization = Initialization(env.state, env.clock)
+
+    def initialized() -> bool:
+        initialization.reconcile()
+        return (env.state.nodes.get("", "default-new0") or {"metadata": {}})["metadata"].get("labels", {}).get(wk.INITIALIZED) == "true"
+    env.settle(initialized)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"default-new0"})
+
+
+def test_a_blocked_node_gets_an_event_naming_the_blocker(env: Env) -> None:
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
+              pod("keep", cpu="1", node_name="a", annotations={wk.DO_NOT_EVICT: "true"}), pod("other", cpu="6", node_name="b"))
+    c.reconcile()
+
+    def event() -> list[str]:
+        return [e["message"] for e in env.client.get(path_of("v1", "events", "default"))["items"]
+                if e["reason"] == "Unconsolidatable" and e["involvedObject"]["name"] == "a"]
+    assert env.settle(event) == [f"pod default/keep has annotation {wk.DO_NOT_EVICT}"]
+    c.reconcile()
+    assert len(event()) == 1                       # the same reason is not reported again
+
+
+def test_nothing_is_proposed_while_pods_wait_for_capacity(env: Env) -> None:
+    c = consolidation(env)
+    # fits on no node: the local cluster's scheduler marks it Unschedulable
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("empty"), pod("waiting", cpu="100"))
+    env.settle(lambda: c.unsettled() == "pods are waiting for capacity")
+    c.reconcile()
+    assert c._proposal is None
