@@ -38,6 +38,7 @@ ACTIONS = Counter("karpy_consolidation_actions_performed_total", "Consolidation 
 CANCELLED = Counter("karpy_consolidation_actions_cancelled_total", "Consolidation actions dropped on re-validation",
                     ["action"])
 REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
+SETTLE_CHECK_SECONDS = 2.0                   # while an action completes, look again this soon
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +108,7 @@ class Consolidation:
             proposal, self._proposal = self._proposal, None
             return self._revalidate_and_act(proposal.action)
         if self.unsettled() is not None:
-            return self.settings.poll_seconds
+            return SETTLE_CHECK_SECONDS
         plan = self.decide()
         self._report_kept(plan)
         if plan.actions:
@@ -149,7 +150,7 @@ class Consolidation:
             for name in action.nodes:
                 self._delete(name)
             ACTIONS.labels(action.kind).inc()
-            return self.settings.poll_seconds
+            return SETTLE_CHECK_SECONDS
         assert action.replacement is not None
         old = action.nodes[0]
         self._cordon(old, True)                       # nothing new lands on a node that is going
@@ -173,7 +174,7 @@ class Consolidation:
             self._delete(r.old)
             ACTIONS.labels(REPLACE).inc()
             self._replacing = None
-            return self.settings.poll_seconds
+            return SETTLE_CHECK_SECONDS
         if self.clock.now() >= r.deadline:
             log.error("Replacement %s for node %s did not become ready; deleting it and keeping node %s", r.new, r.old, r.old)
             self._delete(r.new)

@@ -18,10 +18,11 @@ from tests.expectations import eventually
 from tests.simulator.conftest import Kube, start
 
 ROOT = Path(__file__).resolve().parents[2]
-CATALOG = catalog_from_document(catalog(
+CATALOG_DOC = catalog(
     instance_type("small", cpu="2", memory="4Gi", pods="10", price=0.1, zones=("zone-a", "zone-b")),
     instance_type("large", cpu="8", memory="16Gi", pods="40", price=0.4, zones=("zone-a", "zone-b")),
-))
+)
+CATALOG = catalog_from_document(CATALOG_DOC)
 
 
 @dataclasses.dataclass

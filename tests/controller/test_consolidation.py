@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
+import sys
 from typing import Any
+
+import yaml
 
 from apis import labels as wk
 from controller.clock import FakeClock
@@ -11,7 +16,7 @@ from controller.consolidation.controller import Consolidation, Settings
 from controller.node.initialization import Initialization
 from kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
-from tests.controller.conftest import Env
+from tests.controller.conftest import CATALOG_DOC, Env
 
 SETTINGS = Settings(stabilization_seconds=15, min_node_age_seconds=0, poll_seconds=10)
 
@@ -99,3 +104,26 @@ def test_nothing_is_proposed_while_pods_wait_for_capacity(env: Env) -> None:
     env.settle(lambda: c.unsettled() == "pods are waiting for capacity")
     c.reconcile()
     assert c._proposal is None
+
+
+def test_karpy_explain_node_answers_for_a_live_cluster(env: Env, tmp_path: Any) -> None:
+    """The same decisions as the controller, for one node, from the command line against the local cluster."""
+    catalog_file = tmp_path / "catalog.yaml"
+    catalog_file.write_text(yaml.safe_dump(CATALOG_DOC))
+    objects = [provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
+               pod("pa", cpu="1", node_name="a"), pod("pb", cpu="6", node_name="b", annotations={wk.DO_NOT_EVICT: "true"})]
+    env.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+
+    def explain(name: str) -> dict[str, Any]:
+        run = subprocess.run([sys.executable, "-m", "karpy.main", "explain", "node", name, "--kubeconfig",
+                              str(env.kube.kubeconfig), "--catalog", str(catalog_file), "--consolidation-min-node-age", "0",
+                              "-o", "json"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)
+    assert explain("b") == {"node": "b", "verdict": "keep",
+                            "reason": f"pod default/pb has annotation {wk.DO_NOT_EVICT}"}
+    a = explain("a")
+    assert (a["verdict"], a["savingsPerHour"]) == ("delete", 0.4)
+    missing = subprocess.run([sys.executable, "-m", "karpy.main", "explain", "node", "nope", "--kubeconfig",
+                              str(env.kube.kubeconfig), "--catalog", str(catalog_file)], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "node 'nope' not found" in missing.stderr
