@@ -11,14 +11,17 @@ import logging
 import threading
 from typing import Any, Callable
 
+from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client import ApiClient
 
 from controller.clock import Clock
+from controller.cloudprovider.aws.provider import AwsConfigError
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.fake import FakeCloudProvider
 from controller.cloudprovider.types import CloudProvider
 from controller.consolidation.controller import Consolidation
 from controller.consolidation.controller import Settings as ConsolidationSettings
+from controller.interruption.controller import InterruptionHandler
 from controller.leader import LeaderElector
 from controller.node.emptiness import Emptiness
 from controller.node.expiration import Expiration
@@ -48,6 +51,7 @@ class Settings:
     leader_elect: bool = False
     leader_namespace: str = "default"
     consolidation: ConsolidationSettings = ConsolidationSettings()
+    interruption_queue: str | None = None         # SQS queue name (aws)
 
 
 class Operator:
@@ -80,6 +84,14 @@ class Operator:
                                            self.provisioner.node_name, settings.consolidation)
         self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
                                        resync_seconds=settings.consolidation.poll_seconds)
+        if settings.interruption_queue:
+            sqs = self.cloud.sqs
+            try:
+                queue_url = sqs.get_queue_url(QueueName=settings.interruption_queue)["QueueUrl"]
+            except (BotoCoreError, ClientError) as e:
+                raise AwsConfigError(f"--interruption-queue {settings.interruption_queue}: {e}") from None
+            handler = InterruptionHandler(self.state, sqs, queue_url, self.provisioner)
+            self.loops.append(Loop("interruption", handler.reconcile, resync_seconds=1))
         self.elector = LeaderElector(self.client, self.clock, namespace=settings.leader_namespace) if settings.leader_elect else None
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []

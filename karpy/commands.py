@@ -116,11 +116,14 @@ def controller(args: argparse.Namespace) -> int:
 
     import kubernetes
 
+    from controller.cloudprovider.aws.provider import AwsConfigError
     from controller.consolidation.controller import Settings as ConsolidationSettings
     from controller.operator import Operator, Settings
 
     cloud_factory = None
     catalog = None
+    if args.interruption_queue and args.cloud_provider != "aws":
+        raise UsageError("--interruption-queue needs --cloud-provider aws")
     if args.cloud_provider == "aws":
         cloud_factory = _aws_provider(args)
     else:
@@ -128,12 +131,12 @@ def controller(args: argparse.Namespace) -> int:
     settings = Settings(kubeconfig=args.kubeconfig, cloud_provider=args.cloud_provider, cluster_name=args.cluster_name,
                         batch_idle_seconds=args.batch_idle_duration, batch_max_seconds=args.batch_max_duration,
                         metrics_port=args.metrics_port, health_port=args.health_port, leader_elect=args.leader_elect,
-                        leader_namespace=args.leader_election_namespace,
+                        leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
                                                             min_node_age_seconds=args.consolidation_min_node_age))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
-    except (OSError, kubernetes.config.ConfigException) as e:
+    except (OSError, kubernetes.config.ConfigException, AwsConfigError) as e:
         raise UsageError(f"starting the controller: {e}") from None
     log.info("Serving metrics on port %d and probes on port %d", operator.metrics.server_address[1],
              operator.probes.server_address[1])

@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--cluster-endpoint", help="API server endpoint nodes join (aws)")
     ctl.add_argument("--default-instance-profile", help="instance profile for nodes when a Provisioner names none (aws)")
     ctl.add_argument("--aws-region", help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION)")
+    ctl.add_argument("--interruption-queue", metavar="NAME",
+                     help="SQS queue of EC2 interruption events (spot warnings, scheduled changes, state changes) (aws)")
     ctl.add_argument("--consolidation-stabilization", type=float, default=15.0,
                      help="seconds between deciding a consolidation action and re-validating it before it is taken")
     ctl.add_argument("--consolidation-min-node-age", type=float, default=60.0,

@@ -10,6 +10,7 @@ so a retry after a crash finds the node it already made.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import secrets
 import time
@@ -114,7 +115,26 @@ class Provisioner:
         while time.monotonic() < deadline and any(self.state.nodes.get("", n) is None for n in names):
             time.sleep(0.02)
 
-    def _launch(self, planned: PlannedNode) -> None:
+    def launch_replacements(self, node_name: str) -> int:
+        """Launch capacity for the pods of node `node_name`, planned as if it were gone, before it is
+        drained; its pods are not bound (they are still running): kube-scheduler places them again.
+        Returns the number of nodes launched."""
+        snapshot = self.state.snapshot(self.catalog, [p for p in self.state.pods.items()
+                                                      if (p.get("spec") or {}).get("nodeName")])
+        nodes = []
+        for n in snapshot.nodes:
+            if n["metadata"]["name"] == node_name:
+                n = {**n, "metadata": {**n["metadata"], "deletionTimestamp": "1970-01-01T00:00:00Z"}}
+            elif n["metadata"].get("deletionTimestamp"):
+                continue                    # its pods are provisioning's business once they are pending
+            nodes.append(n)
+        going = {n["metadata"]["name"] for n in nodes}
+        pods = [p for p in snapshot.pods if p.node_name in going]
+        results = Scheduler(dataclasses.replace(snapshot, nodes=nodes, pods=pods), name_node=self.node_name).solve()
+        list(self._pool.map(lambda planned: self._launch(planned, bind=False), results.new_nodes))
+        return len(results.new_nodes)
+
+    def _launch(self, planned: PlannedNode, *, bind: bool = True) -> None:
         # the extender keeps this capacity for these pods until they are bound
         request = node_request(planned, annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
         started = time.perf_counter()
@@ -133,8 +153,9 @@ class Provisioner:
         log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
                  instance.node_name, instance.labels.get(wk.INSTANCE_TYPE), instance.labels.get(wk.ZONE),
                  instance.labels.get(wk.CAPACITY_TYPE))
-        bound = sum(1 for pod in planned.pods if self._bind(pod, instance.node_name))  # sequential within a node
-        log.info("Bound %d pod(s) to node %s", bound, instance.node_name)
+        if bind:
+            bound = sum(1 for pod in planned.pods if self._bind(pod, instance.node_name))  # sequential within a node
+            log.info("Bound %d pod(s) to node %s", bound, instance.node_name)
 
     def _bind(self, pod: PodInfo, node: str) -> bool:
         try:

@@ -82,6 +82,7 @@ class AwsCloudProvider:
                  templates: Callable[[str], AWSSettings], *, clock: Callable[[], float] = time.monotonic) -> None:
         self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
         self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
+        self.sqs = session.client("sqs", region_name=settings.region, config=RETRIES)   # the interruption queue
         self.client, self.settings, self.templates, self.clock = client, settings, templates, clock
         self.types = InstanceTypes(self.ec2, settings.region)
         self._unavailable: dict[tuple[str, str, str], float] = {}   # (type, zone, capacity type) -> until
