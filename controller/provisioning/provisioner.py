@@ -144,7 +144,7 @@ class Provisioner:
             LAUNCH_ERRORS.labels(planned.provisioner, "InsufficientCapacity").inc()
             log.error("Could not launch node, %s; %d pod(s) stay pending", e, len(planned.pods))
             return
-        except (RuntimeError, ApiException, OSError) as e:
+        except (RuntimeError, ValueError, ApiException, OSError) as e:   # ValueError: a template that cannot work
             LAUNCH_ERRORS.labels(planned.provisioner, type(e).__name__).inc()
             log.error("Could not launch node %s, %s", planned.name, e)
             return

@@ -4,12 +4,18 @@ content and name, and the CreateFleet request. Pure: the provider does the calls
 from __future__ import annotations
 
 import base64
+import email
+import email.message
 import hashlib
 import json
+import tomllib
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
 from typing import Any, Mapping, Sequence
 
 from apis import labels as wk
 
+MIME_BOUNDARY = "//"                 # Karpenter's, so merged documents look the same
 MAX_OVERRIDES = 60                   # CreateFleet takes at most this many instance type x subnet overrides
 Obj = dict[str, Any]
 
@@ -32,7 +38,9 @@ def ami_parameter(family: str, kubernetes_minor: str, arch: str, *, gpu: bool = 
 
 def al2_user_data(*, cluster: str, endpoint: str, ca_bundle: str | None, max_pods: int | None,
                   labels: Mapping[str, str], taints: Sequence[Mapping[str, str]], custom: str | None = None) -> str:
-    """The EKS AMI's bootstrap.sh call that joins the node with its labels and taints (custom user data first)."""
+    """The EKS AMI's bootstrap.sh call that joins the node with its labels and taints. Custom user data
+    runs first, merged as Karpenter merges it: a MIME multi-part document keeps its parts and gains the
+    bootstrap part; anything else becomes a part of its own."""
     node_labels = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     node_taints = ",".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
     kubelet_args = [f"--node-labels={node_labels}"] if node_labels else []
@@ -47,7 +55,73 @@ def al2_user_data(*, cluster: str, endpoint: str, ca_bundle: str | None, max_pod
     args.append("--kubelet-extra-args '" + " ".join(kubelet_args) + "'")
     script = "#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n" + \
         " \\\n".join(args) + "\n"
-    return (custom.rstrip("\n") + "\n" + script) if custom else script
+    return _mime(custom, script) if custom else script
+
+
+def _mime(custom: str, script: str) -> str:
+    """`custom` (MIME multi-part, or a single document) and then `script`, as one MIME multi-part document."""
+    document = MIMEMultipart(boundary=MIME_BOUNDARY)
+    parsed = email.message_from_string(custom) if custom.lstrip().startswith("MIME-Version") else None
+    if parsed is not None and parsed.is_multipart():
+        parts = [p for p in parsed.get_payload() if isinstance(p, email.message.Message)]
+    else:
+        content_type = "x-shellscript" if custom.startswith("#!") else "cloud-config" if custom.startswith("#cloud-config") \
+            else "x-shellscript"
+        parts = [MIMEText(custom, content_type)]
+    for part in parts + [MIMEText(script, "x-shellscript")]:
+        document.attach(part)
+    return document.as_string()
+
+
+def bottlerocket_user_data(*, cluster: str, endpoint: str, ca_bundle: str | None, max_pods: int | None,
+                           labels: Mapping[str, str], taints: Sequence[Mapping[str, str]], custom: str | None = None) -> str:
+    """Bottlerocket's TOML settings that join the node. Custom TOML is kept; the keys that join the node
+    (`settings.kubernetes` cluster, endpoint, CA, max pods, labels, taints) are karpy's, as in Karpenter."""
+    try:
+        settings = tomllib.loads(custom) if custom else {}
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"userData: not valid TOML for amiFamily Bottlerocket: {e}") from None
+    kubernetes = settings.setdefault("settings", {}).setdefault("kubernetes", {})
+    kubernetes.update({"cluster-name": cluster, "api-server": endpoint})
+    if ca_bundle:
+        kubernetes["cluster-certificate"] = ca_bundle
+    if max_pods:
+        kubernetes["max-pods"] = max_pods
+    kubernetes["node-labels"] = {**kubernetes.get("node-labels", {}), **dict(labels)}
+    node_taints: dict[str, list[str]] = dict(kubernetes.get("node-taints", {}))
+    for t in taints:
+        node_taints[t["key"]] = [*node_taints.get(t["key"], []), f"{t.get('value', '')}:{t['effect']}"]
+    if node_taints:
+        kubernetes["node-taints"] = node_taints
+    return _toml(settings)
+
+
+def _toml(table: Mapping[str, Any], prefix: str = "") -> str:
+    """A TOML document for nested tables of strings, numbers, booleans and lists of them."""
+    lines, tables = [], []
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            tables.append((key, value))
+        else:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    out = (f"[{prefix}]\n" if prefix and lines else "") + "".join(line + "\n" for line in lines)
+    for key, value in tables:
+        out += ("\n" if out else "") + _toml(value, f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key))
+    return out
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("-", "").replace("_", "").isalnum() else json.dumps(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))      # a JSON string is a TOML basic string
 
 
 def launch_template_data(*, image_id: str, user_data: str, instance_profile: str | None, security_groups: Sequence[str],

@@ -30,8 +30,8 @@ from apis import labels as wk
 from apis.requirements import Requirements
 from apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
 from controller.cloudprovider.aws.instancetypes import InstanceTypes
-from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, fleet_request, launch_template_data,
-                                                 launch_template_name)
+from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request,
+                                                 launch_template_data, launch_template_name)
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.types import Instance, InstanceNotFound, InstanceType, InsufficientCapacity, NodeRequest
 from kubeclient.raw import RawClient, path_of
@@ -162,9 +162,14 @@ class AwsCloudProvider:
         labels = {**request.labels, wk.PROVISIONER_NAME: request.provisioner}
         custom = template.user_data if isinstance(template, AWSNodeTemplateSpec) else None
         max_pods = min((int(t.capacity.get("pods", 0) // 1000) for t in request.instance_type_options), default=None)
-        user_data = al2_user_data(cluster=self.settings.cluster_name, endpoint=self.settings.cluster_endpoint,
-                                  ca_bundle=self.settings.ca_bundle, max_pods=max_pods, labels=labels,
-                                  taints=request.taints, custom=custom)
+        family = template.ami_family or "AL2"
+        if family == "Custom":
+            user_data = custom or ""                   # the image joins the node its own way
+        else:
+            join = bottlerocket_user_data if family == "Bottlerocket" else al2_user_data   # Ubuntu uses bootstrap.sh too
+            user_data = join(cluster=self.settings.cluster_name, endpoint=self.settings.cluster_endpoint,
+                             ca_bundle=self.settings.ca_bundle, max_pods=max_pods, labels=labels,
+                             taints=request.taints, custom=custom)
         data = launch_template_data(
             image_id=image, user_data=user_data,
             instance_profile=template.instance_profile or self.settings.default_instance_profile, security_groups=groups,
