@@ -11,8 +11,8 @@ nodes late in their life and scale-ups fill it, while nodes keep expiring
 and draining. Printed per run:
 
 - pods that landed on a node being removed: bound to a node less than 30 s
-  (the extender's removal horizon) before the node's deletion began; each
-  of them is evicted again soon after it started;
+  (the extender's removal horizon) before the node's deletion began, and
+  still on it then, so drained soon after they started;
 - time from pod creation to the controller's launch decision: for every node
   karpy launched, the node's creation minus the creation of the earliest pod
   it was launched for (`karpy.dev/launched-for`); p50 and max;
@@ -98,7 +98,8 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
         pods.synced.wait(10)
         nodes.synced.wait(10)
         created: dict[str, float] = {}          # pod "ns/name" -> first seen
-        bound: list[tuple[str, str, float]] = []  # (pod, node, when)
+        bound: list[tuple[str, str, float]] = []  # (pod uid, node, when)
+        pod_gone: dict[str, float] = {}           # pod uid -> when it began to go
         node_created: dict[str, float] = {}
         node_deleting: dict[str, float] = {}
         launched_for: dict[str, list[str]] = {}
@@ -107,10 +108,13 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
         def on_pod(kind: str, pod: dict[str, Any]) -> None:
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
             created.setdefault(key, time.monotonic())
+            uid = pod["metadata"]["uid"]
+            if kind == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+                pod_gone.setdefault(uid, time.monotonic())
             node = (pod.get("spec") or {}).get("nodeName")
-            if node and pod["metadata"]["uid"] not in seen_bound:
-                seen_bound.add(pod["metadata"]["uid"])
-                bound.append((key, node, time.monotonic()))
+            if node and uid not in seen_bound:
+                seen_bound.add(uid)
+                bound.append((uid, node, time.monotonic()))
 
         def on_node(kind: str, node: dict[str, Any]) -> None:
             name = node["metadata"]["name"]
@@ -131,7 +135,9 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
             client.patch(path_of("apps/v1", "deployments", "default", "churn", "scale"), {"spec": {"replicas": replicas}})
             time.sleep(1)
         time.sleep(HORIZON)                       # let the last bindings meet their nodes' removal, if they do
-        landed = sum(1 for _, node, when in bound if node in node_deleting and 0 <= node_deleting[node] - when < HORIZON)
+        # on the node when its removal began (not scaled away before), and bound less than HORIZON before
+        landed = sum(1 for uid, node, when in bound if node in node_deleting and 0 <= node_deleting[node] - when < HORIZON
+                     and pod_gone.get(uid, float("inf")) >= node_deleting[node])
         latencies = sorted(node_created[n] - min(created[p] for p in promised if p in created)
                            for n, promised in launched_for.items() if any(p in created for p in promised))
         figures = {"bindings": len(bound), "landed": landed, "latencies": latencies, "nodes": len(launched_for),

@@ -67,6 +67,11 @@ class Kept:
     node: str
     reason: str
 
+    @property
+    def reportable(self) -> bool:
+        """Worth an Event: a node consolidation would consider, held back (not a node it never considers)."""
+        return not self.reason.startswith(("not launched by", "provisioner ", "not considered", "node is being deleted"))
+
 
 @dataclasses.dataclass
 class ConsolidationPlan:

@@ -127,3 +127,15 @@ def test_karpy_explain_node_answers_for_a_live_cluster(env: Env, tmp_path: Any) 
     missing = subprocess.run([sys.executable, "-m", "karpy.main", "explain", "node", "nope", "--kubeconfig",
                               str(env.kube.kubeconfig), "--catalog", str(catalog_file)], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "node 'nope' not found" in missing.stderr
+
+
+def test_a_replacement_that_never_initializes_is_removed_and_the_old_node_kept(env: Env) -> None:
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("big"), pod("p", cpu="1", node_name="big"))
+    c.reconcile()
+    env.clock.step(15)
+    c.reconcile()
+    env.settle(lambda: "default-new0" in live_nodes(env))
+    env.clock.step(601)                            # past the replacement timeout, never initialized
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"big"} and not live_nodes(env)["big"]["spec"].get("unschedulable"))
