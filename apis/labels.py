@@ -43,6 +43,8 @@ EMPTINESS_TIMESTAMP = "karpenter.sh/emptiness-timestamp"
 DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
+MIRROR_POD = "kubernetes.io/config.mirror"       # a static pod's API mirror: it goes with its node
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 # karpy's own node annotations
 PRICE_PER_HOUR = "karpy.dev/price-per-hour"      # what the launched offering costs

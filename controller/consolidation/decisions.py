@@ -28,8 +28,6 @@ from controller.provisioning.scheduling.nodes import offering_allowed
 from controller.provisioning.scheduling.pods import PodInfo
 from controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
 
-POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-MIRROR = "kubernetes.io/config.mirror"
 DELETE, REPLACE = "delete", "replace"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -102,14 +100,14 @@ class _Node:
 
 def reschedulable(pod: PodInfo) -> bool:
     """A pod that would have to find another node if its node went away."""
-    return not (pod.is_daemon or pod.terminal or pod.deleting or MIRROR in pod.annotations or pod.owner_kind == "Node")
+    return not (pod.is_daemon or pod.terminal or pod.deleting or wk.MIRROR_POD in pod.annotations or pod.owner_kind == "Node")
 
 
 def eviction_cost(pod: PodInfo) -> float:
     """Karpenter's: 1 per pod, moved by pod-deletion-cost and priority, clamped to [-10, 10]."""
     cost = 1.0
     try:
-        cost += float(pod.annotations.get(POD_DELETION_COST, "0")) / 2 ** 27
+        cost += float(pod.annotations.get(wk.POD_DELETION_COST, "0")) / 2 ** 27
     except ValueError:
         pass
     cost += pod.priority / 2 ** 25

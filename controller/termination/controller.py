@@ -26,7 +26,6 @@ from kubeclient.raw import path_of
 log = logging.getLogger("controller.termination")
 NODES_TERMINATED = Counter("karpy_nodes_terminated_total", "Nodes whose instance was terminated", ["provisioner"])
 EVICTIONS = Counter("karpy_evictions_total", "Evictions requested while draining", ["result"])
-MIRROR = "kubernetes.io/config.mirror"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +41,7 @@ def evictable(pod: dict[str, Any]) -> bool:
     meta = pod["metadata"]
     if any(r.get("kind") == "DaemonSet" for r in meta.get("ownerReferences") or []):
         return False
-    if MIRROR in (meta.get("annotations") or {}):
+    if wk.MIRROR_POD in (meta.get("annotations") or {}):
         return False
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 

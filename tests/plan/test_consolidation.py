@@ -158,3 +158,14 @@ def test_table_output_names_actions_and_reasons(plan: Plan) -> None:
                args=("--consolidate",), output="table")
     assert run.code == 0
     assert "delete" in run.out and "Nodes kept:" in run.out and "no cheaper fit" in run.out
+
+
+def test_pod_deletion_cost_and_priority_make_a_node_dearer_to_disrupt(plan: Plan) -> None:
+    """Two equal nodes (only one may go): the one whose pod is cheaper to delete goes, though it is younger."""
+    docs = [consolidating(), karpy_node("old", created="2023-01-01T00:00:00Z"), karpy_node("young", created="2024-06-01T00:00:00Z")]
+    dear = pod("dear", cpu="2", node_name="old", annotations={"controller.kubernetes.io/pod-deletion-cost": str(2 ** 30)})
+    assert consolidate(plan, *docs, dear, pod("plain", cpu="2", node_name="young")).json["actions"][0]["nodes"] == ["young"]
+    important = pod("important", cpu="2", node_name="old", priority=1_000_000_000)
+    assert consolidate(plan, *docs, important, pod("plain", cpu="2", node_name="young")).json["actions"][0]["nodes"] == ["young"]
+    assert consolidate(plan, *docs, pod("a", cpu="2", node_name="old"),
+                       pod("b", cpu="2", node_name="young")).json["actions"][0]["nodes"] == ["old"]
