@@ -1,7 +1,7 @@
 """What the extender decides, from facts about nodes: which nodes a pod may use, and how much it should want each.
 
 kube-scheduler sees only what the API says. karpy also knows which nodes it
-is about to remove (emptiness or expiry due within the horizon, or draining)
+is about to remove (expiry due within the horizon, emptiness within seconds, or draining)
 and which capacity on a launching node it promised to the pods it launched
 that node for. A node that fails here fails with a reason kube-scheduler
 shows; a pod no node is left for is a capacity gap. Pure: no I/O, no clock.
@@ -20,6 +20,9 @@ from controller.clock import parse_time
 from controller.node.expiration import seconds_left
 
 REMOVAL_HORIZON_SECONDS = 30.0               # a node due for removal this soon takes no new pods
+# An empty node that gets a pod is empty no more: emptiness drops its mark on its next pass (every 5 s),
+# so only its last seconds are a race; failing it for longer would launch nodes while empty ones wait.
+EMPTINESS_HORIZON_SECONDS = 5.0
 NEAR_EXPIRY_SECONDS = 3600.0                 # nodes expiring within this (or the last tenth of their life) score last
 
 # failure kinds, as kube-scheduler's summary counts them ("2 node(s) are being removed by karpy")
@@ -63,7 +66,7 @@ def facts_of(node: Mapping[str, Any], *, used: Resources | None, pending: Mappin
                                   now=now)
         if expires_in is not None and expires_in <= horizon:
             removal = f"node expires in {max(expires_in, 0):.0f}s (ttlSecondsUntilExpired) and karpy removes it"
-        elif empty_left is not None and empty_left <= horizon:
+        elif empty_left is not None and empty_left <= min(horizon, EMPTINESS_HORIZON_SECONDS):
             removal = f"node is empty and karpy removes it in {max(empty_left, 0):.0f}s (ttlSecondsAfterEmpty)"
     launched_for = [k.strip() for k in str(annotations.get(wk.LAUNCHED_FOR, "")).split(",") if k.strip()]
     promised = {k: pending[k] for k in launched_for if k in pending}

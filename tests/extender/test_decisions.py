@@ -31,12 +31,14 @@ def test_nodes_karpy_removes_soon_fail_with_the_reason() -> None:
         facts(karpy_node("draining", deleting=True)),
         facts(karpy_node("empty-due", annotations={"karpenter.sh/emptiness-timestamp": at(25)})),
         facts(karpy_node("empty-later", annotations={"karpenter.sh/emptiness-timestamp": at(-1000)})),
+        # 10 s left: a pod landing there makes it busy again before emptiness acts
+        facts(karpy_node("empty-soon", annotations={"karpenter.sh/emptiness-timestamp": at(20)})),
         facts(karpy_node("expiring", created=at(3590))),
         facts(karpy_node("young", created=at(60))),
         facts(node("not-karpy", created=at(10**6))),
     ]
     passed, failed, kinds = filter_nodes("default/web", Resources.of(cpu="100m"), nodes)
-    assert passed == ["empty-later", "young", "not-karpy"]
+    assert passed == ["empty-later", "empty-soon", "young", "not-karpy"]
     assert failed["draining"] == "node is being deleted (cordoned and draining)"
     assert "ttlSecondsAfterEmpty" in failed["empty-due"] and "5s" in failed["empty-due"]
     assert "ttlSecondsUntilExpired" in failed["expiring"] and "10s" in failed["expiring"]
