@@ -11,13 +11,15 @@ import logging
 import threading
 from typing import Any, Callable
 
+from kubernetes.client.exceptions import ApiException
+
 from apis import labels as wk
 from apis.provisioner_validation import decode_provisioner, validate_provisioner
 from apis.v1alpha5 import Provisioner
 from controller.cloudprovider.catalog import Catalog
 from controller.provisioning.scheduling.pods import PodError, PodInfo
 from controller.provisioning.scheduling.scheduler import ClusterSnapshot
-from kubeclient.raw import Informer, RawClient
+from kubeclient.raw import Informer, RawClient, path_of
 
 log = logging.getLogger("controller.state")
 Obj = dict[str, Any]
@@ -114,6 +116,17 @@ class ClusterState:
                    "spec": template.get("spec") or {"containers": []}}
             out.extend(self.pod_infos([pod]))
         return out
+
+    def bound_pods(self) -> list[Obj]:
+        return [p for p in self.pods.items() if (p.get("spec") or {}).get("nodeName")]
+
+    def delete_node(self, name: str) -> None:
+        """Delete Node `name`, handing it to termination; one already gone is fine."""
+        try:
+            self.client.delete(path_of("v1", "nodes", name=name))
+        except ApiException as e:
+            if e.status != 404:
+                raise
 
     def pods_on(self, node_name: str) -> list[Obj]:
         return [p for p in self.pods.items() if (p.get("spec") or {}).get("nodeName") == node_name]

@@ -28,7 +28,7 @@ from controller.clock import Clock
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.types import CloudProvider, InsufficientCapacity
 from controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
-from controller.provisioning.provisioner import is_provisionable, node_request
+from controller.provisioning.provisioner import node_request, provisionable_pods
 from controller.state import ClusterState
 from kubeclient import events
 from kubeclient.raw import path_of
@@ -75,9 +75,7 @@ class Consolidation:
     # --- deciding ----------------------------------------------------------------------------
     def unsettled(self) -> str | None:
         """Why the cluster is not in a state to consolidate from, or None."""
-        pods = self.state.pods.items()
-        gaps = self.state.gap_pod_uids()
-        if any(is_provisionable(p, p["metadata"].get("uid") in gaps) for p in pods):
+        if provisionable_pods(self.state):
             return "pods are waiting for capacity"
         for node in self.state.nodes.items():
             if self.state.ours(node) is None:
@@ -91,8 +89,7 @@ class Consolidation:
     def decide(self, *, only: tuple[str, ...] | None = None, first_only: bool = True) -> ConsolidationPlan:
         """The first action consolidation would take now (restricted to `only`'s nodes when given);
         every action, one after another, with `first_only=False`."""
-        bound = [p for p in self.state.pods.items() if (p.get("spec") or {}).get("nodeName")]
-        snapshot = self.state.snapshot(self._catalog(), bound)
+        snapshot = self.state.snapshot(self._catalog(), self.state.bound_pods())
         consolidator = Consolidator(snapshot, self.state.pdbs.items(), now=self.clock.now(),
                                     min_age_seconds=self.settings.min_node_age_seconds, name_node=self._name_node)
         return consolidator.plan(first_only=first_only, only=only)
@@ -148,7 +145,7 @@ class Consolidation:
                               message=f"consolidation: {action.describe()}")
         if action.kind != REPLACE:
             for name in action.nodes:
-                self._delete(name)
+                self.state.delete_node(name)
             ACTIONS.labels(action.kind).inc()
             return SETTLE_CHECK_SECONDS
         assert action.replacement is not None
@@ -171,13 +168,13 @@ class Consolidation:
         up = new is not None and ready(new) and (new["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true"
         if up:
             log.info("Replacement %s is ready; deleting node %s", r.new, r.old)
-            self._delete(r.old)
+            self.state.delete_node(r.old)
             ACTIONS.labels(REPLACE).inc()
             self._replacing = None
             return SETTLE_CHECK_SECONDS
         if self.clock.now() >= r.deadline:
             log.error("Replacement %s for node %s did not become ready; deleting it and keeping node %s", r.new, r.old, r.old)
-            self._delete(r.new)
+            self.state.delete_node(r.new)
             self._cordon(r.old, False)
             CANCELLED.labels(REPLACE).inc()
             self._replacing = None
@@ -198,13 +195,6 @@ class Consolidation:
         live = {n["metadata"]["name"] for n in self.state.nodes.items()}
         for name in set(self._reasons) - live:
             del self._reasons[name]
-
-    def _delete(self, name: str) -> None:
-        try:
-            self.state.client.delete(path_of("v1", "nodes", name=name))
-        except ApiException as e:
-            if e.status != 404:
-                raise
 
     def _cordon(self, name: str, on: bool) -> None:
         try:

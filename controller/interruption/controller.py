@@ -16,14 +16,14 @@ import logging
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
+from controller.cloudprovider.aws.provider import parse_provider_id
+from controller.cloudprovider.types import InstanceNotFound
 from controller.interruption.messages import MessageError, parse
 from controller.provisioning.provisioner import Provisioner
 from controller.state import ClusterState
 from kubeclient import events
-from kubeclient.raw import path_of
 
 log = logging.getLogger("controller.interruption")
 MESSAGES = Counter("karpy_interruption_received_messages_total", "Interruption queue messages, by what they said", ["kind"])
@@ -80,17 +80,16 @@ class InterruptionHandler:
             launched = self.provisioner.launch_replacements(name)
             log.info("Node %s (%s): %s; launched %d replacement node(s), draining", name, instance_id,
                      interruption.detail, launched)
-            try:
-                self.state.client.delete(path_of("v1", "nodes", name=name))
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+            self.state.delete_node(name)
             ACTIONS.labels("drain").inc()
 
     def node_of(self, instance_id: str) -> dict[str, Any] | None:
         """The karpy node of an instance, by its providerID (`aws:///<zone>/<instance-id>`)."""
         for node in self.state.nodes.items():
-            provider_id = (node.get("spec") or {}).get("providerID") or ""
-            if provider_id.rsplit("/", 1)[-1] == instance_id and self.state.ours(node) is not None:
+            try:
+                _, instance = parse_provider_id((node.get("spec") or {}).get("providerID") or "")
+            except InstanceNotFound:
+                continue                                # not an EC2 instance
+            if instance == instance_id and self.state.ours(node) is not None:
                 return node
         return None

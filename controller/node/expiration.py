@@ -8,11 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from kubernetes.client.exceptions import ApiException
 
 from controller.clock import Clock, parse_time
 from controller.state import ClusterState
-from kubeclient.raw import path_of
 
 log = logging.getLogger("controller.node")
 
@@ -44,9 +42,5 @@ class Expiration:
                 continue
             name = node["metadata"]["name"]
             log.info("Triggering termination for expired node %s after %ds", name, ttl)
-            try:
-                self.state.client.delete(path_of("v1", "nodes", name=name))
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+            self.state.delete_node(name)
         return again

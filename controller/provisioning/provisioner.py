@@ -59,6 +59,12 @@ def node_request(planned: PlannedNode, *, annotations: dict[str, str] | None = N
                        taints=tuple(t.to_manifest() for t in planned.taints), annotations=dict(annotations or {}))
 
 
+def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
+    """The pods in the cache that wait for capacity karpy should launch."""
+    gaps = state.gap_pod_uids()
+    return [p for p in state.pods.items() if is_provisionable(p, p["metadata"].get("uid") in gaps)]
+
+
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
                  parallelism: int = 8) -> None:
@@ -80,15 +86,12 @@ class Provisioner:
 
     def reconcile(self) -> None:
         """Plan and launch for every provisionable pod now in the cache."""
-        raw_pods = self.state.pods.items()
-        gaps = self.state.gap_pod_uids()
-        provisionable = [p for p in raw_pods if is_provisionable(p, p["metadata"].get("uid") in gaps)]
+        provisionable = provisionable_pods(self.state)
         PENDING_PODS.set(len(provisionable))
         if not provisionable:
             return
         log.info("Found %d provisionable pod(s)", len(provisionable))
-        bound = [p for p in raw_pods if (p.get("spec") or {}).get("nodeName")]
-        snapshot = self.state.snapshot(self.catalog, bound + provisionable)
+        snapshot = self.state.snapshot(self.catalog, self.state.bound_pods() + provisionable)
         started = time.perf_counter()
         results = Scheduler(snapshot, name_node=self.node_name).solve()
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
@@ -119,8 +122,7 @@ class Provisioner:
         """Launch capacity for the pods of node `node_name`, planned as if it were gone, before it is
         drained; its pods are not bound (they are still running): kube-scheduler places them again.
         Returns the number of nodes launched."""
-        snapshot = self.state.snapshot(self.catalog, [p for p in self.state.pods.items()
-                                                      if (p.get("spec") or {}).get("nodeName")])
+        snapshot = self.state.snapshot(self.catalog, self.state.bound_pods())
         nodes = []
         for n in snapshot.nodes:
             if n["metadata"]["name"] == node_name:

@@ -65,9 +65,7 @@ def _mime(custom: str, script: str) -> str:
     if parsed is not None and parsed.is_multipart():
         parts = [p for p in parsed.get_payload() if isinstance(p, email.message.Message)]
     else:
-        content_type = "x-shellscript" if custom.startswith("#!") else "cloud-config" if custom.startswith("#cloud-config") \
-            else "x-shellscript"
-        parts = [MIMEText(custom, content_type)]
+        parts = [MIMEText(custom, "cloud-config" if custom.startswith("#cloud-config") else "x-shellscript")]
     for part in parts + [MIMEText(script, "x-shellscript")]:
         document.attach(part)
     return document.as_string()
