@@ -184,7 +184,7 @@ class Consolidation:
     # --- effects -----------------------------------------------------------------------------
     def _report_kept(self, plan: ConsolidationPlan) -> None:
         for kept in plan.kept:
-            if not kept.reportable or self._reasons.get(kept.node) == kept.reason:
+            if not kept.considered or self._reasons.get(kept.node) == kept.reason:
                 continue
             self._reasons[kept.node] = kept.reason
             node = self.state.nodes.get("", kept.node)

@@ -64,11 +64,7 @@ class Action:
 class Kept:
     node: str
     reason: str
-
-    @property
-    def reportable(self) -> bool:
-        """Worth an Event: a node consolidation would consider, held back (not a node it never considers)."""
-        return not self.reason.startswith(("not launched by", "provisioner ", "not considered", "node is being deleted"))
+    considered: bool = True       # False: a node consolidation does not manage, or did not get to (no Event)
 
 
 @dataclasses.dataclass
@@ -183,11 +179,9 @@ class Consolidator:
         node.cost = sum(eviction_cost(p) for p in node.pods) * lifetime_remaining(provisioner, node.created, self.now)
         return node
 
-    def blocker(self, node: _Node) -> str | None:
-        """Why `node` may not be consolidated, or None when it is a candidate."""
-        meta = node.raw["metadata"]
-        labels = meta.get("labels") or {}
-        owner = labels.get(wk.PROVISIONER_NAME)
+    def unmanaged(self, node: _Node) -> str | None:
+        """Why consolidation does not manage `node` at all, or None."""
+        owner = (node.raw["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
         if owner is None:
             return "not launched by a provisioner (no karpenter.sh/provisioner-name label)"
         provisioner = self.provisioners.get(owner)
@@ -195,6 +189,12 @@ class Consolidator:
             return f"provisioner {owner} does not exist"
         if not (provisioner.spec.consolidation and provisioner.spec.consolidation.enabled):
             return f"provisioner {owner} does not have consolidation enabled"
+        return None
+
+    def blocker(self, node: _Node) -> str | None:
+        """Why a node consolidation manages may not be consolidated now, or None when it is a candidate."""
+        meta = node.raw["metadata"]
+        labels = meta.get("labels") or {}
         if labels.get(wk.INITIALIZED) != "true":
             return "node is not initialized yet"
         if self.min_age and (age := (self.now - node.created).total_seconds()) < self.min_age:
@@ -226,16 +226,18 @@ class Consolidator:
             by_node[pod.node_name].append(pod)  # type: ignore[index]
         views = {name: self._view(raw, by_node.get(name, [])) for name, raw in sorted(self.nodes.items())}
         wanted = set(only) if only is not None else None
-        kept = [Kept(name, "node is being deleted") for name in self.deleting if wanted is None or name in wanted]
+        kept = [Kept(name, "node is being deleted", considered=False) for name in self.deleting
+                if wanted is None or name in wanted]
         candidates = []
         for name, view in views.items():
             if wanted is not None and name not in wanted:
                 continue
-            why = self.blocker(view)
-            if why is None:
-                candidates.append(view)
-            else:
+            if why := self.unmanaged(view):
+                kept.append(Kept(name, why, considered=False))
+            elif why := self.blocker(view):
                 kept.append(Kept(name, why))
+            else:
+                candidates.append(view)
         actions: list[Action] = []
         empty = [n for n in candidates if not n.pods]
         if empty:
@@ -245,7 +247,7 @@ class Consolidator:
         busy = sorted((n for n in candidates if n.pods), key=lambda n: (n.cost, n.created, n.name))
         for i, node in enumerate(busy):
             if first_only and actions:
-                kept += [Kept(n.name, "not considered: an earlier action goes first") for n in busy[i:]]
+                kept += [Kept(n.name, "not considered: an earlier action goes first", considered=False) for n in busy[i:]]
                 break
             action, why = self._try(node, views)
             if action is None:
