@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from apis import labels as wk  # noqa: E402
 from apis.crds import definitions  # noqa: E402
 from apis.provisioner_validation import decode_provisioner  # noqa: E402
 from bench.e2e import deployment  # noqa: E402
-from bench.measure import free_port  # noqa: E402
+from bench.measure import free_port, metric  # noqa: E402
 from controller.cloudprovider.catalog import built_in  # noqa: E402
 from controller.provisioning.scheduling.pods import PodInfo  # noqa: E402
 from controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler  # noqa: E402
@@ -52,17 +51,6 @@ PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "me
 def price_of(nodes: list[dict[str, Any]]) -> float:
     return sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes
                if wk.PROVISIONER_NAME in (n["metadata"].get("labels") or {}))
-
-
-def metric(port: int, name: str) -> dict[str, float]:
-    """Samples of counter `name` from the controller's /metrics, by their label text."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            key, _, value = line.rpartition(" ")
-            out[key[len(name):] or "{}"] = float(value)
-    return out
 
 
 def fresh_cost(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> float:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from apis import labels as wk  # noqa: E402
 from apis.crds import definitions  # noqa: E402
 from bench.e2e import deployment  # noqa: E402
-from bench.measure import free_port  # noqa: E402
+from bench.measure import free_port, metric  # noqa: E402
 from kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,12 +54,6 @@ def wait_for(check: Any, timeout: float, what: str) -> None:
             pass
         time.sleep(0.1)
     raise SystemExit(f"{what} not within {timeout:g} s")
-
-
-def evictions(port: int) -> int:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return int(sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
-                   if line.startswith('karpy_evictions_total{result="evicted"}')))
 
 
 def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
@@ -141,7 +135,7 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
         latencies = sorted(node_created[n] - min(created[p] for p in promised if p in created)
                            for n, promised in launched_for.items() if any(p in created for p in promised))
         figures = {"bindings": len(bound), "landed": landed, "latencies": latencies, "nodes": len(launched_for),
-                   "evictions": evictions(metrics_port)}
+                   "evictions": int(metric(metrics_port, "karpy_evictions_total").get('{result="evicted"}', 0))}
         pods.stop()
         nodes.stop()
         return figures
