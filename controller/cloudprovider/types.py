@@ -62,6 +62,7 @@ class Instance:
     provider_id: str                      # "fake://default-7kq2m", "aws:///us-east-1a/i-0abc..."
     node_name: str
     labels: Mapping[str, str]             # instance type, zone, capacity type as launched
+    warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)   # errors met on the way, in plain words
 
 
 class InstanceNotFound(LookupError):
@@ -70,6 +71,10 @@ class InstanceNotFound(LookupError):
 
 class InsufficientCapacity(RuntimeError):
     """No option launchable now; try others later."""
+
+
+class CloudError(RuntimeError):
+    """The cloud refused or did not answer; the message says what happened in plain words."""
 
 
 class CloudProvider(Protocol):         # Sequence, not list[...]: in here, `list` is the method

@@ -145,19 +145,30 @@ class Provisioner:
         except InsufficientCapacity as e:
             LAUNCH_ERRORS.labels(planned.provisioner, "InsufficientCapacity").inc()
             log.error("Could not launch node, %s; %d pod(s) stay pending", e, len(planned.pods))
+            self._tell(planned, "LaunchFailed", f"Could not launch a node for this pod: {e}")
             return
         except (RuntimeError, ValueError, ApiException, OSError) as e:   # ValueError: a template that cannot work
             LAUNCH_ERRORS.labels(planned.provisioner, type(e).__name__).inc()
             log.error("Could not launch node %s, %s", planned.name, e)
+            self._tell(planned, "LaunchFailed", f"Could not launch a node for this pod: {e}")
             return
         LAUNCH_SECONDS.observe(time.perf_counter() - started)
         NODES_LAUNCHED.labels(planned.provisioner).inc()
         log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
                  instance.node_name, instance.labels.get(wk.INSTANCE_TYPE), instance.labels.get(wk.ZONE),
                  instance.labels.get(wk.CAPACITY_TYPE))
+        for warning in instance.warnings:
+            self._tell(planned, "LaunchRetried", f"{warning}; launched {instance.labels.get(wk.INSTANCE_TYPE)} "
+                       f"as node {instance.node_name}")
         if bind:
             bound = sum(1 for pod in planned.pods if self._bind(pod, instance.node_name))  # sequential within a node
             log.info("Bound %d pod(s) to node %s", bound, instance.node_name)
+
+    def _tell(self, planned: PlannedNode, reason: str, message: str) -> None:
+        """A Warning Event on each pod the node was for: `kubectl describe pod` shows why it waits."""
+        for pod in planned.pods:
+            events.record(self.state.client, {"apiVersion": "v1", "kind": "Pod", **pod.raw}, reason=reason,
+                          message=message, component="karpy", event_type="Warning")
 
     def _bind(self, pod: PodInfo, node: str) -> bool:
         try:

@@ -14,6 +14,8 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
+from tests.aws.faults import FaultProxy
+
 REGION = "us-east-1"
 CLUSTER = "test-cluster"
 DISCOVERY = {"karpenter.sh/discovery": CLUSTER}
@@ -68,3 +70,11 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
         yield Moto(url, ec2, subnets, group, image)
     finally:
         server.stop()
+
+
+@pytest.fixture
+def proxy(moto: Moto, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """The fault proxy in front of moto; AWS clients made in the test reach moto through it."""
+    with FaultProxy(moto.url) as p:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", p.url)
+        yield p

@@ -1,6 +1,7 @@
 """`karpy controller --cloud-provider aws` on the local cluster, EC2 played by a moto server on loopback:
 pending pods -> CreateFleet -> the instance joins as its Node -> pods bound and Running -> deleting the
-Node terminates the instance."""
+Node terminates the instance. The controller reaches moto through a proxy that reports the cheapest
+instance type out of capacity: the pods are told so in an Event, and the next cheapest is launched."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import kubernetes
 
 from tests.aws.conftest import CLUSTER, DISCOVERY, Moto
+from tests.aws.faults import FaultProxy, out_of_capacity
 from tests.builders import deployment
 from tests.conftest import free_port
 from tests.expectations import eventually
@@ -21,7 +23,8 @@ from tests.simulator.conftest import Kube
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto, tmp_path: Path) -> None:
+def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto, proxy: FaultProxy, tmp_path: Path) -> None:
+    proxy.on("CreateFleet", out_of_capacity(), times=1)
     kubeconfig = tmp_path / "kubeconfig"
     env = {**os.environ}
     processes = [subprocess.Popen(
@@ -42,7 +45,8 @@ def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kubeconfig), "--cloud-provider", "aws",
              "--cluster-name", CLUSTER, "--cluster-endpoint", "https://cluster.example", "--metrics-port", "0",
-             "--health-port", "0"], stdout=open(tmp_path / "controller.log", "wb"), stderr=subprocess.STDOUT, env=env))
+             "--health-port", "0"], stdout=open(tmp_path / "controller.log", "wb"), stderr=subprocess.STDOUT,
+            env=env))
         kube.apps.create_namespaced_deployment("default", deployment("inflate", replicas=3, cpu="1"))
 
         def running() -> list[kubernetes.client.V1Pod]:
@@ -55,6 +59,12 @@ def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto
         assert node.spec.provider_id == f"aws:///{launched['Placement']['AvailabilityZone']}/{launched['InstanceId']}"
         assert node.metadata.labels["node.kubernetes.io/instance-type"] == launched["InstanceType"]
         assert any(a.type == "InternalIP" for a in node.status.addresses)       # adopted by the registrar
+
+        ice = proxy.sent("CreateFleet")[0].overrides()[0]["InstanceType"]
+        assert launched["InstanceType"] != ice
+        events = kube.core.list_namespaced_event("default", field_selector=f"involvedObject.name={pods[0].metadata.name}").items
+        assert any(e.reason == "LaunchRetried" and e.type == "Warning" and f"EC2 has no on-demand {ice} capacity" in e.message
+                   for e in events), [e.message for e in events]
 
         kube.kubectl("delete", "node", launched["PrivateDnsName"], "--wait=false")
         eventually(lambda: moto.instances("running") == [], timeout=60)

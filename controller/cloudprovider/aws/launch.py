@@ -151,12 +151,12 @@ def launch_template_name(cluster: str, data: Mapping[str, Any]) -> str:
 
 
 def fleet_request(*, template: str, overrides: Sequence[tuple[str, str, str, float]], capacity_type: str,
-                  tags: Mapping[str, str], token: str) -> Obj:
-    """CreateFleet `instant` for one instance. `overrides` are (instance type, subnet, zone, price), cheapest first."""
+                  tags: Mapping[str, str]) -> Obj:
+    """CreateFleet `instant` for one instance. `overrides` are (instance type, subnet, zone, price), cheapest first.
+    The fleet launcher sets the ClientToken and the capacity of the batch."""
     chosen = list(overrides)[:MAX_OVERRIDES]
     request: Obj = {
         "Type": "instant",
-        "ClientToken": token,
         "LaunchTemplateConfigs": [{
             "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
             "Overrides": [{"InstanceType": t, "SubnetId": s, "AvailabilityZone": z,

@@ -6,10 +6,11 @@ groups by their tags, resolves the AMI through the public SSM parameter EKS
 publishes for the cluster's Kubernetes version, creates (or reuses, by a hash
 of its content) a launch template whose user data joins the cluster, and
 calls CreateFleet `instant` with the allowed instance type x subnet
-overrides, cheapest first. Offerings EC2 reports as out of capacity are
-skipped for 3 minutes and the launch is retried at once with the rest. Each
-instance is tagged with the name planned for it, so a retry finds it instead
-of launching a second. The Node is created right after launch, named after
+overrides, cheapest first; identical launches at the same moment share one
+call (fleet.py). Offerings EC2 reports as out of capacity are skipped for 3
+minutes and the launch is retried at once with the rest. Each instance is
+tagged with the name planned for it, so a retry finds it instead of
+launching a second. The Node is created right after launch, named after
 the instance's private DNS name; the kubelet adopts it when it joins.
 """
 
@@ -29,6 +30,8 @@ from kubernetes.client.exceptions import ApiException
 from apis import labels as wk
 from apis.requirements import Requirements
 from apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
+from controller.cloudprovider.aws.errors import explain, is_capacity_error
+from controller.cloudprovider.aws.fleet import FleetLauncher
 from controller.cloudprovider.aws.instancetypes import InstanceTypes
 from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request,
                                                  launch_template_data, launch_template_name)
@@ -38,8 +41,6 @@ from kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.cloudprovider.aws")
 UNAVAILABLE_SECONDS = 180.0
-CAPACITY_ERRORS = {"InsufficientInstanceCapacity", "UnfulfillableCapacity", "MaxSpotInstanceCountExceeded",
-                   "Unsupported", "InsufficientFreeAddressesInSubnet"}
 NODE_CLAIM_TAG = "karpy.dev/node-claim"          # the node name planned before launch: the idempotency key
 LIVE_STATES = ["pending", "running"]
 RETRIES = botocore.config.Config(retries={"mode": "adaptive", "max_attempts": 8})   # throttling: back off and retry
@@ -65,6 +66,9 @@ class AwsSettings:
     kubernetes_minor: str                      # "1.31", from the API server's /version
     default_instance_profile: str | None = None
     ca_bundle: str | None = None
+    launch_batch_idle_seconds: float = 0.035   # Karpenter's CreateFleet batching window; 0 sends each launch alone
+    launch_batch_max_seconds: float = 1.0
+    fleet_timeout_seconds: float = 60.0        # CreateFleet's read timeout; a lost answer is recovered, not resent blindly
 
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
@@ -83,6 +87,11 @@ class AwsCloudProvider:
         self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
         self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
         self.sqs = session.client("sqs", region_name=settings.region, config=RETRIES)   # the interruption queue
+        # CreateFleet is retried by the fleet launcher, which looks for a lost launch before sending again
+        fleet_client = session.client("ec2", region_name=settings.region, config=botocore.config.Config(
+            retries={"total_max_attempts": 1}, read_timeout=settings.fleet_timeout_seconds))
+        self.fleet = FleetLauncher(fleet_client, idle=settings.launch_batch_idle_seconds,
+                                   max_wait=settings.launch_batch_max_seconds)
         self.client, self.settings, self.templates, self.clock = client, settings, templates, clock
         self.types = InstanceTypes(self.ec2, settings.region)
         self._unavailable: dict[tuple[str, str, str], float] = {}   # (type, zone, capacity type) -> until
@@ -105,28 +114,29 @@ class AwsCloudProvider:
         template = self.templates(request.provisioner)
         subnets = self._subnets(template)
         groups = self._security_groups(template)
+        warnings: list[str] = []
         for _ in range(3):
             overrides, capacity_type = self._overrides(request, subnets)
             if not overrides:
-                raise InsufficientCapacity(f"no capacity for any of {len(request.instance_type_options)} instance type "
-                                           "option(s) in the zones of the discovered subnets")
+                raise InsufficientCapacity("; ".join([*warnings, f"no capacity left for any of {len(request.instance_type_options)} "
+                                                      "instance type option(s) in the zones of the discovered subnets"]))
             arch = request.requirements.get(wk.ARCH)
             name = self._launch_template(request, template, groups,
                                          arch=next(iter(sorted(arch.values))) if arch and not arch.complement and arch.values
                                          else wk.ARCH_AMD64)
             tags = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
                     wk.PROVISIONER_NAME: request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
-                    NODE_CLAIM_TAG: request.node_name, **(template.tags or {})}
-            response = self.ec2.create_fleet(**fleet_request(template=name, overrides=overrides, capacity_type=capacity_type,
-                                                             tags=tags, token=request.node_name))
-            self._note_errors(response.get("Errors") or [], capacity_type)
-            ids = [i for group in response.get("Instances") or [] for i in group.get("InstanceIds") or []]
-            if ids:
-                described = self._describe(ids[:1])[0]
-                return self._register(request, described)
-            log.info("CreateFleet launched nothing for %s (%s); retrying with the remaining options", request.node_name,
-                     "; ".join(f"{e.get('ErrorCode')}: {e.get('ErrorMessage')}" for e in response.get("Errors") or []))
-        raise InsufficientCapacity(f"EC2 had no capacity for {request.node_name} after 3 attempts")
+                    **(template.tags or {})}
+            launched = self.fleet.launch(fleet_request(template=name, overrides=overrides, capacity_type=capacity_type,
+                                                       tags=tags), request.node_name)
+            warnings += self._note_errors(launched.errors, capacity_type)
+            if launched.instance_id is not None:
+                # the name planned for it: a retry of this launch finds the instance instead of making another
+                self.ec2.create_tags(Resources=[launched.instance_id], Tags=[{"Key": NODE_CLAIM_TAG, "Value": request.node_name}])
+                described = self._describe([launched.instance_id])[0]
+                return dataclasses.replace(self._register(request, described), warnings=tuple(warnings))
+            log.info("CreateFleet launched nothing for %s; retrying with the remaining options", request.node_name)
+        raise InsufficientCapacity("; ".join([*warnings, f"EC2 had no capacity for {request.node_name} after 3 attempts"]))
 
     def _overrides(self, request: NodeRequest, subnets: dict[str, str]) -> tuple[list[tuple[str, str, str, float]], str]:
         now = self.clock()
@@ -144,16 +154,21 @@ class AwsCloudProvider:
         capacity_type = wk.CAPACITY_TYPE_SPOT if spot_ok and by_type[wk.CAPACITY_TYPE_SPOT] else wk.CAPACITY_TYPE_ON_DEMAND
         return sorted(by_type[capacity_type], key=lambda o: (o[3], o[0], o[2])), capacity_type
 
-    def _note_errors(self, errors: list[dict[str, Any]], capacity_type: str) -> None:
+    def _note_errors(self, errors: list[dict[str, Any]], capacity_type: str) -> list[str]:
+        """Log each error of a fleet in plain words, and mark out-of-capacity offerings unavailable for a while."""
+        said = []
         for e in errors:
             override = (e.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
-            code = e.get("ErrorCode", "")
-            log.error("EC2 could not launch %s in %s: %s: %s", override.get("InstanceType"), override.get("AvailabilityZone"),
-                      code, e.get("ErrorMessage"))
-            if code in CAPACITY_ERRORS and override.get("InstanceType"):
+            code, lifecycle = e.get("ErrorCode", ""), e.get("Lifecycle", capacity_type)
+            text = explain(code, e.get("ErrorMessage", ""), instance_type=override.get("InstanceType"),
+                           zone=override.get("AvailabilityZone"), capacity_type=lifecycle)
+            log.error("Launching: %s", text)
+            said.append(text)
+            if is_capacity_error(code) and override.get("InstanceType"):
                 with self._lock:
                     self._unavailable[(override["InstanceType"], override.get("AvailabilityZone", ""),
-                                       e.get("Lifecycle", capacity_type))] = self.clock() + UNAVAILABLE_SECONDS
+                                       lifecycle)] = self.clock() + UNAVAILABLE_SECONDS
+        return list(dict.fromkeys(said))
 
     def _launch_template(self, request: NodeRequest, template: AWSSettings, groups: list[str], *, arch: str) -> str:
         if template.launch_template_name:

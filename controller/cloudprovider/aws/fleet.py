@@ -1,0 +1,148 @@
+"""CreateFleet calls: concurrent identical launches batched into one call, throttling retried with backoff,
+and a call whose answer was lost (a timeout after EC2 launched) recovered by the tag it put on the instances.
+
+Launches that ask for the same thing (template, overrides, capacity type, tags) within `idle` seconds of each
+other, and at most `max_wait` after the first, become one CreateFleet with TotalTargetCapacity = their number,
+as Karpenter batches them; each caller gets one of the instances. Every call carries a ClientToken and tags
+its instances with it, so a retry never launches twice: before sending again, the instances already tagged
+with the token are looked up and used.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+from typing import Any, Callable
+
+import botocore.exceptions
+
+from controller.cloudprovider.aws.errors import explain, is_throttling
+from controller.cloudprovider.types import CloudError
+
+log = logging.getLogger("controller.cloudprovider.aws")
+LAUNCH_TOKEN_TAG = "karpy.dev/launch-token"
+ATTEMPTS = 5
+BACKOFF_SECONDS = 0.2                     # doubled each attempt, with jitter, at most MAX_BACKOFF_SECONDS
+MAX_BACKOFF_SECONDS = 5.0
+LOST_ANSWER = (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError,
+               botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError)
+Obj = dict[str, Any]
+
+
+@dataclasses.dataclass
+class Launched:
+    """What one caller gets: its instance id (None when EC2 launched fewer than asked) and the fleet's errors."""
+    instance_id: str | None
+    errors: list[Obj]
+
+
+@dataclasses.dataclass
+class _Batch:
+    request: Obj
+    claims: list[str] = dataclasses.field(default_factory=list)
+    first: float = 0.0
+    last: float = 0.0
+    closed: bool = False
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    response: Obj | None = None
+    error: Exception | None = None
+
+
+class FleetLauncher:
+    def __init__(self, ec2: Any, *, idle: float = 0.035, max_wait: float = 1.0,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ec2, self.idle, self.max_wait, self.sleep, self.clock = ec2, idle, max_wait, sleep, clock
+        self._lock = threading.Lock()
+        self._open: dict[str, _Batch] = {}
+        self.calls = 0                          # CreateFleet requests sent, retries included
+
+    def launch(self, request: Obj, claim: str) -> Launched:
+        """One instance for `claim` (the node name) from a CreateFleet `request` for one instance."""
+        if self.idle <= 0:
+            batch = _Batch(request, [claim])
+            self._send(batch)
+            return self._share(batch, 0)
+        key = json.dumps(request, sort_keys=True)
+        with self._lock:
+            batch = self._open.get(key)
+            leader = batch is None
+            if batch is None:
+                batch = self._open[key] = _Batch(request, first=self.clock())
+            slot = len(batch.claims)
+            batch.claims.append(claim)
+            batch.last = self.clock()
+        if leader:
+            self._wait_for_quiet(batch)
+            with self._lock:
+                del self._open[key]
+            self._send(batch)
+        else:
+            batch.done.wait()
+        return self._share(batch, slot)
+
+    def _wait_for_quiet(self, batch: _Batch) -> None:
+        while True:
+            with self._lock:
+                now = self.clock()
+                left = min(batch.last + self.idle, batch.first + self.max_wait) - now
+            if left <= 0:
+                return
+            self.sleep(left)
+
+    def _send(self, batch: _Batch) -> None:
+        try:
+            batch.response = self._call(batch.request, batch.claims)
+        except Exception as e:                      # every caller of the batch learns it
+            batch.error = e
+        finally:
+            batch.done.set()
+
+    @staticmethod
+    def _share(batch: _Batch, slot: int) -> Launched:
+        if batch.error is not None:
+            raise batch.error
+        response = batch.response or {}
+        ids = sorted(i for group in response.get("Instances") or [] for i in group.get("InstanceIds") or [])
+        return Launched(ids[slot] if slot < len(ids) else None, list(response.get("Errors") or []))
+
+    def _call(self, request: Obj, claims: list[str]) -> Obj:
+        token = hashlib.sha256("\n".join(claims).encode()).hexdigest()[:32]
+        body = copy.deepcopy(request)
+        body["ClientToken"] = token
+        body["TargetCapacitySpecification"]["TotalTargetCapacity"] = len(claims)
+        for spec in body.get("TagSpecifications") or []:
+            if spec["ResourceType"] == "instance":
+                spec["Tags"].append({"Key": LAUNCH_TOKEN_TAG, "Value": token})
+        for attempt in range(ATTEMPTS):
+            last = attempt == ATTEMPTS - 1
+            if attempt:                             # the answer to an earlier try may have been lost
+                found = self._launched_with(token)
+                if found:
+                    log.info("Found %d instance(s) launched by an earlier CreateFleet try (token %s)", len(found), token)
+                    return {"Instances": [{"InstanceIds": found}], "Errors": []}
+            self.calls += 1
+            try:
+                return self.ec2.create_fleet(**body)
+            except botocore.exceptions.ClientError as e:
+                code, message = e.response["Error"].get("Code", ""), e.response["Error"].get("Message", "")
+                if not is_throttling(code) or last:
+                    raise CloudError(explain(code, message)) from None
+                log.warning("%s", explain(code, message))
+                self.sleep(min(MAX_BACKOFF_SECONDS, BACKOFF_SECONDS * 2 ** attempt) * random.uniform(0.5, 1.0))
+            except LOST_ANSWER as e:
+                log.warning("CreateFleet got no answer (%s); looking for its instances before trying again", e)
+                if last:
+                    raise CloudError(f"EC2 did not answer CreateFleet {ATTEMPTS} times ({e})") from None
+        raise AssertionError("unreachable")
+
+    def _launched_with(self, token: str) -> list[str]:
+        pages = self.ec2.get_paginator("describe_instances").paginate(Filters=[
+            {"Name": f"tag:{LAUNCH_TOKEN_TAG}", "Values": [token]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        return sorted(i["InstanceId"] for page in pages for r in page["Reservations"] for i in r["Instances"])

@@ -1,0 +1,108 @@
+"""EC2's failures on the wire, played by a loopback proxy in front of moto: an instance type out of capacity,
+throttling, a launch whose answer never came, and launches batched into one CreateFleet. In every case
+nothing leaks and nothing launches twice."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import boto3
+import pytest
+
+from apis import labels as wk
+from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
+from controller.cloudprovider.types import CloudError, InsufficientCapacity
+from tests.aws.conftest import CLUSTER, REGION, Moto
+from tests.aws.faults import FaultProxy, answer_lost, out_of_capacity, throttled
+from tests.aws.test_provider import TEMPLATE, kube, request  # noqa: F401 (kube is a fixture)
+from kubeclient.raw import RawClient, path_of
+from tests.simulator.conftest import Kube
+
+SETTINGS = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint="https://cluster.example",
+                       kubernetes_minor="1.31")
+
+
+def provider(kube: Kube, **settings: float) -> AwsCloudProvider:
+    return AwsCloudProvider(boto3.session.Session(), RawClient(kube.api_client), dataclasses.replace(SETTINGS, **settings),
+                            lambda _: TEMPLATE)
+
+
+def claims(moto: Moto) -> dict[str, str]:
+    """node name -> instance id, for the running instances."""
+    return {t["Value"]: i["InstanceId"] for i in moto.instances("running") for t in i["Tags"] if t["Key"] == "karpy.dev/node-claim"}
+
+
+def test_an_instance_type_out_of_capacity_is_skipped_for_the_next_cheapest_and_remembered(
+        moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube)
+    proxy.on("CreateFleet", out_of_capacity("m5.large"))
+    instance = cloud.create(request(cloud, "default-ice", "m5.large", "m5.xlarge"))
+    assert instance.labels[wk.INSTANCE_TYPE] == "m5.xlarge"
+    assert any("EC2 has no on-demand m5.large capacity in us-east-1" in w and "InsufficientInstanceCapacity" in w
+               for w in instance.warnings), instance.warnings
+    # the next launch does not ask for m5.large again: it is remembered as unavailable
+    cloud.create(request(cloud, "default-ice2", "m5.large", "m5.xlarge"))
+    last = proxy.sent("CreateFleet")[-1]
+    assert {o["InstanceType"] for o in last.overrides()} == {"m5.xlarge"}
+    assert sorted(claims(moto)) == ["default-ice", "default-ice2"] and len(moto.instances()) == 2
+
+
+def test_no_capacity_anywhere_is_a_plain_error_and_launches_nothing(moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube)
+    proxy.on("CreateFleet", out_of_capacity("m5.large"))
+    with pytest.raises(InsufficientCapacity, match="EC2 has no on-demand m5.large capacity"):
+        cloud.create(request(cloud, "default-none", "m5.large"))
+    assert moto.instances() == []
+    assert RawClient(kube.api_client).get(path_of("v1", "nodes"))["items"] == []
+
+
+def test_throttling_is_retried_with_backoff(moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube)
+    proxy.on("CreateFleet", throttled, times=2)
+    proxy.on("DescribeInstances", throttled, times=1)   # botocore retries the other calls itself
+    instance = cloud.create(request(cloud, "default-slow", "m5.large"))
+    assert proxy.seen["CreateFleet"] == 3
+    assert claims(moto) == {"default-slow": instance.provider_id.rsplit("/", 1)[1]} and len(moto.instances()) == 1
+
+
+def test_throttling_that_never_ends_is_a_plain_error(moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube)
+    proxy.on("CreateFleet", throttled)
+    with pytest.raises(CloudError, match=r"EC2 is throttling karpy's requests.*RequestLimitExceeded"):
+        cloud.create(request(cloud, "default-never", "m5.large"))
+    assert proxy.seen["CreateFleet"] == 5 and moto.instances() == []
+
+
+def test_a_launch_whose_answer_was_lost_is_found_not_made_again(moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube, fleet_timeout_seconds=1.0)
+    proxy.on("CreateFleet", answer_lost(3.0), times=1)
+    instance = cloud.create(request(cloud, "default-lost", "m5.large"))
+    assert proxy.seen["CreateFleet"] == 1                              # not sent again: the instance was found
+    assert any(v == "tag:karpy.dev/launch-token" for r in proxy.sent("DescribeInstances") for v in r.params.values())
+    (launched,) = moto.instances()
+    assert instance.provider_id.endswith(launched["InstanceId"]) and claims(moto) == {"default-lost": launched["InstanceId"]}
+    assert RawClient(kube.api_client).get(path_of("v1", "nodes", name=instance.node_name))["spec"]["providerID"] == \
+        instance.provider_id
+
+
+def test_concurrent_identical_launches_share_one_create_fleet(moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube, launch_batch_idle_seconds=0.2)
+    cloud.instance_types()                                             # the catalog read is not part of the launch
+    names = [f"default-batch{i}" for i in range(5)]
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        instances = list(pool.map(lambda n: cloud.create(request(cloud, n, "m5.large")), names))
+    (fleet,) = proxy.sent("CreateFleet")
+    assert fleet.params["TargetCapacitySpecification.TotalTargetCapacity"] == "5"
+    assert len({i.provider_id for i in instances}) == 5
+    assert claims(moto) == {n: i.provider_id.rsplit("/", 1)[1] for n, i in zip(names, instances)}
+    nodes = {n["metadata"]["name"] for n in RawClient(kube.api_client).get(path_of("v1", "nodes"))["items"]}
+    assert nodes == {i.node_name for i in instances}
+
+
+def test_launches_that_differ_are_not_batched(moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube, launch_batch_idle_seconds=0.2)
+    cloud.instance_types()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda a: cloud.create(request(cloud, a[0], a[1])), [("default-m5", "m5.large"), ("default-c5", "c5.large")]))
+    assert sorted(r.params["TargetCapacitySpecification.TotalTargetCapacity"] for r in proxy.sent("CreateFleet")) == ["1", "1"]
+    assert sorted(i["InstanceType"] for i in moto.instances()) == ["c5.large", "m5.large"]
