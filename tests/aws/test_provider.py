@@ -11,7 +11,7 @@ import pytest
 
 from apis import labels as wk
 from apis.requirements import Requirement, Requirements
-from apis.v1alpha1 import AWS
+from apis.v1alpha1 import AWS, AWSNodeTemplateSpec
 from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings
 from controller.cloudprovider.types import InstanceNotFound, NodeRequest
 from kubeclient.raw import RawClient, path_of
@@ -124,3 +124,26 @@ def test_a_template_that_discovers_nothing_is_a_clear_error(moto: Moto, kube: Ku
     with pytest.raises(AwsConfigError, match="no subnet matches subnetSelector"):
         cloud.create(request(cloud, "default-x", "m5.large"))
     assert moto.instances() == []
+
+
+def test_ami_selector_picks_the_image_by_tag_or_id_for_the_architecture(moto: Moto, kube: Kube) -> None:
+    images = [i for i in moto.ec2.describe_images(Owners=["amazon"])["Images"] if i.get("Architecture") == "x86_64"]
+    tagged, other = images[1]["ImageId"], images[2]["ImageId"]
+    moto.ec2.create_tags(Resources=[tagged], Tags=[{"Key": "karpy-test", "Value": "golden"}])
+    for selector, expected in (({"karpy-test": "golden"}, tagged), ({"aws-ids": other}, other)):
+        template = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                                                       "amiFamily": "Custom", "amiSelector": selector,
+                                                       "userData": "#!/bin/bash\necho joined by the image\n"})
+        cloud = provider(moto, kube, template)  # type: ignore[arg-type]
+        instance = cloud.create(request(cloud, f"default-{expected}", "m5.large"))
+        (launched,) = [i for i in moto.instances() if instance.provider_id.endswith(i["InstanceId"])]
+        assert launched["ImageId"] == expected
+    for made in moto.ec2.describe_launch_templates()["LaunchTemplates"]:
+        data = moto.ec2.describe_launch_template_versions(LaunchTemplateId=made["LaunchTemplateId"])[
+            "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        assert base64.b64decode(data["UserData"]).decode() == "#!/bin/bash\necho joined by the image\n"   # Custom: as is
+    nothing = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                                                  "amiFamily": "Custom", "amiSelector": {"karpy-test": "absent"}})
+    cloud = provider(moto, kube, nothing)  # type: ignore[arg-type]
+    with pytest.raises(AwsConfigError, match="no x86_64 image matches amiSelector"):
+        cloud.create(request(cloud, "default-noami", "m5.large"))

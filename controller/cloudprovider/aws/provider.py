@@ -208,6 +208,9 @@ class AwsCloudProvider:
         return name
 
     def _image(self, template: AWSSettings, arch: str) -> str:
+        selector = template.ami_selector if isinstance(template, AWSNodeTemplateSpec) else None
+        if selector:
+            return self._selected_image(selector, arch)
         parameter = ami_parameter(template.ami_family or "AL2", self.settings.kubernetes_minor, arch)
         with self._lock:
             if parameter in self._images:
@@ -219,6 +222,18 @@ class AwsCloudProvider:
         with self._lock:
             self._images[parameter] = image
         return image
+
+    def _selected_image(self, selector: dict[str, str], arch: str) -> str:
+        """amiSelector: by tags, or by `aws-ids`; of the images for the architecture, the newest."""
+        ids = [i.strip() for i in selector.get("aws-ids", "").split(",") if i.strip()]
+        tags = {k: v for k, v in selector.items() if k != "aws-ids"}
+        images = self.ec2.describe_images(**({"ImageIds": ids} if ids else {}),
+                                          Filters=_tag_filters(tags) if tags else [])["Images"]
+        machine = "arm64" if arch == wk.ARCH_ARM64 else "x86_64"
+        fitting = [i for i in images if i.get("Architecture", machine) == machine]
+        if not fitting:
+            raise AwsConfigError(f"no {machine} image matches amiSelector {selector}")
+        return max(fitting, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))["ImageId"]
 
     # --- discovery -----------------------------------------------------------------------------
     def _subnets(self, template: AWSSettings) -> dict[str, str]:
