@@ -67,10 +67,11 @@ def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
 
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
-                 parallelism: int = 8) -> None:
+                 parallelism: int = 32) -> None:
         self.state = state
         self.cloud = cloud
         self._catalog = catalog          # or where to read it: the AWS provider's comes from EC2, cached
+        # launches side by side, enough of them for the AWS provider to batch a burst into few CreateFleet calls
         self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="launch")
 
     @property

@@ -37,8 +37,9 @@ Obj = dict[str, Any]
 
 @dataclasses.dataclass
 class Launched:
-    """What one caller gets: its instance id (None when EC2 launched fewer than asked) and the fleet's errors."""
-    instance_id: str | None
+    """What one caller gets: its instance as DescribeInstances tells it (None when EC2 launched fewer than asked)
+    and the fleet's errors."""
+    instance: Obj | None
     errors: list[Obj]
 
 
@@ -50,14 +51,18 @@ class _Batch:
     last: float = 0.0
     closed: bool = False
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
-    response: Obj | None = None
+    instances: list[Obj] = dataclasses.field(default_factory=list)
+    errors: list[Obj] = dataclasses.field(default_factory=list)
     error: Exception | None = None
 
 
 class FleetLauncher:
-    def __init__(self, ec2: Any, *, idle: float = 0.035, max_wait: float = 1.0,
+    """`fleet` is an EC2 client that does not retry by itself (a blind resend could launch twice); `ec2` is
+    one that does, for the lookups."""
+
+    def __init__(self, fleet: Any, ec2: Any, *, idle: float = 0.035, max_wait: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ec2, self.idle, self.max_wait, self.sleep, self.clock = ec2, idle, max_wait, sleep, clock
+        self.fleet, self.ec2, self.idle, self.max_wait, self.sleep, self.clock = fleet, ec2, idle, max_wait, sleep, clock
         self._lock = threading.Lock()
         self._open: dict[str, _Batch] = {}
         self.calls = 0                          # CreateFleet requests sent, retries included
@@ -97,7 +102,12 @@ class FleetLauncher:
 
     def _send(self, batch: _Batch) -> None:
         try:
-            batch.response = self._call(batch.request, batch.claims)
+            response = self._call(batch.request, batch.claims)
+            batch.errors = list(response.get("Errors") or [])
+            ids = sorted(i for group in response.get("Instances") or [] for i in group.get("InstanceIds") or [])
+            if ids:                                 # one DescribeInstances for the batch: the callers need DNS names
+                described = self._describe(ids)
+                batch.instances = [described[i] for i in ids if i in described]
         except Exception as e:                      # every caller of the batch learns it
             batch.error = e
         finally:
@@ -107,9 +117,11 @@ class FleetLauncher:
     def _share(batch: _Batch, slot: int) -> Launched:
         if batch.error is not None:
             raise batch.error
-        response = batch.response or {}
-        ids = sorted(i for group in response.get("Instances") or [] for i in group.get("InstanceIds") or [])
-        return Launched(ids[slot] if slot < len(ids) else None, list(response.get("Errors") or []))
+        return Launched(batch.instances[slot] if slot < len(batch.instances) else None, batch.errors)
+
+    def _describe(self, ids: list[str]) -> dict[str, Obj]:
+        reservations = self.ec2.describe_instances(InstanceIds=ids)["Reservations"]
+        return {i["InstanceId"]: i for r in reservations for i in r["Instances"]}
 
     def _call(self, request: Obj, claims: list[str]) -> Obj:
         token = hashlib.sha256("\n".join(claims).encode()).hexdigest()[:32]
@@ -128,7 +140,7 @@ class FleetLauncher:
                     return {"Instances": [{"InstanceIds": found}], "Errors": []}
             self.calls += 1
             try:
-                return self.ec2.create_fleet(**body)
+                return self.fleet.create_fleet(**body)
             except botocore.exceptions.ClientError as e:
                 code, message = e.response["Error"].get("Code", ""), e.response["Error"].get("Message", "")
                 if not is_throttling(code) or last:

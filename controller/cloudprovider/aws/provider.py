@@ -41,6 +41,7 @@ from kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.cloudprovider.aws")
 UNAVAILABLE_SECONDS = 180.0
+DISCOVERY_TTL_SECONDS = 60.0     # subnets, security groups and AMIs found by selector or parameter
 NODE_CLAIM_TAG = "karpy.dev/node-claim"          # the node name planned before launch: the idempotency key
 LIVE_STATES = ["pending", "running"]
 RETRIES = botocore.config.Config(retries={"mode": "adaptive", "max_attempts": 8})   # throttling: back off and retry
@@ -90,12 +91,12 @@ class AwsCloudProvider:
         # CreateFleet is retried by the fleet launcher, which looks for a lost launch before sending again
         fleet_client = session.client("ec2", region_name=settings.region, config=botocore.config.Config(
             retries={"total_max_attempts": 1}, read_timeout=settings.fleet_timeout_seconds))
-        self.fleet = FleetLauncher(fleet_client, idle=settings.launch_batch_idle_seconds,
+        self.fleet = FleetLauncher(fleet_client, self.ec2, idle=settings.launch_batch_idle_seconds,
                                    max_wait=settings.launch_batch_max_seconds)
         self.client, self.settings, self.templates, self.clock = client, settings, templates, clock
         self.types = InstanceTypes(self.ec2, settings.region)
         self._unavailable: dict[tuple[str, str, str], float] = {}   # (type, zone, capacity type) -> until
-        self._images: dict[str, str] = {}
+        self._discovered: dict[str, tuple[float, Any]] = {}    # what a selector or parameter found, and when
         self._templates_made: set[str] = set()
         self._lock = threading.Lock()
 
@@ -130,11 +131,11 @@ class AwsCloudProvider:
             launched = self.fleet.launch(fleet_request(template=name, overrides=overrides, capacity_type=capacity_type,
                                                        tags=tags), request.node_name)
             warnings += self._note_errors(launched.errors, capacity_type)
-            if launched.instance_id is not None:
+            if launched.instance is not None:
                 # the name planned for it: a retry of this launch finds the instance instead of making another
-                self.ec2.create_tags(Resources=[launched.instance_id], Tags=[{"Key": NODE_CLAIM_TAG, "Value": request.node_name}])
-                described = self._describe([launched.instance_id])[0]
-                return dataclasses.replace(self._register(request, described), warnings=tuple(warnings))
+                self.ec2.create_tags(Resources=[launched.instance["InstanceId"]],
+                                     Tags=[{"Key": NODE_CLAIM_TAG, "Value": request.node_name}])
+                return dataclasses.replace(self._register(request, launched.instance), warnings=tuple(warnings))
             log.info("CreateFleet launched nothing for %s; retrying with the remaining options", request.node_name)
         raise InsufficientCapacity("; ".join([*warnings, f"EC2 had no capacity for {request.node_name} after 3 attempts"]))
 
@@ -210,18 +211,15 @@ class AwsCloudProvider:
     def _image(self, template: AWSSettings, arch: str) -> str:
         selector = template.ami_selector if isinstance(template, AWSNodeTemplateSpec) else None
         if selector:
-            return self._selected_image(selector, arch)
+            return self._remembered(f"ami {arch} {sorted(selector.items())}", lambda: self._selected_image(selector, arch))
         parameter = ami_parameter(template.ami_family or "AL2", self.settings.kubernetes_minor, arch)
-        with self._lock:
-            if parameter in self._images:
-                return self._images[parameter]
+        return self._remembered(parameter, lambda: self._image_parameter(parameter))
+
+    def _image_parameter(self, parameter: str) -> str:
         try:
-            image = self.ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
+            return str(self.ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
         except botocore.exceptions.ClientError as e:
             raise AwsConfigError(f"AMI parameter {parameter}: {e.response['Error']['Code']}") from None
-        with self._lock:
-            self._images[parameter] = image
-        return image
 
     def _selected_image(self, selector: dict[str, str], arch: str) -> str:
         """amiSelector: by tags, or by `aws-ids`; of the images for the architecture, the newest."""
@@ -233,29 +231,47 @@ class AwsCloudProvider:
         fitting = [i for i in images if i.get("Architecture", machine) == machine]
         if not fitting:
             raise AwsConfigError(f"no {machine} image matches amiSelector {selector}")
-        return max(fitting, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))["ImageId"]
+        return str(max(fitting, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))["ImageId"])
 
     # --- discovery -----------------------------------------------------------------------------
+    def _remembered(self, key: str, find: Callable[[], Any]) -> Any:
+        """What `find` returns, asked again only after DISCOVERY_TTL_SECONDS: every launch needs it, and it rarely changes."""
+        with self._lock:
+            found = self._discovered.get(key)
+        if found is not None and self.clock() - found[0] < DISCOVERY_TTL_SECONDS:
+            return found[1]
+        value = find()
+        with self._lock:
+            self._discovered[key] = (self.clock(), value)
+        return value
+
     def _subnets(self, template: AWSSettings) -> dict[str, str]:
         """zone -> the subnet with the most free addresses there."""
         if not template.subnet_selector:
             raise AwsConfigError("the node template has no subnetSelector")
-        subnets = self.ec2.describe_subnets(Filters=_tag_filters(template.subnet_selector))["Subnets"]
+        selector = template.subnet_selector
+        return self._remembered(f"subnets {sorted(selector.items())}", lambda: self._find_subnets(selector))
+
+    def _find_subnets(self, selector: dict[str, str]) -> dict[str, str]:
         best: dict[str, dict[str, Any]] = {}
-        for s in subnets:
+        for s in self.ec2.describe_subnets(Filters=_tag_filters(selector))["Subnets"]:
             zone = s["AvailabilityZone"]
             if zone not in best or s["AvailableIpAddressCount"] > best[zone]["AvailableIpAddressCount"]:
                 best[zone] = s
         if not best:
-            raise AwsConfigError(f"no subnet matches subnetSelector {template.subnet_selector}")
+            raise AwsConfigError(f"no subnet matches subnetSelector {selector}")
         return {zone: s["SubnetId"] for zone, s in best.items()}
 
     def _security_groups(self, template: AWSSettings) -> list[str]:
         if not template.security_group_selector:
             raise AwsConfigError("the node template has no securityGroupSelector")
-        groups = self.ec2.describe_security_groups(Filters=_tag_filters(template.security_group_selector))["SecurityGroups"]
+        selector = template.security_group_selector
+        return self._remembered(f"security groups {sorted(selector.items())}", lambda: self._find_security_groups(selector))
+
+    def _find_security_groups(self, selector: dict[str, str]) -> list[str]:
+        groups = self.ec2.describe_security_groups(Filters=_tag_filters(selector))["SecurityGroups"]
         if not groups:
-            raise AwsConfigError(f"no security group matches securityGroupSelector {template.security_group_selector}")
+            raise AwsConfigError(f"no security group matches securityGroupSelector {selector}")
         return sorted(g["GroupId"] for g in groups)
 
     # --- instances -----------------------------------------------------------------------------
