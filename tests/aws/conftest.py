@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import socket
 from typing import Any, Iterator
 
 import boto3
@@ -48,8 +49,11 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
     host, port = server.get_host_and_port()
     url = f"http://127.0.0.1:{port}"
     requests.post(url + "/moto-api/reset", timeout=10)   # moto's state is per process: start each test clean
+    refusing = socket.socket()                          # bound, never listening: connections are refused at once
+    refusing.bind(("127.0.0.1", 0))
+    # moto has no Pricing API: it is refused, and the provider uses the shipped table, as when AWS's does not answer
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION,
-                       "AWS_ENDPOINT_URL": url}.items():
+                       "AWS_ENDPOINT_URL": url, "AWS_ENDPOINT_URL_PRICING": f"http://127.0.0.1:{refusing.getsockname()[1]}"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=url)
@@ -69,6 +73,7 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
     try:
         yield Moto(url, ec2, subnets, group, image)
     finally:
+        refusing.close()
         server.stop()
 
 

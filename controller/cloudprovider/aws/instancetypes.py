@@ -1,8 +1,9 @@
 """EC2 instance types as karpy's catalog sees them: DescribeInstanceTypes, DescribeInstanceTypeOfferings and
 DescribeSpotPriceHistory, turned into the same records the shipped `aws` catalog is built from.
 
-On-demand prices come from the shipped table (us-east-1 list prices); max pods
-from the ENI limits EC2 reports (the shipped table where it does not). The
+On-demand prices come from the Pricing API (pricing.py), the shipped table
+(us-east-1 list prices) where it does not answer; max pods from the ENI
+limits EC2 reports (the shipped table where it does not). The
 result is cached for `ttl` seconds: the catalog changes rarely and every
 launch reads it.
 """
@@ -70,12 +71,12 @@ def shipped_prices() -> dict[str, float]:
 class InstanceTypes:
     """The region's instance types, read from EC2 and cached."""
 
-    def __init__(self, ec2: Any, region: str, *, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ec2, self.region, self.ttl, self.clock = ec2, region, ttl, clock
+    def __init__(self, ec2: Any, region: str, prices: Callable[[], dict[str, float]], *, ttl: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ec2, self.region, self.prices, self.ttl, self.clock = ec2, region, prices, ttl, clock
         self._lock = threading.Lock()
         self._catalog: Catalog | None = None
         self._read_at = 0.0
-        self._prices = shipped_prices()
 
     def catalog(self) -> Catalog:
         with self._lock:
@@ -90,11 +91,12 @@ class InstanceTypes:
             for o in page["InstanceTypeOfferings"]:
                 zones.setdefault(o["InstanceType"], []).append(o["Location"])
         records = []
+        prices = self.prices()
         for page in self.ec2.get_paginator("describe_instance_types").paginate():
             for info in page["InstanceTypes"]:
                 name = info["InstanceType"]
-                if name in self._prices:          # a type without a known price cannot be compared; skip it
-                    entry = record(info, zones=zones.get(name, []), price=self._prices[name], enis=None)
+                if name in prices:                # a type without a known price cannot be compared; skip it
+                    entry = record(info, zones=zones.get(name, []), price=prices[name], enis=None)
                     if entry is not None:
                         records.append(entry)
         spot = self._spot_prices({r["name"] for r in records if r["spot"]})

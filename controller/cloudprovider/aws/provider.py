@@ -32,7 +32,8 @@ from apis.requirements import Requirements
 from apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
 from controller.cloudprovider.aws.errors import explain, is_capacity_error
 from controller.cloudprovider.aws.fleet import FleetLauncher
-from controller.cloudprovider.aws.instancetypes import InstanceTypes
+from controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
+from controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
 from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request,
                                                  launch_template_data, launch_template_name)
 from controller.cloudprovider.catalog import Catalog
@@ -94,7 +95,11 @@ class AwsCloudProvider:
         self.fleet = FleetLauncher(fleet_client, self.ec2, idle=settings.launch_batch_idle_seconds,
                                    max_wait=settings.launch_batch_max_seconds)
         self.client, self.settings, self.templates, self.clock = client, settings, templates, clock
-        self.types = InstanceTypes(self.ec2, settings.region)
+        # one try, short timeouts: the shipped table stands in until the Pricing API answers
+        pricing = session.client("pricing", region_name=pricing_region(settings.region), config=botocore.config.Config(
+            retries={"total_max_attempts": 1}, connect_timeout=3, read_timeout=10))
+        self.pricing = OnDemandPricing(pricing, settings.region, shipped_prices())
+        self.types = InstanceTypes(self.ec2, settings.region, self.pricing.prices)
         self._unavailable: dict[tuple[str, str, str], float] = {}   # (type, zone, capacity type) -> until
         self._discovered: dict[str, tuple[float, Any]] = {}    # what a selector or parameter found, and when
         self._templates_made: set[str] = set()
