@@ -13,7 +13,7 @@ from apis import labels as wk
 from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
 from controller.cloudprovider.types import CloudError, InsufficientCapacity
 from tests.aws.conftest import CLUSTER, REGION, Moto
-from tests.aws.faults import FaultProxy, answer_lost, out_of_capacity, throttled
+from tests.aws.faults import FaultProxy, answer_lost, ec2_error, out_of_capacity, throttled
 from tests.aws.test_provider import TEMPLATE, kube, request  # noqa: F401 (kube is a fixture)
 from kubeclient.raw import RawClient, path_of
 from tests.simulator.conftest import Kube
@@ -106,3 +106,12 @@ def test_launches_that_differ_are_not_batched(moto: Moto, proxy: FaultProxy, kub
         list(pool.map(lambda a: cloud.create(request(cloud, a[0], a[1])), [("default-m5", "m5.large"), ("default-c5", "c5.large")]))
     assert sorted(r.params["TargetCapacitySpecification.TotalTargetCapacity"] for r in proxy.sent("CreateFleet")) == ["1", "1"]
     assert sorted(i["InstanceType"] for i in moto.instances()) == ["c5.large", "m5.large"]
+
+
+def test_an_aws_refusal_anywhere_in_a_launch_is_a_plain_error(moto: Moto, proxy: FaultProxy, kube: Kube) -> None:
+    cloud = provider(kube)
+    proxy.on("DescribeSubnets", lambda *_: ec2_error("UnauthorizedOperation", "You are not authorized to perform this operation."))
+    with pytest.raises(CloudError, match=r"launching node default-denied: karpy's AWS credentials are not allowed.*"
+                                         r"UnauthorizedOperation"):
+        cloud.create(request(cloud, "default-denied", "m5.large"))
+    assert moto.instances() == []

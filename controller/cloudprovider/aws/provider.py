@@ -16,12 +16,13 @@ the instance's private DNS name; the kubelet adopts it when it joins.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import botocore.config
 import botocore.exceptions
@@ -37,7 +38,8 @@ from controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
 from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request,
                                                  launch_template_data, launch_template_name)
 from controller.cloudprovider.catalog import Catalog
-from controller.cloudprovider.types import Instance, InstanceNotFound, InstanceType, InsufficientCapacity, NodeRequest
+from controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
+                                            NodeRequest)
 from kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.cloudprovider.aws")
@@ -114,6 +116,10 @@ class AwsCloudProvider:
 
     # --- launch --------------------------------------------------------------------------------
     def create(self, request: NodeRequest) -> Instance:
+        with _plainly(f"launching node {request.node_name}"):
+            return self._create(request)
+
+    def _create(self, request: NodeRequest) -> Instance:
         found = self._claimed(request.node_name)
         if found is not None:                    # launched before a crash or a retry: adopt, never twice
             return self._register(request, found)
@@ -339,23 +345,38 @@ class AwsCloudProvider:
 
     def delete(self, provider_id: str) -> None:
         _, instance_id = parse_provider_id(provider_id)
-        described = self._describe([instance_id])
-        if not described or described[0]["State"]["Name"] in ("shutting-down", "terminated"):
-            raise InstanceNotFound(provider_id)
-        self.ec2.terminate_instances(InstanceIds=[instance_id])
+        with _plainly(f"terminating instance {provider_id}"):
+            described = self._describe([instance_id])
+            if not described or described[0]["State"]["Name"] in ("shutting-down", "terminated"):
+                raise InstanceNotFound(provider_id)
+            self.ec2.terminate_instances(InstanceIds=[instance_id])
         log.info("Terminated instance %s", provider_id)
 
     def get(self, provider_id: str) -> Instance:
         _, instance_id = parse_provider_id(provider_id)
-        described = self._describe([instance_id])
+        with _plainly(f"reading instance {provider_id}"):
+            described = self._describe([instance_id])
         if not described or described[0]["State"]["Name"] not in LIVE_STATES:
             raise InstanceNotFound(provider_id)
         return self._instance(described[0])
 
     def list(self) -> Sequence[Instance]:
-        return [self._instance(i) for i in self._instances([
-            {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
-            {"Name": "instance-state-name", "Values": LIVE_STATES}])]
+        with _plainly("listing the cluster's instances"):
+            return [self._instance(i) for i in self._instances([
+                {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
+                {"Name": "instance-state-name", "Values": LIVE_STATES}])]
+
+
+@contextlib.contextmanager
+def _plainly(doing: str) -> Iterator[None]:
+    """AWS's errors as CloudError, saying what karpy was doing and what went wrong in words."""
+    try:
+        yield
+    except botocore.exceptions.ClientError as e:
+        error = e.response.get("Error") or {}
+        raise CloudError(f"{doing}: {explain(error.get('Code', ''), error.get('Message', ''))}") from None
+    except botocore.exceptions.BotoCoreError as e:
+        raise CloudError(f"{doing}: AWS could not be reached ({e})") from None
 
 
 def _allows(requirements: Requirements, key: str, value: str) -> bool:
