@@ -100,13 +100,13 @@ class Operator:
 
     def _on_pod(self, kind: str, pod: dict) -> None:
         if kind != "DELETED" and is_provisionable(pod):
-            self.batcher.trigger()
+            self.batcher.trigger(pod["metadata"].get("uid"))
 
     def _on_gap_report(self, kind: str, event: dict) -> None:
         involved = event.get("involvedObject") or {}
         pod = self.state.pods.get(involved.get("namespace") or "", involved.get("name") or "")
         if kind != "DELETED" and pod is not None and is_provisionable(pod, gap_reported=True):
-            self.batcher.trigger()
+            self.batcher.trigger(pod["metadata"].get("uid"))
 
     def _provision_forever(self) -> None:
         while not self.stop_event.is_set():

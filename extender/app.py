@@ -16,7 +16,6 @@ import logging
 import time
 from typing import Any, Callable
 
-import orjson
 from flask import Flask, Response, request
 from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException
@@ -24,9 +23,9 @@ from werkzeug.exceptions import HTTPException
 from extender.decisions import NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
 from extender.gaps import Gaps
 from extender.view import ClusterView
-from extender.wire import BadArgs, ExtenderArgs, filter_result, host_priorities, parse_args, parse_binding
+from extender.wire import BadArgs, ExtenderArgs, decode_args, decode_binding, encode, filter_result, host_priorities
 from kubeclient.raw import now_rfc3339
-from serving.body import BadBody, read_json_body
+from serving.body import BadBody, read_body
 from serving.metrics import metrics_response
 
 log = logging.getLogger("extender")
@@ -42,8 +41,7 @@ class Settings:
 
 
 def _json(payload: Any, status: int = 200) -> Response:
-    # orjson: a filter answer can hold thousands of Nodes, and the stdlib encoder takes 7x as long
-    return Response(orjson.dumps(payload), status=status, mimetype="application/json")
+    return Response(encode(payload), status=status, mimetype="application/json")
 
 
 def create_app(settings: Settings | None = None, view: ClusterView | None = None,
@@ -65,8 +63,7 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
         def view_fn() -> Response:
             started = time.perf_counter()
             try:
-                body = read_json_body(request, max_bytes=settings.max_body_bytes, loads=orjson.loads)
-                result = answer(body)
+                result = answer(read_body(request, max_bytes=settings.max_body_bytes))
             except RecursionError:
                 REQUESTS.labels(name, "bad_request").inc()
                 return _json({"error": "Bad Request", "message": "JSON nested too deeply"}, 400)
@@ -80,8 +77,8 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
         view_fn.__name__ = name
         return view_fn
 
-    def filter_(body: Any) -> Any:
-        args = parse_args(body)
+    def filter_(body: bytes) -> Any:
+        args = decode_args(body)
         passed, failed, kinds = filter_nodes(args.key, args.requests(), facts(args))
         if not passed and failed:                 # karpy's knowledge left no node: a capacity gap
             reason = gap_reason(len(failed), kinds)
@@ -93,12 +90,12 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
             log.info("Capacity gap for pod %s: %s", args.key, reason)
         return filter_result(args, passed, failed)
 
-    def prioritize(body: Any) -> Any:
-        args = parse_args(body)
+    def prioritize(body: bytes) -> Any:
+        args = decode_args(body)
         return host_priorities(args.names, score_nodes(args.key, args.requests(), facts(args)))
 
-    def bind(body: Any) -> Any:
-        binding = parse_binding(body)
+    def bind(body: bytes) -> Any:
+        binding = decode_binding(body)
         if view is None:
             return {"Error": "this extender has no cluster to bind in (start it with --kubeconfig)"}
         error = view.bind(binding)

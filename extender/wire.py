@@ -3,12 +3,20 @@
 `ExtenderArgs {"Pod", "Nodes", "NodeNames"}` in; `ExtenderFilterResult`,
 `HostPriorityList` and `ExtenderBindingResult` out. A request of the wrong
 shape raises BadArgs naming the field. Pure.
+
+A filter call with full Nodes is megabytes, and turning all of it into
+Python objects is most of the cost of answering. So each Node is read only
+as far as the decisions need (name, labels, annotations, timestamps,
+allocatable), and the ones that pass are answered back byte for byte.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import re
+from typing import Any, TypedDict
+
+import msgspec
 
 from apis.pods import pod_requests
 from apis.quantity import QuantityError
@@ -21,11 +29,46 @@ class BadArgs(ValueError):
     """A request that is not what kube-scheduler sends; the message names the field."""
 
 
+class _NodeMetadata(TypedDict, total=False):
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    creationTimestamp: str
+    deletionTimestamp: str
+
+
+class _NodeStatus(TypedDict, total=False):
+    allocatable: dict[str, Any]
+
+
+class _Node(TypedDict, total=False):
+    """The part of a Node the decisions read; the rest is skipped, not built."""
+    metadata: _NodeMetadata
+    status: _NodeStatus
+
+
+class _NodeList(TypedDict, total=False):
+    items: list[msgspec.Raw]
+
+
+class _Args(TypedDict, total=False):
+    Pod: Any
+    Nodes: _NodeList | None                      # each Node kept as its bytes: found, not built
+    NodeNames: Any
+
+
+_ARGS = msgspec.json.Decoder(_Args)
+_NODE = msgspec.json.Decoder(_Node)
+_ENCODER = msgspec.json.Encoder()
+_AT = re.compile(r"^(.*) - at `\$\.?(.*)`$")
+
+
 @dataclasses.dataclass(frozen=True)
 class ExtenderArgs:
     pod: Obj
-    nodes: list[Obj] | None           # full Nodes (nodeCacheCapable: false)
+    nodes: list[Obj] | None           # full Nodes (nodeCacheCapable: false), as far as the decisions read them
     node_names: list[str] | None      # names only (nodeCacheCapable: true)
+    raw_nodes: list[msgspec.Raw] | None = None   # the full Nodes as sent, for the answer
 
     @property
     def key(self) -> str:
@@ -51,9 +94,14 @@ class BindingArgs:
     node: str
 
 
-def parse_args(body: Any) -> ExtenderArgs:
-    if not isinstance(body, dict):
-        raise BadArgs(f"expected an ExtenderArgs object, got {type(body).__name__}")
+def decode_args(raw: bytes) -> ExtenderArgs:
+    """ExtenderArgs from a request body."""
+    try:
+        body = _ARGS.decode(raw)
+    except msgspec.ValidationError as e:
+        raise BadArgs(_located(e, "ExtenderArgs")) from None
+    except msgspec.DecodeError as e:
+        raise BadArgs(f"body is not valid JSON: {e}") from None
     pod = body.get("Pod")
     if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict) or not isinstance(pod["metadata"].get("name"), str):
         raise BadArgs("Pod: required, an object with metadata.name")
@@ -62,22 +110,45 @@ def parse_args(body: Any) -> ExtenderArgs:
     nodes, names = body.get("Nodes"), body.get("NodeNames")
     if nodes is None and names is None:
         raise BadArgs("Nodes or NodeNames: one is required")
-    node_list = None
     if nodes is not None:
-        items = nodes.get("items") if isinstance(nodes, dict) else None
-        if not isinstance(items, list):
+        if "items" not in nodes:
             raise BadArgs("Nodes.items: expected a list of Node objects")
-        for i, n in enumerate(items):
-            if not isinstance(n, dict) or not isinstance(n.get("metadata"), dict) or not isinstance(n["metadata"].get("name"), str):
+        raw_nodes = nodes["items"]
+        slim = []
+        for i, r in enumerate(raw_nodes):
+            try:
+                node = _NODE.decode(r)
+            except msgspec.ValidationError as e:
+                raise BadArgs(_located(e, f"Nodes.items[{i}]")) from None
+            if not isinstance((node.get("metadata") or {}).get("name"), str):
                 raise BadArgs(f"Nodes.items[{i}]: expected a Node with metadata.name")
-        node_list = items
-    if names is not None and node_list is None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise BadArgs("NodeNames: expected a list of strings")
-    return ExtenderArgs(pod=pod, nodes=node_list, node_names=None if node_list is not None else names)
+            slim.append(node)
+        return ExtenderArgs(pod=pod, nodes=slim, node_names=None, raw_nodes=raw_nodes)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BadArgs("NodeNames: expected a list of strings")
+    return ExtenderArgs(pod=pod, nodes=None, node_names=names)
 
 
-def parse_binding(body: Any) -> BindingArgs:
+def _located(e: msgspec.ValidationError, where: str) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$.metadata.name`" as "where.metadata.name: expected `str`, got `int`"."""
+    m = _AT.match(str(e))
+    if not m:
+        return f"{where}: {e}"
+    path = m.group(2)
+    joined = where if not path else path if where == "ExtenderArgs" else f"{where}{'' if path.startswith('[') else '.'}{path}"
+    return f"{joined}: {m.group(1)[:1].lower()}{m.group(1)[1:]}"
+
+
+def encode(payload: Any) -> bytes:
+    """JSON for an answer; Nodes kept as bytes go out as they came."""
+    return _ENCODER.encode(payload)
+
+
+def decode_binding(raw: bytes) -> BindingArgs:
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError as e:
+        raise BadArgs(f"body is not valid JSON: {e}") from None
     if not isinstance(body, dict):
         raise BadArgs(f"expected an ExtenderBindingArgs object, got {type(body).__name__}")
     fields = ("PodName", "PodNamespace", "PodUID", "Node")
@@ -93,7 +164,7 @@ def filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str])
     if args.nodes is not None:
         keep = set(passed)
         result["Nodes"] = {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
-                           "items": [n for n in args.nodes if n["metadata"]["name"] in keep]}
+                           "items": [raw for n, raw in zip(args.nodes, args.raw_nodes or []) if n["metadata"]["name"] in keep]}
         result["NodeNames"] = None
     else:
         result["Nodes"] = None

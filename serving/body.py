@@ -23,7 +23,18 @@ class BadBody(ValueError):
 
 def read_json_body(req: Request, *, max_bytes: int, loads: Callable[[bytes], Any] = json.loads) -> Any:
     """The parsed JSON body of `req`; raises BadBody saying what is wrong. `loads` may be a faster parser
-    whose errors are ValueErrors (orjson's are)."""
+    whose errors are ValueErrors."""
+    raw = read_body(req, max_bytes=max_bytes)
+    try:
+        return loads(raw)
+    except RecursionError:
+        raise BadBody("JSON nested too deeply") from None
+    except ValueError as e:
+        raise BadBody(f"body is not valid JSON: {e}") from None
+
+
+def read_body(req: Request, *, max_bytes: int) -> bytes:
+    """The bytes of a JSON body, once its content type and size are acceptable; raises BadBody otherwise."""
     content_type = (req.mimetype or "").lower()
     if content_type and content_type != "application/json" and not content_type.endswith("+json"):
         raise BadBody(f"content type {content_type!r} is not application/json", 415)
@@ -34,10 +45,5 @@ def read_json_body(req: Request, *, max_bytes: int, loads: Callable[[bytes], Any
         raise BadBody(f"body of {len(raw)} bytes is over the limit of {max_bytes}", 413)
     if not raw:
         raise BadBody("empty body; expected JSON")
-    try:
-        return loads(raw)
-    except RecursionError:
-        raise BadBody("JSON nested too deeply") from None
-    except ValueError as e:
-        raise BadBody(f"body is not valid JSON: {e}") from None
+    return raw
 

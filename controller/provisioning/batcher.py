@@ -1,8 +1,11 @@
 """The batcher: pending pods arrive in bursts, so provisioning waits for a quiet moment.
 
-`trigger()` on every provisionable pod; `wait()` returns once `idle` seconds
-pass without a trigger, or `maximum` seconds after the first, whichever is
-sooner (Karpenter's batch idle and max durations, 1 s and 10 s by default).
+`trigger(pod)` on every provisionable pod; `wait()` returns once `idle`
+seconds pass without a new pod, or `maximum` seconds after the first,
+whichever is sooner (Karpenter's batch idle and max durations, 1 s and 10 s
+by default). A pod already in the open batch does not hold it open again:
+kube-scheduler's repeated status updates and the extender's gap reports of
+the same pods would otherwise keep the idle window from ever closing.
 """
 
 from __future__ import annotations
@@ -17,10 +20,16 @@ class Batcher:
         self._cond = threading.Condition()
         self._first: float | None = None
         self._last: float | None = None
+        self._keys: set[str] = set()            # the pods in the open batch
         self._stopped = False
 
-    def trigger(self) -> None:
+    def trigger(self, key: str | None = None) -> None:
+        """A pod (`key`, its uid) waits for capacity; without a key, anything that should start a batch."""
         with self._cond:
+            if key is not None:
+                if key in self._keys:
+                    return
+                self._keys.add(key)
             now = time.monotonic()
             if self._first is None:
                 self._first = now
@@ -51,4 +60,5 @@ class Batcher:
                     break
                 self._cond.wait(ready_at - now)
             self._first = self._last = None
+            self._keys = set()
             return not self._stopped
