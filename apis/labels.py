@@ -61,6 +61,7 @@ CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 ARCH_AMD64 = "amd64"
 ARCH_ARM64 = "arm64"
+EC2_ARCHITECTURES = {"x86_64": ARCH_AMD64, "arm64": ARCH_ARM64}   # EC2's names -> kubernetes.io/arch
 OS_LINUX = "linux"
 
 WELL_KNOWN_LABELS: frozenset[str] = frozenset(

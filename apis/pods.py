@@ -12,6 +12,12 @@ from apis.quantity import QuantityError
 from apis.resources import PODS, Resources
 
 
+def object_key(obj: Mapping[str, Any]) -> str:
+    """"namespace/name", the way pods are named in logs, annotations and gaps (`default` when unset)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
     """Raises QuantityError naming the container field that does not parse."""
     containers = Resources()

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from apis import labels as wk
 from apis.conditions import unschedulable
-from apis.pods import pod_requests
+from apis.pods import object_key, pod_requests
 from apis.quantity import QuantityError
 from apis.resources import Resources
 from extender.decisions import Lifetimes, NodeFacts, facts_of
@@ -29,11 +29,6 @@ from kubeclient.raw import Informer, RawClient, now_rfc3339
 
 log = logging.getLogger("extender")
 Obj = dict[str, Any]
-
-
-def _key(obj: Obj) -> str:
-    meta = obj["metadata"]
-    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
 
 
 def _requests(pod: Obj) -> Resources:
@@ -71,7 +66,7 @@ class ClusterView:
 
     # --- keeping the indexes --------------------------------------------------------------
     def _on_pod(self, kind: str, pod: Obj) -> None:
-        key = _key(pod)
+        key = object_key(pod)
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         finished = kind == "DELETED" or status.get("phase") in ("Succeeded", "Failed")
         with self._lock:
@@ -131,7 +126,7 @@ class ClusterView:
 
     def report_gap(self, pod: Obj, reason: str) -> None:
         """A pod no node is left for: listed here at once, and an Event every replica and the controller see."""
-        if self.gaps.open(_key(pod), reason, now_rfc3339()):
+        if self.gaps.open(object_key(pod), reason, now_rfc3339()):
             events.record(self.client, pod, reason=wk.CAPACITY_GAP_REASON, message=reason, component="karpy-extender",
                           event_type="Warning")
 

@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from apis.pods import pod_requests
+from apis.pods import object_key, pod_requests
 from apis.quantity import QuantityError
 from apis.resources import Resources
 
@@ -72,8 +72,7 @@ class ExtenderArgs:
 
     @property
     def key(self) -> str:
-        meta = self.pod["metadata"]
-        return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+        return object_key(self.pod)
 
     @property
     def names(self) -> list[str]:

@@ -165,7 +165,7 @@ def explain_node(args: argparse.Namespace) -> int:
     import kubernetes
 
     from controller.clock import Clock
-    from controller.consolidation.controller import Consolidation, Settings as ConsolidationSettings
+    from controller.consolidation.controller import decide, unsettled
     from controller.plan.render import explain_node_json
     from controller.state import ClusterState
     from kubeclient.raw import RawClient, api_client
@@ -181,11 +181,10 @@ def explain_node(args: argparse.Namespace) -> int:
         if state.nodes.get("", args.name) is None:
             print(f"karpy explain: node {args.name!r} not found", file=sys.stderr)
             return 1
-        consolidation = Consolidation(state, cloud=None, catalog=lambda: catalog, clock=Clock(),  # type: ignore[arg-type]
-                                      name_node=lambda p, i: f"{p}-replacement-{i}",
-                                      settings=ConsolidationSettings(min_node_age_seconds=args.consolidation_min_node_age))
-        doc = explain_node_json(consolidation.decide(first_only=False), args.name)
-        if waiting := consolidation.unsettled():
+        plan = decide(state, catalog, Clock().now(), min_age_seconds=args.consolidation_min_node_age,
+                      name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False)
+        doc = explain_node_json(plan, args.name)
+        if waiting := unsettled(state):
             doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
     finally:
         state.stop()

@@ -61,6 +61,30 @@ class _Replacing:
     deadline: dt.datetime
 
 
+def unsettled(state: ClusterState) -> str | None:
+    """Why the cluster is not in a state to consolidate from, or None."""
+    if provisionable_pods(state):
+        return "pods are waiting for capacity"
+    for node in state.nodes.items():
+        if state.ours(node) is None:
+            continue
+        if node["metadata"].get("deletionTimestamp"):
+            return f"node {node['metadata']['name']} is being deleted"
+        if (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
+            return f"node {node['metadata']['name']} is being launched"
+    return None
+
+
+def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_seconds: float,
+           name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
+           first_only: bool = True) -> ConsolidationPlan:
+    """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
+    when given); every action, one after another, with `first_only=False`."""
+    snapshot = state.snapshot(catalog, state.bound_pods())
+    consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node)
+    return consolidator.plan(first_only=first_only, only=only)
+
+
 class Consolidation:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Callable[[], Catalog], clock: Clock,
                  name_node: Callable[[str, int], str], settings: Settings = Settings()) -> None:
@@ -74,25 +98,11 @@ class Consolidation:
 
     # --- deciding ----------------------------------------------------------------------------
     def unsettled(self) -> str | None:
-        """Why the cluster is not in a state to consolidate from, or None."""
-        if provisionable_pods(self.state):
-            return "pods are waiting for capacity"
-        for node in self.state.nodes.items():
-            if self.state.ours(node) is None:
-                continue
-            if node["metadata"].get("deletionTimestamp"):
-                return f"node {node['metadata']['name']} is being deleted"
-            if (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
-                return f"node {node['metadata']['name']} is being launched"
-        return None
+        return unsettled(self.state)
 
     def decide(self, *, only: tuple[str, ...] | None = None, first_only: bool = True) -> ConsolidationPlan:
-        """The first action consolidation would take now (restricted to `only`'s nodes when given);
-        every action, one after another, with `first_only=False`."""
-        snapshot = self.state.snapshot(self._catalog(), self.state.bound_pods())
-        consolidator = Consolidator(snapshot, self.state.pdbs.items(), now=self.clock.now(),
-                                    min_age_seconds=self.settings.min_node_age_seconds, name_node=self._name_node)
-        return consolidator.plan(first_only=first_only, only=only)
+        return decide(self.state, self._catalog(), self.clock.now(), min_age_seconds=self.settings.min_node_age_seconds,
+                      name_node=self._name_node, only=only, first_only=first_only)
 
     # --- the loop ----------------------------------------------------------------------------
     def reconcile(self) -> float | None:

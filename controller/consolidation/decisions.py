@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from apis import disruption
 from apis import labels as wk
+from apis.pods import object_key
 from apis.v1alpha5 import Provisioner
 from controller.clock import parse_time
 from controller.cloudprovider.types import InstanceType, Offering
@@ -136,8 +137,7 @@ def pdb_blocker(pod: PodInfo, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[
         if allowed is None or "observedGeneration" not in status:
             allowed = disruption.status_of(pdb, pods, is_healthy=_healthy_or_unknown)["disruptionsAllowed"]
         if allowed <= 0:
-            meta = pdb.get("metadata") or {}
-            return f"{meta.get('namespace', 'default')}/{meta.get('name')}"
+            return object_key(pdb)
     return None
 
 

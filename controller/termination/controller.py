@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from apis import labels as wk
+from apis.pods import object_key
 from controller.cloudprovider.types import CloudProvider, InstanceNotFound
 from controller.state import ClusterState
 from kubeclient import events
@@ -51,7 +52,7 @@ def plan_drain(pods: list[dict[str, Any]]) -> DrainPlan:
     candidates = [p for p in pods if evictable(p)]
     for p in candidates:
         if (p["metadata"].get("annotations") or {}).get(wk.DO_NOT_EVICT) == "true":
-            return DrainPlan((), len(candidates), f"{p['metadata']['namespace']}/{p['metadata']['name']}")
+            return DrainPlan((), len(candidates), object_key(p))
     leaving = [p for p in candidates if p["metadata"].get("deletionTimestamp")]
     return DrainPlan(tuple(p for p in candidates if not p["metadata"].get("deletionTimestamp")), len(leaving), None)
 

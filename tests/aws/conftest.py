@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import socket
+from pathlib import Path
 from typing import Any, Iterator
 
 import boto3
@@ -15,7 +16,14 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
+from apis import labels as wk
+from apis.requirements import Requirement, Requirements
+from apis.v1alpha1 import AWS, AWSSettings
+from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
+from controller.cloudprovider.types import NodeRequest
+from kubeclient.raw import RawClient
 from tests.aws.faults import FaultProxy
+from tests.simulator.conftest import Kube, start
 
 REGION = "us-east-1"
 CLUSTER = "test-cluster"
@@ -83,3 +91,32 @@ def proxy(moto: Moto, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     with FaultProxy(moto.url) as p:
         monkeypatch.setenv("AWS_ENDPOINT_URL", p.url)
         yield p
+
+
+SETTINGS = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint="https://cluster.example",
+                       kubernetes_minor="1.31")
+TEMPLATE = AWS.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                               "instanceProfile": "KarpenterNodeInstanceProfile", "tags": {"team": "payments"}})
+
+
+@pytest.fixture
+def kube(tmp_path: Path) -> Iterator[Kube]:
+    """A local cluster (API only) for the Nodes the provider creates."""
+    cluster, k = start(tmp_path, system_nodes=0, controllers=False)
+    yield k
+    cluster.stop()
+
+
+def provider(kube: Kube, template: AWSSettings = TEMPLATE, **settings: float) -> AwsCloudProvider:
+    """The provider as the controller builds it, reaching AWS wherever AWS_ENDPOINT_URL says (moto, or the proxy)."""
+    return AwsCloudProvider(boto3.session.Session(), RawClient(kube.api_client), dataclasses.replace(SETTINGS, **settings),
+                            lambda _: template)
+
+
+def request(cloud: AwsCloudProvider, name: str, *types: str, capacity_type: str = wk.CAPACITY_TYPE_ON_DEMAND) -> NodeRequest:
+    options = tuple(sorted((t for t in cloud.instance_types() if t.name in types),
+                           key=lambda t: min(o.price_per_hour for o in t.offerings)))
+    requirements = Requirements([Requirement.exactly(wk.CAPACITY_TYPE, capacity_type)])
+    return NodeRequest(node_name=name, provisioner="default", requirements=requirements, instance_type_options=options,
+                       labels={"team": "payments"}, taints=({"key": "dedicated", "value": "db", "effect": "NoSchedule"},),
+                       annotations={wk.LAUNCHED_FOR: "default/web"})

@@ -5,26 +5,15 @@ nothing leaks and nothing launches twice."""
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
-import boto3
+
 import pytest
 
 from apis import labels as wk
-from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
 from controller.cloudprovider.types import CloudError, InsufficientCapacity
-from tests.aws.conftest import CLUSTER, REGION, Moto
-from tests.aws.faults import FaultProxy, answer_lost, ec2_error, out_of_capacity, throttled
-from tests.aws.test_provider import TEMPLATE, kube, request  # noqa: F401 (kube is a fixture)
 from kubeclient.raw import RawClient, path_of
+from tests.aws.conftest import Moto, provider, request
+from tests.aws.faults import FaultProxy, answer_lost, ec2_error, out_of_capacity, throttled
 from tests.simulator.conftest import Kube
-
-SETTINGS = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint="https://cluster.example",
-                       kubernetes_minor="1.31")
-
-
-def provider(kube: Kube, **settings: float) -> AwsCloudProvider:
-    return AwsCloudProvider(boto3.session.Session(), RawClient(kube.api_client), dataclasses.replace(SETTINGS, **settings),
-                            lambda _: TEMPLATE)
 
 
 def claims(moto: Moto) -> dict[str, str]:

@@ -9,9 +9,8 @@ import pytest
 
 from apis import labels as wk
 from controller.cloudprovider.aws.pricing import on_demand_prices, pricing_region
-from tests.aws.conftest import Moto
+from tests.aws.conftest import Moto, provider
 from tests.aws.faults import FaultProxy, Reply, Request
-from tests.aws.test_provider import kube, provider  # noqa: F401 (kube is a fixture)
 from tests.simulator.conftest import Kube
 
 
@@ -38,7 +37,7 @@ def test_prices_are_read_from_the_price_list_documents() -> None:
 
 
 def test_on_demand_prices_come_from_the_pricing_api_when_it_answers(
-        moto: Moto, proxy: FaultProxy, kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        moto: Moto, proxy: FaultProxy, kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", proxy.url)
     pages = {None: ([product("m5.large", "0.5000000000", "A")], "page-2"), "page-2": ([product("m5.xlarge", "0.7", "B")], None)}
 
@@ -49,7 +48,7 @@ def test_on_demand_prices_come_from_the_pricing_api_when_it_answers(
                                       **({"NextToken": next_token} if next_token else {})}).encode(),
                      "application/x-amz-json-1.1")
     proxy.on("GetProducts", get_products)
-    cloud = provider(moto, kube)
+    cloud = provider(kube)
     prices = {t.name: {o.price_per_hour for o in t.offerings if o.capacity_type == wk.CAPACITY_TYPE_ON_DEMAND}
               for t in cloud.instance_types()}
     assert prices["m5.large"] == {0.5} and prices["m5.xlarge"] == {0.7}
@@ -62,8 +61,8 @@ def test_on_demand_prices_come_from_the_pricing_api_when_it_answers(
     assert proxy.seen["GetProducts"] == 2                             # both pages
 
 
-def test_the_shipped_table_stands_in_when_the_pricing_api_does_not_answer(moto: Moto, kube: Kube) -> None:  # noqa: F811
-    cloud = provider(moto, kube)                                      # the moto fixture refuses Pricing connections
+def test_the_shipped_table_stands_in_when_the_pricing_api_does_not_answer(moto: Moto, kube: Kube) -> None:
+    cloud = provider(kube)                                      # the moto fixture refuses Pricing connections
     m5 = next(t for t in cloud.instance_types() if t.name == "m5.large")
     assert {o.price_per_hour for o in m5.offerings if o.capacity_type == wk.CAPACITY_TYPE_ON_DEMAND} == {0.096}
     assert cloud.pricing.source == "shipped table"

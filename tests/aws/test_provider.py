@@ -3,49 +3,18 @@
 from __future__ import annotations
 
 import base64
-from pathlib import Path
-from typing import Iterator
-
-import boto3
 import pytest
 
 from apis import labels as wk
-from apis.requirements import Requirement, Requirements
 from apis.v1alpha1 import AWS, AWSNodeTemplateSpec
-from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings
-from controller.cloudprovider.types import InstanceNotFound, NodeRequest
+from controller.cloudprovider.aws.provider import AwsConfigError
+from controller.cloudprovider.types import InstanceNotFound
 from kubeclient.raw import RawClient, path_of
-from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto
-from tests.simulator.conftest import Kube, start
-
-TEMPLATE = AWS.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
-                               "instanceProfile": "KarpenterNodeInstanceProfile", "tags": {"team": "payments"}})
-
-
-@pytest.fixture
-def kube(tmp_path: Path) -> Iterator[Kube]:
-    cluster, k = start(tmp_path, system_nodes=0, controllers=False)
-    yield k
-    cluster.stop()
-
-
-def provider(moto: Moto, kube: Kube, template: AWS = TEMPLATE) -> AwsCloudProvider:
-    settings = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint="https://cluster.example",
-                           kubernetes_minor="1.31")
-    return AwsCloudProvider(boto3.session.Session(), RawClient(kube.api_client), settings, lambda _: template)
-
-
-def request(cloud: AwsCloudProvider, name: str, *types: str, capacity_type: str = wk.CAPACITY_TYPE_ON_DEMAND) -> NodeRequest:
-    options = tuple(sorted((t for t in cloud.instance_types() if t.name in types),
-                           key=lambda t: min(o.price_per_hour for o in t.offerings)))
-    requirements = Requirements([Requirement.exactly(wk.CAPACITY_TYPE, capacity_type)])
-    return NodeRequest(node_name=name, provisioner="default", requirements=requirements, instance_type_options=options,
-                       labels={"team": "payments"}, taints=({"key": "dedicated", "value": "db", "effect": "NoSchedule"},),
-                       annotations={wk.LAUNCHED_FOR: "default/web"})
-
+from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto, provider, request
+from tests.simulator.conftest import Kube
 
 def test_launches_with_create_fleet_and_creates_the_node(moto: Moto, kube: Kube) -> None:
-    cloud = provider(moto, kube)
+    cloud = provider(kube)
     instance = cloud.create(request(cloud, "default-abcde", "m5.large", "m5.xlarge"))
     (launched,) = moto.instances("running")
     assert launched["InstanceType"] == "m5.large"                          # the cheapest option
@@ -78,9 +47,9 @@ def test_launches_with_create_fleet_and_creates_the_node(moto: Moto, kube: Kube)
 
 
 def test_a_retry_finds_the_instance_instead_of_launching_twice_and_templates_are_reused(moto: Moto, kube: Kube) -> None:
-    cloud = provider(moto, kube)
+    cloud = provider(kube)
     first = cloud.create(request(cloud, "default-retry", "m5.large"))
-    again = provider(moto, kube).create(request(cloud, "default-retry", "m5.large"))    # a restarted controller
+    again = provider(kube).create(request(cloud, "default-retry", "m5.large"))    # a restarted controller
     assert again == first and len(moto.instances("running")) == 1
     cloud.create(request(cloud, "default-other", "m5.large"))
     assert len(moto.instances("running")) == 2
@@ -88,7 +57,7 @@ def test_a_retry_finds_the_instance_instead_of_launching_twice_and_templates_are
 
 
 def test_delete_terminates_once_get_and_list_see_only_live_instances(moto: Moto, kube: Kube) -> None:
-    cloud = provider(moto, kube)
+    cloud = provider(kube)
     a = cloud.create(request(cloud, "default-a", "m5.large"))
     b = cloud.create(request(cloud, "default-b", "c5.large"))
     assert {i.provider_id for i in cloud.list()} == {a.provider_id, b.provider_id}
@@ -104,7 +73,7 @@ def test_delete_terminates_once_get_and_list_see_only_live_instances(moto: Moto,
 
 
 def test_instance_types_come_from_ec2_with_eni_max_pods_and_zones(moto: Moto, kube: Kube) -> None:
-    cloud = provider(moto, kube)
+    cloud = provider(kube)
     m5 = next(t for t in cloud.instance_types() if t.name == "m5.large")
     assert m5.capacity["pods"] == 29_000                                    # 3 ENIs x (10 - 1) + 2
     assert m5.capacity["cpu"] == 2000
@@ -114,13 +83,13 @@ def test_instance_types_come_from_ec2_with_eni_max_pods_and_zones(moto: Moto, ku
 
 
 def test_spot_when_the_pods_allow_it(moto: Moto, kube: Kube) -> None:
-    cloud = provider(moto, kube)
+    cloud = provider(kube)
     instance = cloud.create(request(cloud, "default-spot", "m5.large", capacity_type=wk.CAPACITY_TYPE_SPOT))
     assert instance.labels[wk.CAPACITY_TYPE] == wk.CAPACITY_TYPE_SPOT
 
 
 def test_a_template_that_discovers_nothing_is_a_clear_error(moto: Moto, kube: Kube) -> None:
-    cloud = provider(moto, kube, AWS.model_validate({"subnetSelector": {"nope": "x"}, "securityGroupSelector": DISCOVERY}))
+    cloud = provider(kube, AWS.model_validate({"subnetSelector": {"nope": "x"}, "securityGroupSelector": DISCOVERY}))
     with pytest.raises(AwsConfigError, match="no subnet matches subnetSelector"):
         cloud.create(request(cloud, "default-x", "m5.large"))
     assert moto.instances() == []
@@ -134,7 +103,7 @@ def test_ami_selector_picks_the_image_by_tag_or_id_for_the_architecture(moto: Mo
         template = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
                                                        "amiFamily": "Custom", "amiSelector": selector,
                                                        "userData": "#!/bin/bash\necho joined by the image\n"})
-        cloud = provider(moto, kube, template)  # type: ignore[arg-type]
+        cloud = provider(kube, template)
         instance = cloud.create(request(cloud, f"default-{expected}", "m5.large"))
         (launched,) = [i for i in moto.instances() if instance.provider_id.endswith(i["InstanceId"])]
         assert launched["ImageId"] == expected
@@ -144,6 +113,6 @@ def test_ami_selector_picks_the_image_by_tag_or_id_for_the_architecture(moto: Mo
         assert base64.b64decode(data["UserData"]).decode() == "#!/bin/bash\necho joined by the image\n"   # Custom: as is
     nothing = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
                                                   "amiFamily": "Custom", "amiSelector": {"karpy-test": "absent"}})
-    cloud = provider(moto, kube, nothing)  # type: ignore[arg-type]
+    cloud = provider(kube, nothing)
     with pytest.raises(AwsConfigError, match="no x86_64 image matches amiSelector"):
         cloud.create(request(cloud, "default-noami", "m5.large"))

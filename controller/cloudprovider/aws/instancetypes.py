@@ -16,10 +16,10 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
+from apis import labels as wk
 from controller.cloudprovider.catalog import AWS_DATA, Catalog, aws_catalog_from_records
 
 log = logging.getLogger("controller.cloudprovider.aws")
-ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
 GPU_RESOURCES = {"NVIDIA": "nvidia.com/gpu", "AMD": "amd.com/gpu", "Habana": "habana.ai/gaudi"}
 Obj = dict[str, Any]
 
@@ -44,7 +44,7 @@ def accelerators(info: Mapping[str, Any]) -> Obj:
 
 def record(info: Mapping[str, Any], *, zones: list[str], price: float, enis: Mapping[str, int] | None) -> Obj | None:
     """A catalog record from a DescribeInstanceTypes entry, or None when karpy cannot run Linux pods on it."""
-    arch = next((ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in ARCHITECTURES), None)
+    arch = next((wk.EC2_ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in wk.EC2_ARCHITECTURES), None)
     network = info.get("NetworkInfo") or {}
     eni_count = network.get("MaximumNetworkInterfaces") or (enis or {}).get("enis")
     per_eni = network.get("Ipv4AddressesPerInterface") or (enis or {}).get("ipv4PerEni")
