@@ -17,6 +17,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -112,7 +113,9 @@ def main() -> int:
     moto_port, sim_port = free_port(), free_port()
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION}
     url = f"http://127.0.0.1:{moto_port}"
-    os.environ.update({**env, "AWS_ENDPOINT_URL": url})
+    refusing = socket.socket()            # moto has no Pricing API: refuse it at once, the shipped table stands in
+    refusing.bind(("127.0.0.1", 0))
+    os.environ.update({**env, "AWS_ENDPOINT_URL": url, "AWS_ENDPOINT_URL_PRICING": f"http://127.0.0.1:{refusing.getsockname()[1]}"})
     kubeconfig = work / "kubeconfig"
     processes = [
         subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)],
