@@ -10,6 +10,7 @@ Node loses its backing (Ready=Unknown), as a node whose machine is gone does.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
@@ -26,8 +27,9 @@ Obj = dict[str, Any]
 
 
 class Registrar:
-    def __init__(self, client: RawClient, nodes: Informer, *, endpoint_url: str, cluster_name: str, region: str) -> None:
-        self.client, self.nodes, self.cluster_name = client, nodes, cluster_name
+    def __init__(self, client: RawClient, nodes: Informer, *, endpoint_url: str, cluster_name: str, region: str,
+                 boot_delay: float = 2.0) -> None:
+        self.client, self.nodes, self.cluster_name, self.boot_delay = client, nodes, cluster_name, boot_delay
         self.ec2 = boto3.session.Session().client("ec2", region_name=region, endpoint_url=endpoint_url)
         self._types: dict[str, Obj] = {}
 
@@ -39,7 +41,11 @@ class Registrar:
         except Exception as e:  # the cloud is away: try again shortly, as a kubelet would
             log.warning("listing EC2 instances: %s", e)
             return 2.0
+        now = dt.datetime.now(dt.timezone.utc)
         for instance in instances:
+            launched = instance.get("LaunchTime")
+            if launched is not None and (now - launched).total_seconds() < self.boot_delay:
+                continue                  # still booting: a kubelet joins after the instance is up, not at launch
             name = instance.get("PrivateDnsName") or instance["InstanceId"]
             node = self.nodes.get("", name)
             state = instance["State"]["Name"]

@@ -101,7 +101,8 @@ class LocalCluster:
             from simulator.aws import Registrar        # boto3 only when a cloud is attached
 
             endpoint, cluster, region = self._aws
-            registrar = Registrar(client, informers["nodes"], endpoint_url=endpoint, cluster_name=cluster, region=region)
+            registrar = Registrar(client, informers["nodes"], endpoint_url=endpoint, cluster_name=cluster, region=region,
+                                  boot_delay=self._boot_delay)
             loops["registrar"] = Loop("registrar", registrar.reconcile, resync_seconds=1.0)
         informers["nodes"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]
         informers["pods"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]

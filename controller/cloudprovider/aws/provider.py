@@ -339,8 +339,14 @@ class AwsCloudProvider:
         try:
             self.client.create(path_of("v1", "nodes"), body)
         except ApiException as e:
-            if e.status != 409:                  # the kubelet (or an earlier try) registered it first
+            if e.status != 409:
                 raise
+            # the kubelet (or an earlier try) registered it first: karpy's labels and finalizer still belong on it
+            path = path_of("v1", "nodes", name=instance.node_name)
+            finalizers = (self.client.get(path)["metadata"].get("finalizers") or [])
+            meta = body["metadata"]
+            self.client.patch(path, {"metadata": {"labels": meta["labels"], "annotations": meta["annotations"],
+                                                  "finalizers": sorted({*finalizers, wk.TERMINATION_FINALIZER})}})
         return instance
 
     def delete(self, provider_id: str) -> None:
