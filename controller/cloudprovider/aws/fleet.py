@@ -57,12 +57,14 @@ class _Batch:
 
 
 class FleetLauncher:
-    """`fleet` is an EC2 client that does not retry by itself (a blind resend could launch twice); `ec2` is
-    one that does, for the lookups."""
+    """`fleet` is an EC2 client that does not retry by itself (a blind resend could launch twice). The lookups
+    are the provider's: `describe` reads instances by id, `find` the live instances that match EC2 filters."""
 
-    def __init__(self, fleet: Any, ec2: Any, *, idle: float = 0.035, max_wait: float = 1.0,
+    def __init__(self, fleet: Any, *, describe: Callable[[list[str]], list[Obj]], find: Callable[[list[Obj]], list[Obj]],
+                 idle: float = 0.035, max_wait: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
-        self.fleet, self.ec2, self.idle, self.max_wait, self.sleep, self.clock = fleet, ec2, idle, max_wait, sleep, clock
+        self.fleet, self.describe, self.find = fleet, describe, find
+        self.idle, self.max_wait, self.sleep, self.clock = idle, max_wait, sleep, clock
         self._lock = threading.Lock()
         self._open: dict[str, _Batch] = {}
         self.calls = 0                          # CreateFleet requests sent, retries included
@@ -106,7 +108,7 @@ class FleetLauncher:
             batch.errors = list(response.get("Errors") or [])
             ids = sorted(i for group in response.get("Instances") or [] for i in group.get("InstanceIds") or [])
             if ids:                                 # one DescribeInstances for the batch: the callers need DNS names
-                described = self._describe(ids)
+                described = {i["InstanceId"]: i for i in self.describe(ids)}
                 batch.instances = [described[i] for i in ids if i in described]
         except Exception as e:                      # every caller of the batch learns it
             batch.error = e
@@ -119,10 +121,6 @@ class FleetLauncher:
             raise batch.error
         return Launched(batch.instances[slot] if slot < len(batch.instances) else None, batch.errors)
 
-    def _describe(self, ids: list[str]) -> dict[str, Obj]:
-        reservations = self.ec2.describe_instances(InstanceIds=ids)["Reservations"]
-        return {i["InstanceId"]: i for r in reservations for i in r["Instances"]}
-
     def _call(self, request: Obj, claims: list[str]) -> Obj:
         token = hashlib.sha256("\n".join(claims).encode()).hexdigest()[:32]
         body = copy.deepcopy(request)
@@ -134,7 +132,7 @@ class FleetLauncher:
         for attempt in range(ATTEMPTS):
             last = attempt == ATTEMPTS - 1
             if attempt:                             # the answer to an earlier try may have been lost
-                found = self._launched_with(token)
+                found = sorted(i["InstanceId"] for i in self.find([{"Name": f"tag:{LAUNCH_TOKEN_TAG}", "Values": [token]}]))
                 if found:
                     log.info("Found %d instance(s) launched by an earlier CreateFleet try (token %s)", len(found), token)
                     return {"Instances": [{"InstanceIds": found}], "Errors": []}
@@ -152,9 +150,3 @@ class FleetLauncher:
                 if last:
                     raise CloudError(f"EC2 did not answer CreateFleet {ATTEMPTS} times ({e})") from None
         raise AssertionError("unreachable")
-
-    def _launched_with(self, token: str) -> list[str]:
-        pages = self.ec2.get_paginator("describe_instances").paginate(Filters=[
-            {"Name": f"tag:{LAUNCH_TOKEN_TAG}", "Values": [token]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-        return sorted(i["InstanceId"] for page in pages for r in page["Reservations"] for i in r["Instances"])

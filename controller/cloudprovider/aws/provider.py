@@ -94,8 +94,8 @@ class AwsCloudProvider:
         # CreateFleet is retried by the fleet launcher, which looks for a lost launch before sending again
         fleet_client = session.client("ec2", region_name=settings.region, config=botocore.config.Config(
             retries={"total_max_attempts": 1}, read_timeout=settings.fleet_timeout_seconds))
-        self.fleet = FleetLauncher(fleet_client, self.ec2, idle=settings.launch_batch_idle_seconds,
-                                   max_wait=settings.launch_batch_max_seconds)
+        self.fleet = FleetLauncher(fleet_client, describe=self._describe, find=self._live_instances,
+                                   idle=settings.launch_batch_idle_seconds, max_wait=settings.launch_batch_max_seconds)
         self.client, self.settings, self.templates, self.clock = client, settings, templates, clock
         # one try, short timeouts: the shipped table stands in until the Pricing API answers
         pricing = session.client("pricing", region_name=pricing_region(settings.region), config=botocore.config.Config(
@@ -287,13 +287,14 @@ class AwsCloudProvider:
 
     # --- instances -----------------------------------------------------------------------------
     def _claimed(self, node_name: str) -> dict[str, Any] | None:
-        found = self._instances([{"Name": f"tag:{NODE_CLAIM_TAG}", "Values": [node_name]},
-                                 {"Name": "instance-state-name", "Values": LIVE_STATES}])
+        found = self._live_instances([{"Name": f"tag:{NODE_CLAIM_TAG}", "Values": [node_name]}])
         return found[0] if found else None
 
-    def _instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _live_instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The pending or running instances that match `filters`."""
         out = []
-        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
+        live = {"Name": "instance-state-name", "Values": LIVE_STATES}
+        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=[*filters, live]):
             for reservation in page["Reservations"]:
                 out.extend(reservation["Instances"])
         return out
@@ -368,9 +369,8 @@ class AwsCloudProvider:
 
     def list(self) -> Sequence[Instance]:
         with _plainly("listing the cluster's instances"):
-            return [self._instance(i) for i in self._instances([
-                {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]},
-                {"Name": "instance-state-name", "Values": LIVE_STATES}])]
+            return [self._instance(i) for i in self._live_instances([
+                {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]}])]
 
 
 @contextlib.contextmanager
