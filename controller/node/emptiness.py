@@ -78,7 +78,7 @@ class Emptiness:
                 log.info("Added TTL to empty node %s" if v.mark else "Removed emptiness TTL from node %s", name)
             if v.delete:
                 log.info("Triggering termination after %ds for empty node %s", ttl, name)
-                self.state.client.delete(path_of("v1", "nodes", name=name))
+                self.state.delete_node(name)
         except ApiException as e:
             if e.status != 404:                        # already gone: the goal is met
                 raise

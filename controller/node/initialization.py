@@ -55,7 +55,7 @@ class Initialization:
                     log.info("Initialized node %s", name)
                 elif verdict == "delete":
                     log.info("Triggering termination for node %s that did not become Ready within %s", name, REGISTRATION_TIMEOUT)
-                    self.state.client.delete(path_of("v1", "nodes", name=name))
+                    self.state.delete_node(name)
             except ApiException as e:
                 if e.status != 404:
                     raise

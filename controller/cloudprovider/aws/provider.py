@@ -29,7 +29,6 @@ import botocore.exceptions
 from kubernetes.client.exceptions import ApiException
 
 from apis import labels as wk
-from apis.requirements import Requirements
 from apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
 from controller.cloudprovider.aws.errors import explain, is_capacity_error
 from controller.cloudprovider.aws.fleet import FleetLauncher
@@ -40,6 +39,7 @@ from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, b
 from controller.cloudprovider.catalog import Catalog
 from controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
                                             NodeRequest)
+from controller.provisioning.scheduling.nodes import offering_allowed
 from kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.cloudprovider.aws")
@@ -159,7 +159,7 @@ class AwsCloudProvider:
             for o in it.offerings:
                 if o.zone not in subnets or self._unavailable.get((it.name, o.zone, o.capacity_type), 0) > now:
                     continue
-                if not _allows(allowed, wk.ZONE, o.zone) or not _allows(allowed, wk.CAPACITY_TYPE, o.capacity_type):
+                if not offering_allowed(o, allowed):
                     continue
                 by_type[o.capacity_type].append((it.name, subnets[o.zone], o.zone, o.price_per_hour))
         # spot whenever the pods allow it and EC2 has it (Karpenter's rule), on-demand otherwise
@@ -383,11 +383,6 @@ def _plainly(doing: str) -> Iterator[None]:
         raise CloudError(f"{doing}: {explain(error.get('Code', ''), error.get('Message', ''))}") from None
     except botocore.exceptions.BotoCoreError as e:
         raise CloudError(f"{doing}: AWS could not be reached ({e})") from None
-
-
-def _allows(requirements: Requirements, key: str, value: str) -> bool:
-    r = requirements.get(key)
-    return r is None or r.has(value)
 
 
 def _tag_filters(selector: dict[str, str]) -> list[dict[str, Any]]:
