@@ -33,7 +33,7 @@ import boto3  # noqa: E402
 from apis import labels as wk  # noqa: E402
 from apis.requirements import Requirement, Requirements  # noqa: E402
 from apis.v1alpha1 import AWSNodeTemplateSpec  # noqa: E402
-from bench.measure import free_port  # noqa: E402
+from bench.measure import free_port, wait_for  # noqa: E402
 from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings  # noqa: E402
 from controller.cloudprovider.types import NodeRequest  # noqa: E402
 from kubeclient.raw import RawClient, api_client  # noqa: E402
@@ -41,20 +41,6 @@ from kubeclient.raw import RawClient, api_client  # noqa: E402
 REGION = "us-east-1"
 CLUSTER = "bench"
 DISCOVERY = {"karpenter.sh/discovery": CLUSTER}
-
-
-def wait_until(check, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():
-                return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise TimeoutError("gave up waiting")
-        time.sleep(0.1)
 
 
 def prepare(url: str) -> AWSNodeTemplateSpec:
@@ -124,8 +110,8 @@ def main() -> int:
                           "--system-nodes", "0"], stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT),
     ]
     try:
-        wait_until(lambda: urllib.request.urlopen(url + "/moto-api/", timeout=2).status == 200)
-        wait_until(lambda: kubeconfig.exists() and RawClient(api_client(str(kubeconfig))).get("/version"))
+        wait_for(lambda: urllib.request.urlopen(url + "/moto-api/", timeout=2).status == 200, 30, "the moto server")
+        wait_for(lambda: kubeconfig.exists() and RawClient(api_client(str(kubeconfig))).get("/version"), 30, "the local cluster")
         print(f"{args.launches} launches of identical nodes (m5.large | m5.xlarge, on-demand) against moto on loopback")
         print(f"{'parallel':>8} {'batching':>9} {'launches/s':>11} {'seconds':>8} {'CreateFleet':>12} {'p50 ms':>8} {'p99 ms':>8} {'running':>8}")
         for parallel in args.parallel:

@@ -37,23 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from apis import labels as wk  # noqa: E402
 from apis.crds import definitions  # noqa: E402
 from bench.e2e import deployment  # noqa: E402
-from bench.measure import free_port, metric  # noqa: E402
+from bench.measure import free_port, metric, wait_for  # noqa: E402
 from kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HORIZON = 30.0
-
-
-def wait_for(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"{what} not within {timeout:g} s")
 
 
 def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:

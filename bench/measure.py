@@ -1,16 +1,32 @@
-"""What the benchmarks share: a free loopback port, a process's peak resident memory, a counter from /metrics."""
+"""What the benchmarks share: a free loopback port, waiting for a process to come up, a process's peak resident
+memory, a counter from /metrics."""
 
 from __future__ import annotations
 
 import socket
+import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for(check: Any, timeout: float, what: str) -> None:
+    """Until `check()` is true (errors count as not yet); exits naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{what} not within {timeout:g} s")
 
 
 def peak_rss_mib(pid: int) -> float:

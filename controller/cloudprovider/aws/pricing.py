@@ -59,7 +59,11 @@ class OnDemandPricing:
         self._lock = threading.Lock()
         self._answer: dict[str, float] = {}
         self._next_read = 0.0
-        self.source = "shipped table"
+
+    @property
+    def source(self) -> str:
+        """Where the on-demand prices in use come from."""
+        return "Pricing API" if self._answer else "shipped table"
 
     def prices(self) -> dict[str, float]:
         with self._lock:
@@ -81,5 +85,5 @@ class OnDemandPricing:
         if not answer:
             log.warning("The AWS Pricing API knows no on-demand prices for %s; the shipped table stays in use", self.region)
             return
-        self._answer, self.source = answer, "Pricing API"
+        self._answer = answer
         log.info("Read %d on-demand prices for %s from the AWS Pricing API", len(answer), self.region)
