@@ -18,6 +18,7 @@ import boto3
 from kubernetes.client.exceptions import ApiException
 
 from apis import labels as wk
+from apis.pods import eni_max_pods
 from kubeclient.raw import Informer, RawClient, path_of
 from simulator.kubelet import node_info
 from simulator.store import now_rfc3339
@@ -64,7 +65,7 @@ class Registrar:
         if info is None:
             info = self._types[instance_type] = self.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
         network = info.get("NetworkInfo") or {}
-        pods = network.get("MaximumNetworkInterfaces", 1) * (network.get("Ipv4AddressesPerInterface", 2) - 1) + 2
+        pods = eni_max_pods(network.get("MaximumNetworkInterfaces", 1), network.get("Ipv4AddressesPerInterface", 2))
         arch = next((wk.EC2_ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in wk.EC2_ARCHITECTURES), "amd64")
         return ({"cpu": str(info["VCpuInfo"]["DefaultVCpus"]), "memory": f"{info['MemoryInfo']['SizeInMiB']}Mi",
                  "pods": str(pods), "ephemeral-storage": "20Gi"}, arch)

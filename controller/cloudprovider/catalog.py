@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from apis import labels as wk
 from apis.errors import FieldError, join
+from apis.pods import eni_max_pods
 from apis.quantity import Quantity, QuantityError
 from apis.requirements import Requirement, Requirements
 from apis.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
@@ -207,7 +208,7 @@ def aws_catalog_from_records(records: Sequence[Mapping[str, Any]], *, region: st
         memory = Fraction(t["memoryMiB"] * MI) * (1 - VM_MEMORY_OVERHEAD)
         capacity = Resources({CPU: t["vcpu"] * 1000, MEMORY: math.floor(memory) * 1000,
                               EPHEMERAL_STORAGE: 20 * 1024 * MI * 1000})
-        max_pods = t["enis"] * (t["ipv4PerEni"] - 1) + 2
+        max_pods = eni_max_pods(t["enis"], t["ipv4PerEni"])
         labels = {
             wk.ARCH: t["arch"], wk.REGION: region,
             wk.AWS_INSTANCE_CPU: str(t["vcpu"]), wk.AWS_INSTANCE_MEMORY: str(t["memoryMiB"]),
