@@ -12,9 +12,9 @@ from typing import Any, Mapping
 
 import pydantic
 
-from apis.errors import FieldError, from_validation_error, join
-from apis.quantity import Quantity
-from apis.v1alpha1 import (
+from karpy.apis.errors import FieldError, from_validation_error, join
+from karpy.apis.quantity import Quantity
+from karpy.apis.v1alpha1 import (
     AMI_FAMILIES,
     AMI_FAMILY_CUSTOM,
     VOLUME_TYPES,

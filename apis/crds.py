@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from apis.v1alpha1 import AWSNodeTemplate
-from apis.v1alpha5 import Provisioner
+from karpy.apis.v1alpha1 import AWSNodeTemplate
+from karpy.apis.v1alpha5 import Provisioner
 
 QUANTITY = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],

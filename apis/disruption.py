@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Mapping
 
-from apis.conditions import ready
-from apis.selectors import LabelSelector
+from karpy.apis.conditions import ready
+from karpy.apis.selectors import LabelSelector
 
 
 def selects(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:

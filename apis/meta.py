@@ -13,7 +13,7 @@ import pydantic
 from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from apis.quantity import Quantity, QuantityError
+from karpy.apis.quantity import Quantity, QuantityError
 
 
 def _quantity_text(value: Any) -> str:

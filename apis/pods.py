@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from apis.quantity import QuantityError
-from apis.resources import PODS, Resources
+from karpy.apis.quantity import QuantityError
+from karpy.apis.resources import PODS, Resources
 
 
 def eni_max_pods(enis: int, ipv4_per_eni: int) -> int:

@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 import jsonpatch
 
-from apis import labels as wk
-from apis.requirements import IN
+from karpy.apis import labels as wk
+from karpy.apis.requirements import IN
 
 AWS_DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = (
     (wk.CAPACITY_TYPE, wk.CAPACITY_TYPE_ON_DEMAND),

@@ -13,12 +13,12 @@ from typing import Any, Mapping
 
 import pydantic
 
-from apis import labels as wk
-from apis.awsnodetemplate_validation import validate_aws
-from apis.errors import FieldError, from_validation_error, join
-from apis.quantity import Quantity, QuantityError
-from apis.requirements import GT, IN, LT, OPERATORS
-from apis.v1alpha5 import KubeletConfiguration, NodeSelectorRequirement, Provisioner, ProvisionerSpec, Taint
+from karpy.apis import labels as wk
+from karpy.apis.awsnodetemplate_validation import validate_aws
+from karpy.apis.errors import FieldError, from_validation_error, join
+from karpy.apis.quantity import Quantity, QuantityError
+from karpy.apis.requirements import GT, IN, LT, OPERATORS
+from karpy.apis.v1alpha5 import KubeletConfiguration, NodeSelectorRequirement, Provisioner, ProvisionerSpec, Taint
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SUPPORTED_RESERVED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")

@@ -11,7 +11,7 @@ import functools
 from fractions import Fraction
 from typing import Mapping
 
-from apis.quantity import Quantity, format_quantity
+from karpy.apis.quantity import Quantity, format_quantity
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from apis.meta import Object, Open, QuantityStr, Spec
+from karpy.apis.meta import Object, Open, QuantityStr, Spec
 
 AWS_GROUP_VERSION = "karpenter.k8s.aws/v1alpha1"
 AWS_NODE_TEMPLATE_KIND = "AWSNodeTemplate"

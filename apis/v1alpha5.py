@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from apis.meta import Object, Open, ResourceList, Spec
-from apis.requirements import Requirements
-from apis.v1alpha1 import AWS
+from karpy.apis.meta import Object, Open, ResourceList, Spec
+from karpy.apis.requirements import Requirements
+from karpy.apis.v1alpha1 import AWS
 
 GROUP_VERSION = "karpenter.sh/v1alpha5"
 PROVISIONER_KIND = "Provisioner"

@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import boto3  # noqa: E402
 
-from apis import labels as wk  # noqa: E402
-from apis.requirements import Requirement, Requirements  # noqa: E402
-from apis.v1alpha1 import AWSNodeTemplateSpec  # noqa: E402
+from karpy.apis import labels as wk  # noqa: E402
+from karpy.apis.requirements import Requirement, Requirements  # noqa: E402
+from karpy.apis.v1alpha1 import AWSNodeTemplateSpec  # noqa: E402
 from bench.measure import free_port, wait_for  # noqa: E402
-from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings  # noqa: E402
-from controller.cloudprovider.types import NodeRequest  # noqa: E402
-from kubeclient.raw import RawClient, api_client  # noqa: E402
+from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings  # noqa: E402
+from karpy.controller.cloudprovider.types import NodeRequest  # noqa: E402
+from karpy.kubeclient.raw import RawClient, api_client  # noqa: E402
 
 REGION = "us-east-1"
 CLUSTER = "bench"

@@ -28,15 +28,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from apis import labels as wk  # noqa: E402
-from apis.crds import definitions  # noqa: E402
-from apis.provisioner_validation import decode_provisioner  # noqa: E402
+from karpy.apis import labels as wk  # noqa: E402
+from karpy.apis.crds import definitions  # noqa: E402
+from karpy.apis.provisioner_validation import decode_provisioner  # noqa: E402
 from bench.e2e import deployment  # noqa: E402
 from bench.measure import free_port, metric  # noqa: E402
-from controller.cloudprovider.catalog import built_in  # noqa: E402
-from controller.provisioning.scheduling.pods import PodInfo  # noqa: E402
-from controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler  # noqa: E402
-from kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
+from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
+from karpy.controller.provisioning.scheduling.pods import PodInfo  # noqa: E402
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler  # noqa: E402
+from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
 
 SHAPES = [("web", "500m", "1Gi", 0.5), ("api", "1", "2Gi", 0.3), ("batch", "2", "4Gi", 0.2)]   # name, cpu, memory, share
 PDBS = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}

@@ -31,10 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from apis import labels as wk  # noqa: E402
-from apis.crds import definitions  # noqa: E402
+from karpy.apis import labels as wk  # noqa: E402
+from karpy.apis.crds import definitions  # noqa: E402
 from bench.measure import free_port, peak_rss_mib  # noqa: E402
-from kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
+from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
 
 SHAPES = [
     ("small", "250m", "256Mi", {}),

@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from apis.crds import definitions  # noqa: E402
+from karpy.apis.crds import definitions  # noqa: E402
 from bench.measure import free_port  # noqa: E402
-from kubeclient.raw import RawClient, api_client, path_of  # noqa: E402
+from karpy.kubeclient.raw import RawClient, api_client, path_of  # noqa: E402
 
 
 def node(i: int) -> dict[str, Any]:

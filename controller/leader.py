@@ -14,8 +14,8 @@ import uuid
 
 from kubernetes.client.exceptions import ApiException
 
-from controller.clock import Clock, parse_time
-from kubeclient.raw import RawClient, path_of
+from karpy.controller.clock import Clock, parse_time
+from karpy.kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.leader")
 

@@ -14,26 +14,26 @@ from typing import Any, Callable
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client import ApiClient
 
-from controller.clock import Clock
-from controller.cloudprovider.aws.provider import AwsConfigError
-from controller.cloudprovider.catalog import Catalog
-from controller.cloudprovider.fake import FakeCloudProvider
-from controller.cloudprovider.types import CloudProvider
-from controller.consolidation.controller import Consolidation
-from controller.consolidation.controller import Settings as ConsolidationSettings
-from controller.interruption.controller import InterruptionHandler
-from controller.leader import LeaderElector
-from controller.node.emptiness import Emptiness
-from controller.node.expiration import Expiration
-from controller.node.garbagecollection import GarbageCollection
-from controller.node.initialization import Initialization
-from controller.provisioning.batcher import Batcher
-from controller.provisioning.provisioner import Provisioner, is_provisionable
-from controller.serve import serve_probes
-from controller.state import ClusterState
-from controller.termination.controller import Terminator
-from kubeclient.loop import Loop
-from kubeclient.raw import RawClient, api_client
+from karpy.controller.clock import Clock
+from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.cloudprovider.fake import FakeCloudProvider
+from karpy.controller.cloudprovider.types import CloudProvider
+from karpy.controller.consolidation.controller import Consolidation
+from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+from karpy.controller.interruption.controller import InterruptionHandler
+from karpy.controller.leader import LeaderElector
+from karpy.controller.node.emptiness import Emptiness
+from karpy.controller.node.expiration import Expiration
+from karpy.controller.node.garbagecollection import GarbageCollection
+from karpy.controller.node.initialization import Initialization
+from karpy.controller.provisioning.batcher import Batcher
+from karpy.controller.provisioning.provisioner import Provisioner, is_provisionable
+from karpy.controller.serve import serve_probes
+from karpy.controller.state import ClusterState
+from karpy.controller.termination.controller import Terminator
+from karpy.kubeclient.loop import Loop
+from karpy.kubeclient.raw import RawClient, api_client
 
 log = logging.getLogger("controller")
 

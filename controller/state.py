@@ -13,13 +13,13 @@ from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from apis.provisioner_validation import decode_provisioner, validate_provisioner
-from apis.v1alpha5 import Provisioner
-from controller.cloudprovider.catalog import Catalog
-from controller.provisioning.scheduling.pods import PodError, PodInfo
-from controller.provisioning.scheduling.scheduler import ClusterSnapshot
-from kubeclient.raw import Informer, RawClient, path_of
+from karpy.apis import labels as wk
+from karpy.apis.provisioner_validation import decode_provisioner, validate_provisioner
+from karpy.apis.v1alpha5 import Provisioner
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot
+from karpy.kubeclient.raw import Informer, RawClient, path_of
 
 log = logging.getLogger("controller.state")
 Obj = dict[str, Any]

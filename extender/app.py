@@ -20,13 +20,13 @@ from flask import Flask, Response, request
 from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException
 
-from extender.decisions import NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
-from extender.gaps import Gaps
-from extender.view import ClusterView
-from extender.wire import BadArgs, ExtenderArgs, decode_args, decode_binding, encode, filter_result, host_priorities
-from kubeclient.raw import now_rfc3339
-from serving.body import BadBody, read_body
-from serving.metrics import metrics_response
+from karpy.extender.decisions import NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
+from karpy.extender.gaps import Gaps
+from karpy.extender.view import ClusterView
+from karpy.extender.wire import BadArgs, ExtenderArgs, decode_args, decode_binding, encode, filter_result, host_priorities
+from karpy.kubeclient.raw import now_rfc3339
+from karpy.serving.body import BadBody, read_body
+from karpy.serving.metrics import metrics_response
 
 log = logging.getLogger("extender")
 REQUESTS = Counter("karpy_extender_requests_total", "Extender calls answered", ["verb", "outcome"])

@@ -14,10 +14,10 @@ import dataclasses
 import datetime as dt
 from typing import Any, Mapping
 
-from apis import labels as wk
-from apis.resources import CPU, MEMORY, Resources
-from controller.clock import parse_time
-from controller.node.expiration import seconds_left
+from karpy.apis import labels as wk
+from karpy.apis.resources import CPU, MEMORY, Resources
+from karpy.controller.clock import parse_time
+from karpy.controller.node.expiration import seconds_left
 
 REMOVAL_HORIZON_SECONDS = 30.0               # a node due for removal this soon takes no new pods
 # An empty node that gets a pod is empty no more: emptiness drops its mark on its next pass (every 5 s),

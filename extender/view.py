@@ -16,16 +16,16 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from apis.conditions import unschedulable
-from apis.pods import object_key, pod_requests
-from apis.quantity import QuantityError
-from apis.resources import Resources
-from extender.decisions import Lifetimes, NodeFacts, facts_of
-from extender.gaps import Gaps
-from extender.wire import BindingArgs, ExtenderArgs
-from kubeclient import events
-from kubeclient.raw import Informer, RawClient, now_rfc3339
+from karpy.apis import labels as wk
+from karpy.apis.conditions import unschedulable
+from karpy.apis.pods import object_key, pod_requests
+from karpy.apis.quantity import QuantityError
+from karpy.apis.resources import Resources
+from karpy.extender.decisions import Lifetimes, NodeFacts, facts_of
+from karpy.extender.gaps import Gaps
+from karpy.extender.wire import BindingArgs, ExtenderArgs
+from karpy.kubeclient import events
+from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339
 
 log = logging.getLogger("extender")
 Obj = dict[str, Any]

@@ -18,9 +18,9 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from apis.pods import object_key, pod_requests
-from apis.quantity import QuantityError
-from apis.resources import Resources
+from karpy.apis.pods import object_key, pod_requests
+from karpy.apis.quantity import QuantityError
+from karpy.apis.resources import Resources
 
 Obj = dict[str, Any]
 

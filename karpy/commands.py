@@ -22,7 +22,7 @@ class UsageError(ValueError):
 
 
 def certs_generate(args: argparse.Namespace) -> int:
-    from certs.authority import DEFAULT_DNS_NAMES, generate, write
+    from karpy.certs.authority import DEFAULT_DNS_NAMES, generate, write
 
     names = args.dns_name or list(DEFAULT_DNS_NAMES)
     for path in write(generate(names), args.out_dir):
@@ -31,7 +31,7 @@ def certs_generate(args: argparse.Namespace) -> int:
 
 
 def certs_inject_ca(args: argparse.Namespace) -> int:
-    from certs.inject import inject_ca_bundle
+    from karpy.certs.inject import inject_ca_bundle
 
     try:
         ca = Path(args.ca).read_bytes()
@@ -51,10 +51,10 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
 
 
 def plan(args: argparse.Namespace) -> int:
-    from controller.plan.inputs import PlanInputError, load
-    from controller.consolidation.decisions import Consolidator
-    from controller.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
-    from controller.provisioning.scheduling.scheduler import Scheduler
+    from karpy.controller.plan.inputs import PlanInputError, load
+    from karpy.controller.consolidation.decisions import Consolidator
+    from karpy.controller.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
+    from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 
     try:
         loaded = load(args.filename, catalog=args.catalog)
@@ -85,7 +85,7 @@ def plan(args: argparse.Namespace) -> int:
 def sim(args: argparse.Namespace) -> int:
     import threading
 
-    from simulator.cluster import LocalCluster
+    from karpy.simulator.cluster import LocalCluster
 
     if args.system_nodes < 0:
         raise UsageError("--system-nodes must not be negative")
@@ -116,9 +116,9 @@ def controller(args: argparse.Namespace) -> int:
 
     import kubernetes
 
-    from controller.cloudprovider.aws.provider import AwsConfigError
-    from controller.consolidation.controller import Settings as ConsolidationSettings
-    from controller.operator import Operator, Settings
+    from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+    from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+    from karpy.controller.operator import Operator, Settings
 
     cloud_factory = None
     catalog = None
@@ -150,8 +150,8 @@ def controller(args: argparse.Namespace) -> int:
 
 def _catalog(name: str) -> Any:
     """A built-in catalog or an InstanceTypeCatalog file; UsageError naming the problem otherwise."""
-    from controller.cloudprovider.catalog import BUILT_IN, built_in
-    from controller.plan.inputs import PlanInputError, load
+    from karpy.controller.cloudprovider.catalog import BUILT_IN, built_in
+    from karpy.controller.plan.inputs import PlanInputError, load
 
     if name in BUILT_IN:
         return built_in(name)
@@ -164,11 +164,11 @@ def _catalog(name: str) -> Any:
 def explain_node(args: argparse.Namespace) -> int:
     import kubernetes
 
-    from controller.clock import Clock
-    from controller.consolidation.controller import decide, unsettled
-    from controller.plan.render import explain_node_json
-    from controller.state import ClusterState
-    from kubeclient.raw import RawClient, api_client
+    from karpy.controller.clock import Clock
+    from karpy.controller.consolidation.controller import decide, unsettled
+    from karpy.controller.plan.render import explain_node_json
+    from karpy.controller.state import ClusterState
+    from karpy.kubeclient.raw import RawClient, api_client
 
     catalog = _catalog(args.catalog)
     try:
@@ -204,8 +204,8 @@ def _aws_provider(args: argparse.Namespace) -> Any:
     endpoint chain (AWS_ENDPOINT_URL included), the region by DESIGN.md's order."""
     import boto3
 
-    from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings, resolve_region
-    from controller.cloudprovider.aws.templates import node_templates
+    from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings, resolve_region
+    from karpy.controller.cloudprovider.aws.templates import node_templates
 
     if not args.cluster_endpoint:
         raise UsageError("--cloud-provider aws needs --cluster-endpoint (the API server address nodes join)")
@@ -241,11 +241,11 @@ def _tls_files(cert_dir: Path) -> tuple[Path, Path]:
 
 
 def webhook(args: argparse.Namespace) -> int:
-    from serving.server import bind, prepare_metrics_dir, serve
+    from karpy.serving.server import bind, prepare_metrics_dir, serve
 
     certfile, keyfile = _tls_files(Path(args.cert_dir))
     prepare_metrics_dir()
-    from webhook.app import Settings, create_app  # after the metrics directory is set
+    from karpy.webhook.app import Settings, create_app  # after the metrics directory is set
 
     try:
         sock = bind(args.host, args.port)
@@ -259,13 +259,13 @@ def webhook(args: argparse.Namespace) -> int:
 
 
 def extender(args: argparse.Namespace) -> int:
-    from serving.server import bind, prepare_metrics_dir, serve
+    from karpy.serving.server import bind, prepare_metrics_dir, serve
 
     certfile, keyfile = _tls_files(Path(args.cert_dir)) if args.cert_dir else (None, None)
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
     prepare_metrics_dir()
-    from extender.app import create_app  # after the metrics directory is set
+    from karpy.extender.app import create_app  # after the metrics directory is set
 
     try:
         sock = bind(args.host, args.port)
@@ -280,8 +280,8 @@ def extender(args: argparse.Namespace) -> int:
     def factory() -> Any:
         view = None
         if watched:                           # in each worker: watches are threads, and threads do not survive a fork
-            from extender.view import ClusterView
-            from kubeclient.raw import RawClient, api_client
+            from karpy.extender.view import ClusterView
+            from karpy.kubeclient.raw import RawClient, api_client
             view = ClusterView(RawClient(api_client(args.kubeconfig))).start()
         # a filter body of thousands of Nodes is ~100k objects: with the default thresholds the collector
         # rescans the whole watch cache several times per call, which is most of the p99

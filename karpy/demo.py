@@ -25,10 +25,10 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from apis.crds import definitions
-from certs.inject import inject_ca_bundle
-from kubeclient.raw import RawClient, api_client, path_of
+from karpy.apis import labels as wk
+from karpy.apis.crds import definitions
+from karpy.certs.inject import inject_ca_bundle
+from karpy.kubeclient.raw import RawClient, api_client, path_of
 
 PROVISIONER = {
     "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},

@@ -8,8 +8,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from kubeclient.raw import RawClient, path_of
-from kubeclient.raw import now_rfc3339
+from karpy.kubeclient.raw import RawClient, path_of
+from karpy.kubeclient.raw import now_rfc3339
 
 log = logging.getLogger("kubeclient.events")
 

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import jsonpatch
 
-from simulator.resources import ResourceType
-from simulator.store import StoreError
+from karpy.simulator.resources import ResourceType
+from karpy.simulator.store import StoreError
 
 WebhookConfigs = Callable[[str], list[dict[str, Any]]]   # resource key -> configuration objects
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from apis import disruption
-from simulator import admission, schema
-from simulator.patch import apply_patch
-from simulator.query import Predicate
-from simulator.resources import Registry, ResourceType
-from simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, TooManyRequests, now_rfc3339
+from karpy.apis import disruption
+from karpy.simulator import admission, schema
+from karpy.simulator.patch import apply_patch
+from karpy.simulator.query import Predicate
+from karpy.simulator.resources import Registry, ResourceType
+from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, TooManyRequests, now_rfc3339
 
 OWNER_KINDS = {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Namespace", "CustomResourceDefinition",
                "Node", "Pod"}

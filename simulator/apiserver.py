@@ -22,12 +22,12 @@ from typing import Any
 
 import yaml
 
-from simulator import openapi, tables
-from simulator.api import API
-from simulator.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
-from simulator.query import both, field_selector, label_selector
-from simulator.resources import Registry, ResourceType
-from simulator.store import BadRequest, Gone, MethodNotAllowed, NotFound, Store, StoreError
+from karpy.simulator import openapi, tables
+from karpy.simulator.api import API
+from karpy.simulator.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from karpy.simulator.query import both, field_selector, label_selector
+from karpy.simulator.resources import Registry, ResourceType
+from karpy.simulator.store import BadRequest, Gone, MethodNotAllowed, NotFound, Store, StoreError
 
 log = logging.getLogger("simulator.apiserver")
 MAX_BODY_BYTES = 16 * 1024 * 1024

@@ -17,11 +17,11 @@ from typing import Any
 import boto3
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from apis.pods import eni_max_pods
-from kubeclient.raw import Informer, RawClient, path_of
-from simulator.kubelet import node_info
-from simulator.store import now_rfc3339
+from karpy.apis import labels as wk
+from karpy.apis.pods import eni_max_pods
+from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.simulator.kubelet import node_info
+from karpy.simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.aws")
 Obj = dict[str, Any]

@@ -13,15 +13,15 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from simulator.apiserver import Server
-from kubeclient.raw import Informer, RawClient, api_client
-from simulator.kubeconfig import write_kubeconfig
-from simulator.kubelet import Kubelets, node_info
-from kubeclient.loop import Loop
-from simulator.resources import Registry
-from simulator.scheduler import Scheduler, load_extenders
-from simulator.store import HISTORY_PER_RESOURCE, Store
-from simulator.workloads import Workloads
+from karpy.simulator.apiserver import Server
+from karpy.kubeclient.raw import Informer, RawClient, api_client
+from karpy.simulator.kubeconfig import write_kubeconfig
+from karpy.simulator.kubelet import Kubelets, node_info
+from karpy.kubeclient.loop import Loop
+from karpy.simulator.resources import Registry
+from karpy.simulator.scheduler import Scheduler, load_extenders
+from karpy.simulator.store import HISTORY_PER_RESOURCE, Store
+from karpy.simulator.workloads import Workloads
 
 log = logging.getLogger("simulator")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -98,7 +98,7 @@ class LocalCluster:
         loops = {"kubelets": Loop("kubelets", kubelets.reconcile), "scheduler": Loop("scheduler", scheduler.reconcile),
                  "workloads": Loop("workloads", workloads.reconcile)}
         if self._aws is not None:
-            from simulator.aws import Registrar        # boto3 only when a cloud is attached
+            from karpy.simulator.aws import Registrar        # boto3 only when a cloud is attached
 
             endpoint, cluster, region = self._aws
             registrar = Registrar(client, informers["nodes"], endpoint_url=endpoint, cluster_name=cluster, region=region,

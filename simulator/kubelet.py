@@ -15,10 +15,10 @@ from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 
-from apis.conditions import ready
-from apis.labels import TAINT_NOT_READY, TAINT_UNREACHABLE
-from kubeclient.raw import Informer, RawClient, path_of
-from simulator.store import now_rfc3339
+from karpy.apis.conditions import ready
+from karpy.apis.labels import TAINT_NOT_READY, TAINT_UNREACHABLE
+from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.kubelet")
 ORPHAN_GRACE_SECONDS = 2.0

@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from simulator.resources import Registry, ResourceType
+from karpy.simulator.resources import Registry, ResourceType
 
 VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "karpy-simulator", "gitTreeState": "clean",
            "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5", "compiler": "gc", "platform": "linux/amd64"}

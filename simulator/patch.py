@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonpatch
 
-from simulator.store import BadRequest, Invalid
+from karpy.simulator.store import BadRequest, Invalid
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

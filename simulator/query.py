@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
-from simulator.store import BadRequest
+from karpy.simulator.store import BadRequest
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 _SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")

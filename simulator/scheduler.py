@@ -23,15 +23,15 @@ from typing import Any, Mapping
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from apis.conditions import ready
-from apis.pods import pod_requests
-from apis.quantity import QuantityError
-from apis.requirements import Requirements
-from apis.resources import Resources
-from apis.selectors import LabelSelector, Taint, untolerated
-from kubeclient import events
-from kubeclient.raw import Informer, RawClient, path_of
-from simulator.store import now_rfc3339
+from karpy.apis.conditions import ready
+from karpy.apis.pods import pod_requests
+from karpy.apis.quantity import QuantityError
+from karpy.apis.requirements import Requirements
+from karpy.apis.resources import Resources
+from karpy.apis.selectors import LabelSelector, Taint, untolerated
+from karpy.kubeclient import events
+from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.scheduler")
 Obj = dict[str, Any]

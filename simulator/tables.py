@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Callable, Sequence
 
-from apis.conditions import ready
-from simulator.resources import ResourceType
+from karpy.apis.conditions import ready
+from karpy.simulator.resources import ResourceType
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int, Callable[[Obj], Any]]    # name, type, priority (1: -o wide only), cell

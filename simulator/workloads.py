@@ -17,11 +17,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from apis.conditions import ready
-from apis.requirements import Requirements
-from apis.selectors import Taint, untolerated
-from apis import disruption
-from kubeclient.raw import Informer, RawClient, path_of
+from karpy.apis.conditions import ready
+from karpy.apis.requirements import Requirements
+from karpy.apis.selectors import Taint, untolerated
+from karpy.apis import disruption
+from karpy.kubeclient.raw import Informer, RawClient, path_of
 
 log = logging.getLogger("simulator.workloads")
 Obj = dict[str, Any]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from apis.crds import generate
+from karpy.apis.crds import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 

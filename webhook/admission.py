@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping
 import pydantic
 from pydantic import ConfigDict
 
-from apis.awsnodetemplate_validation import decode_awsnodetemplate, validate_awsnodetemplate
-from apis.errors import FieldError, from_validation_error, render
-from apis.provisioner_defaults import provisioner_default_patch
-from apis.provisioner_validation import decode_provisioner, validate_provisioner
+from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate, validate_awsnodetemplate
+from karpy.apis.errors import FieldError, from_validation_error, render
+from karpy.apis.provisioner_defaults import provisioner_default_patch
+from karpy.apis.provisioner_validation import decode_provisioner, validate_provisioner
 
 
 class AdmissionRequest(pydantic.BaseModel):

@@ -17,9 +17,9 @@ from flask import Blueprint, Flask, Response, jsonify, request
 from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException
 
-from webhook import admission
-from serving.body import BadBody, read_json_body
-from serving.metrics import metrics_response
+from karpy.webhook import admission
+from karpy.serving.body import BadBody, read_json_body
+from karpy.serving.metrics import metrics_response
 
 REQUESTS = Counter("karpy_webhook_requests_total", "Admission requests answered", ["path", "allowed"])
 BAD_REQUESTS = Counter("karpy_webhook_bad_requests_total", "Requests that were not AdmissionReviews", ["path"])

@@ -17,14 +17,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from apis import labels as wk
-from apis.errors import FieldError, join
-from apis.pods import eni_max_pods
-from apis.quantity import Quantity, QuantityError
-from apis.requirements import Requirement, Requirements
-from apis.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
-from apis.v1alpha5 import KubeletConfiguration
-from controller.cloudprovider.types import InstanceType, Offering
+from karpy.apis import labels as wk
+from karpy.apis.errors import FieldError, join
+from karpy.apis.pods import eni_max_pods
+from karpy.apis.quantity import Quantity, QuantityError
+from karpy.apis.requirements import Requirement, Requirements
+from karpy.apis.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
+from karpy.apis.v1alpha5 import KubeletConfiguration
+from karpy.controller.cloudprovider.types import InstanceType, Offering
 
 AWS_DATA = Path(__file__).parent / "aws" / "instance_types.json"
 AWS_REGION = "us-east-1"

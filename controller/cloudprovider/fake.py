@@ -18,12 +18,12 @@ from typing import Any, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from apis.v1alpha5 import KubeletConfiguration
-from controller.cloudprovider.catalog import Catalog
-from controller.cloudprovider.types import Instance, InstanceNotFound, InstanceType, InsufficientCapacity, NodeRequest, Offering
-from controller.provisioning.scheduling.nodes import offering_allowed
-from kubeclient.raw import RawClient, path_of
+from karpy.apis import labels as wk
+from karpy.apis.v1alpha5 import KubeletConfiguration
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.cloudprovider.types import Instance, InstanceNotFound, InstanceType, InsufficientCapacity, NodeRequest, Offering
+from karpy.controller.provisioning.scheduling.nodes import offering_allowed
+from karpy.kubeclient.raw import RawClient, path_of
 
 PROVIDER_ID_PREFIX = "fake://"
 TERMINATED = "karpy.dev/instance-terminated"

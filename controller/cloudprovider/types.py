@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Protocol, Sequence
 
-from apis.requirements import Requirements
-from apis.resources import Resources
+from karpy.apis.requirements import Requirements
+from karpy.apis.resources import Resources
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

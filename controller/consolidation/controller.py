@@ -22,16 +22,16 @@ from typing import Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
-from apis import labels as wk
-from apis.conditions import ready
-from controller.clock import Clock
-from controller.cloudprovider.catalog import Catalog
-from controller.cloudprovider.types import CloudProvider, InsufficientCapacity
-from controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
-from controller.provisioning.provisioner import node_request, provisionable_pods
-from controller.state import ClusterState
-from kubeclient import events
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.apis.conditions import ready
+from karpy.controller.clock import Clock
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.cloudprovider.types import CloudProvider, InsufficientCapacity
+from karpy.controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
+from karpy.controller.provisioning.provisioner import node_request, provisionable_pods
+from karpy.controller.state import ClusterState
+from karpy.kubeclient import events
+from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.consolidation")
 ACTIONS = Counter("karpy_consolidation_actions_performed_total", "Consolidation actions carried out", ["action"])

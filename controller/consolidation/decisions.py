@@ -19,15 +19,15 @@ import dataclasses
 import datetime as dt
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from apis import disruption
-from apis import labels as wk
-from apis.pods import object_key
-from apis.v1alpha5 import Provisioner
-from controller.clock import parse_time
-from controller.cloudprovider.types import InstanceType, Offering
-from controller.provisioning.scheduling.nodes import offering_allowed
-from controller.provisioning.scheduling.pods import PodInfo
-from controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
+from karpy.apis import disruption
+from karpy.apis import labels as wk
+from karpy.apis.pods import object_key
+from karpy.apis.v1alpha5 import Provisioner
+from karpy.controller.clock import parse_time
+from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.provisioning.scheduling.nodes import offering_allowed
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
 
 DELETE, REPLACE = "delete", "replace"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

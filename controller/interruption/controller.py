@@ -18,12 +18,12 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from prometheus_client import Counter
 
-from controller.cloudprovider.aws.provider import parse_provider_id
-from controller.cloudprovider.types import InstanceNotFound
-from controller.interruption.messages import MessageError, parse
-from controller.provisioning.provisioner import Provisioner
-from controller.state import ClusterState
-from kubeclient import events
+from karpy.controller.cloudprovider.aws.provider import parse_provider_id
+from karpy.controller.cloudprovider.types import InstanceNotFound
+from karpy.controller.interruption.messages import MessageError, parse
+from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.controller.state import ClusterState
+from karpy.kubeclient import events
 
 log = logging.getLogger("controller.interruption")
 MESSAGES = Counter("karpy_interruption_received_messages_total", "Interruption queue messages, by what they said", ["kind"])

@@ -11,11 +11,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from controller.clock import Clock, parse_time, rfc3339
-from controller.state import ClusterState
-from controller.termination.controller import evictable
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.controller.clock import Clock, parse_time, rfc3339
+from karpy.controller.state import ClusterState
+from karpy.controller.termination.controller import evictable
+from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.node")
 

@@ -9,8 +9,8 @@ import datetime as dt
 import logging
 
 
-from controller.clock import Clock, parse_time
-from controller.state import ClusterState
+from karpy.controller.clock import Clock, parse_time
+from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")
 

@@ -12,8 +12,8 @@ import logging
 import time
 from typing import Callable
 
-from controller.cloudprovider.types import CloudProvider, InstanceNotFound
-from controller.state import ClusterState
+from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
+from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")
 LAUNCH_GRACE_SECONDS = 60.0

@@ -11,11 +11,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from apis.conditions import ready
-from controller.clock import Clock, parse_time
-from controller.state import ClusterState
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.apis.conditions import ready
+from karpy.controller.clock import Clock, parse_time
+from karpy.controller.state import ClusterState
+from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.node")
 REGISTRATION_TIMEOUT = dt.timedelta(minutes=15)

@@ -17,13 +17,13 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import yaml
 
-from apis.errors import FieldError
-from apis.provisioner_defaults import default_provisioner
-from apis.provisioner_validation import decode_provisioner, validate_provisioner
-from apis.quantity import QuantityError
-from apis.resources import Resources
-from apis.v1alpha5 import Provisioner
-from controller.cloudprovider.catalog import (
+from karpy.apis.errors import FieldError
+from karpy.apis.provisioner_defaults import default_provisioner
+from karpy.apis.provisioner_validation import decode_provisioner, validate_provisioner
+from karpy.apis.quantity import QuantityError
+from karpy.apis.resources import Resources
+from karpy.apis.v1alpha5 import Provisioner
+from karpy.controller.cloudprovider.catalog import (
     CATALOG_API_VERSION,
     CATALOG_KIND,
     BUILT_IN,
@@ -32,8 +32,8 @@ from controller.cloudprovider.catalog import (
     built_in,
     catalog_from_document,
 )
-from controller.provisioning.scheduling.pods import PodError, PodInfo
-from controller.provisioning.scheduling.scheduler import ClusterSnapshot
+from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot
 
 WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",

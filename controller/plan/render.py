@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
-from controller.provisioning.scheduling.scheduler import Results
+from karpy.controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
+from karpy.controller.provisioning.scheduling.scheduler import Results
 
 
 def plan_json(results: Results) -> dict[str, Any]:

@@ -19,16 +19,16 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter, Gauge, Histogram
 
-from apis import labels as wk
-from apis.conditions import unschedulable
-from apis.resources import Resources
-from controller.cloudprovider.catalog import Catalog
-from controller.cloudprovider.types import CloudProvider, InsufficientCapacity, NodeRequest
-from controller.provisioning.scheduling.pods import PodInfo
-from controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
-from controller.state import ClusterState
-from kubeclient import events
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.apis.conditions import unschedulable
+from karpy.apis.resources import Resources
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.cloudprovider.types import CloudProvider, InsufficientCapacity, NodeRequest
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
+from karpy.controller.state import ClusterState
+from karpy.kubeclient import events
+from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.provisioning")
 PENDING_PODS = Gauge("karpy_provisioner_pending_pods", "Provisionable pods seen in the last batch")

@@ -17,12 +17,12 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
-from apis import labels as wk
-from apis.pods import object_key
-from controller.cloudprovider.types import CloudProvider, InstanceNotFound
-from controller.state import ClusterState
-from kubeclient import events
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.apis.pods import object_key
+from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
+from karpy.controller.state import ClusterState
+from karpy.kubeclient import events
+from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.termination")
 NODES_TERMINATED = Counter("karpy_nodes_terminated_total", "Nodes whose instance was terminated", ["provisioner"])

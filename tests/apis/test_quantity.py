@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis.quantity import Quantity, QuantityError
-from apis.resources import Resources
+from karpy.apis.quantity import Quantity, QuantityError
+from karpy.apis.resources import Resources
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis.labels import WELL_KNOWN_LABELS
-from apis.requirements import Requirement, Requirements
+from karpy.apis.labels import WELL_KNOWN_LABELS
+from karpy.apis.requirements import Requirement, Requirements
 
 values = st.sampled_from(["a", "b", "c", "1", "5", "9"])  # small, so sets overlap
 

@@ -16,12 +16,12 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
-from apis import labels as wk
-from apis.requirements import Requirement, Requirements
-from apis.v1alpha1 import AWS, AWSSettings
-from controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
-from controller.cloudprovider.types import NodeRequest
-from kubeclient.raw import RawClient
+from karpy.apis import labels as wk
+from karpy.apis.requirements import Requirement, Requirements
+from karpy.apis.v1alpha1 import AWS, AWSSettings
+from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
+from karpy.controller.cloudprovider.types import NodeRequest
+from karpy.kubeclient.raw import RawClient
 from tests.aws.faults import FaultProxy
 from tests.simulator.conftest import Kube, start
 

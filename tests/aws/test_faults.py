@@ -8,9 +8,9 @@ import concurrent.futures
 
 import pytest
 
-from apis import labels as wk
-from controller.cloudprovider.types import CloudError, InsufficientCapacity
-from kubeclient.raw import RawClient, path_of
+from karpy.apis import labels as wk
+from karpy.controller.cloudprovider.types import CloudError, InsufficientCapacity
+from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import Moto, provider, request
 from tests.aws.faults import FaultProxy, answer_lost, ec2_error, out_of_capacity, throttled
 from tests.simulator.conftest import Kube

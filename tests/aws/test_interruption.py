@@ -8,11 +8,11 @@ from typing import Any
 import boto3
 import pytest
 
-from controller.interruption.controller import InterruptionHandler
-from controller.interruption.messages import (REBALANCE, SCHEDULED_CHANGE, SPOT_INTERRUPTION, STATE_CHANGE, MessageError,
+from karpy.controller.interruption.controller import InterruptionHandler
+from karpy.controller.interruption.messages import (REBALANCE, SCHEDULED_CHANGE, SPOT_INTERRUPTION, STATE_CHANGE, MessageError,
                                               parse)
-from controller.provisioning.provisioner import Provisioner
-from kubeclient.raw import path_of
+from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.kubeclient.raw import path_of
 from tests.aws.conftest import REGION, Moto
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import CATALOG, Env, env  # noqa: F401 (the fixture)

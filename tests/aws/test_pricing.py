@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from apis import labels as wk
-from controller.cloudprovider.aws.pricing import on_demand_prices, pricing_region
+from karpy.apis import labels as wk
+from karpy.controller.cloudprovider.aws.pricing import on_demand_prices, pricing_region
 from tests.aws.conftest import Moto, provider
 from tests.aws.faults import FaultProxy, Reply, Request
 from tests.simulator.conftest import Kube

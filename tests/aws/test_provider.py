@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 import pytest
 
-from apis import labels as wk
-from apis.v1alpha1 import AWS, AWSNodeTemplateSpec
-from controller.cloudprovider.aws.provider import AwsConfigError
-from controller.cloudprovider.types import InstanceNotFound
-from kubeclient.raw import RawClient, path_of
+from karpy.apis import labels as wk
+from karpy.apis.v1alpha1 import AWS, AWSNodeTemplateSpec
+from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+from karpy.controller.cloudprovider.types import InstanceNotFound
+from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto, provider, request
 from tests.simulator.conftest import Kube
 

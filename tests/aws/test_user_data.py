@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from controller.cloudprovider.aws.launch import al2_user_data, bottlerocket_user_data
+from karpy.controller.cloudprovider.aws.launch import al2_user_data, bottlerocket_user_data
 
 JOIN = dict(cluster="prod", endpoint="https://api.example", ca_bundle="Q0E=", max_pods=29,
             labels={"karpenter.sh/provisioner-name": "default", "team": "web"},

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from cryptography import x509
 
-from certs.authority import generate
+from karpy.certs.authority import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 

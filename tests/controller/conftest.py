@@ -8,11 +8,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from controller.clock import FakeClock
-from controller.cloudprovider.catalog import catalog_from_document
-from controller.cloudprovider.fake import FakeCloudProvider
-from controller.state import ClusterState
-from kubeclient.raw import RawClient, path_of
+from karpy.controller.clock import FakeClock
+from karpy.controller.cloudprovider.catalog import catalog_from_document
+from karpy.controller.cloudprovider.fake import FakeCloudProvider
+from karpy.controller.state import ClusterState
+from karpy.kubeclient.raw import RawClient, path_of
 from tests.builders import catalog, instance_type
 from tests.expectations import eventually
 from tests.simulator.conftest import Kube, start

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from controller.provisioning.batcher import Batcher
+from karpy.controller.provisioning.batcher import Batcher
 
 
 def _keep_triggering(batcher: Batcher, keys: list[str], every: float, stop: threading.Event) -> threading.Thread:

@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
-from apis import labels as wk
-from controller.clock import FakeClock
-from controller.consolidation.controller import Consolidation, Settings
-from controller.node.initialization import Initialization
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.controller.clock import FakeClock
+from karpy.controller.consolidation.controller import Consolidation, Settings
+from karpy.controller.node.initialization import Initialization
+from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import CATALOG_DOC, Env
 

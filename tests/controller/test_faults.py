@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controller.cloudprovider.fake import FakeCloudProvider
-from controller.cloudprovider.types import Instance, NodeRequest
-from controller.provisioning.provisioner import Provisioner
-from kubeclient.raw import path_of
+from karpy.controller.cloudprovider.fake import FakeCloudProvider
+from karpy.controller.cloudprovider.types import Instance, NodeRequest
+from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.kubeclient.raw import path_of
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from controller.clock import FakeClock
-from controller.leader import LeaderElector
+from karpy.controller.clock import FakeClock
+from karpy.controller.leader import LeaderElector
 from tests.controller.conftest import Env
 
 

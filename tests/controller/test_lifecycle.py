@@ -6,12 +6,12 @@ import datetime as dt
 
 import pytest
 
-from apis import labels as wk
-from controller.clock import FakeClock
-from controller.node.emptiness import Emptiness, decide
-from controller.node.expiration import Expiration, seconds_left
-from controller.node.initialization import Initialization
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.controller.clock import FakeClock
+from karpy.controller.node.emptiness import Emptiness, decide
+from karpy.controller.node.expiration import Expiration, seconds_left
+from karpy.controller.node.initialization import Initialization
+from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import Env
 
@@ -89,7 +89,7 @@ def test_nodes_are_initialized_once_ready_without_startup_taints(env: Env) -> No
 
 
 def test_instances_without_nodes_are_garbage_collected_after_a_grace_period() -> None:
-    from controller.node.garbagecollection import LAUNCH_GRACE_SECONDS, orphans
+    from karpy.controller.node.garbagecollection import LAUNCH_GRACE_SECONDS, orphans
 
     instances = {"fake://a": "a", "fake://b": "b"}
     assert orphans(instances, {"a"}, {"fake://b": 100.0}, 100.0 + LAUNCH_GRACE_SECONDS - 1) == []

@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from apis import labels as wk
-from controller.cloudprovider.fake import Faults
-from controller.provisioning.provisioner import Provisioner
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.controller.cloudprovider.fake import Faults
+from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.kubeclient.raw import path_of
 from tests.builders import node, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 

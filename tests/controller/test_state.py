@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.state import ClusterState
-from kubeclient.raw import RawClient, path_of
+from karpy.controller.state import ClusterState
+from karpy.kubeclient.raw import RawClient, path_of
 from tests.expectations import eventually
 from tests.simulator.conftest import start
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from apis import labels as wk
-from controller.provisioning.provisioner import Provisioner
-from controller.termination.controller import Terminator, plan_drain
-from kubeclient.raw import path_of
+from karpy.apis import labels as wk
+from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.controller.termination.controller import Terminator, plan_drain
+from karpy.kubeclient.raw import path_of
 from tests.builders import pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from apis.resources import Resources
-from extender.decisions import Lifetimes, NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
+from karpy.apis.resources import Resources
+from karpy.extender.decisions import Lifetimes, NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
 from tests.builders import node
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.timezone.utc)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from apis.provisioner_validation import decode_provisioner
-from apis.requirements import Requirement, Requirements
-from controller.cloudprovider.catalog import built_in, catalog_from_document, fake_catalog
-from controller.provisioning.scheduling.pods import PodInfo
-from controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler, node_name
-from controller.provisioning.scheduling.topology import Topology
+from karpy.apis.provisioner_validation import decode_provisioner
+from karpy.apis.requirements import Requirement, Requirements
+from karpy.controller.cloudprovider.catalog import built_in, catalog_from_document, fake_catalog
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler, node_name
+from karpy.controller.provisioning.scheduling.topology import Topology
 from tests.builders import catalog, instance_type, pod, provisioner
 
 

@@ -11,7 +11,7 @@ from typing import Iterator
 import kubernetes
 import pytest
 
-from simulator.cluster import LocalCluster
+from karpy.simulator.cluster import LocalCluster
 
 
 class Kube:

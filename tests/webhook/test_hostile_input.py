@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 from tests.builders import admission_review, provisioner
 from tests.conftest import Server
 from tests.expectations import expect_json_error
-from webhook.app import Settings, create_app
+from karpy.webhook.app import Settings, create_app
 
 VALIDATE = "/validate-karpenter-sh-v1alpha5-provisioner"
 PATHS = [

@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import botocore.exceptions
 
-from controller.cloudprovider.aws.errors import explain, is_throttling
-from controller.cloudprovider.types import CloudError
+from karpy.controller.cloudprovider.aws.errors import explain, is_throttling
+from karpy.controller.cloudprovider.types import CloudError
 
 log = logging.getLogger("controller.cloudprovider.aws")
 LAUNCH_TOKEN_TAG = "karpy.dev/launch-token"

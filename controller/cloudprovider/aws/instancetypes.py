@@ -16,8 +16,8 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from apis import labels as wk
-from controller.cloudprovider.catalog import AWS_DATA, Catalog, aws_catalog_from_records
+from karpy.apis import labels as wk
+from karpy.controller.cloudprovider.catalog import AWS_DATA, Catalog, aws_catalog_from_records
 
 log = logging.getLogger("controller.cloudprovider.aws")
 GPU_RESOURCES = {"NVIDIA": "nvidia.com/gpu", "AMD": "amd.com/gpu", "Habana": "habana.ai/gaudi"}

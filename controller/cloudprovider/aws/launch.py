@@ -13,7 +13,7 @@ from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 from typing import Any, Mapping, Sequence
 
-from apis import labels as wk
+from karpy.apis import labels as wk
 
 MIME_BOUNDARY = "//"                 # Karpenter's, so merged documents look the same
 MAX_OVERRIDES = 60                   # CreateFleet takes at most this many instance type x subnet overrides

@@ -28,19 +28,19 @@ import botocore.config
 import botocore.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from apis import labels as wk
-from apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
-from controller.cloudprovider.aws.errors import explain, is_capacity_error
-from controller.cloudprovider.aws.fleet import FleetLauncher
-from controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
-from controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
-from controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request,
+from karpy.apis import labels as wk
+from karpy.apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
+from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error
+from karpy.controller.cloudprovider.aws.fleet import FleetLauncher
+from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
+from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
+from karpy.controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request,
                                                  launch_template_data, launch_template_name)
-from controller.cloudprovider.catalog import Catalog
-from controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
                                             NodeRequest)
-from controller.provisioning.scheduling.nodes import offering_allowed
-from kubeclient.raw import RawClient, path_of
+from karpy.controller.provisioning.scheduling.nodes import offering_allowed
+from karpy.kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.cloudprovider.aws")
 UNAVAILABLE_SECONDS = 180.0

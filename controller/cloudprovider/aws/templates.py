@@ -7,10 +7,10 @@ from typing import Callable
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from apis.v1alpha1 import AWSNodeTemplate, AWSSettings
-from controller.cloudprovider.aws.provider import AwsConfigError
-from controller.state import ClusterState
-from kubeclient.raw import path_of
+from karpy.apis.v1alpha1 import AWSNodeTemplate, AWSSettings
+from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+from karpy.controller.state import ClusterState
+from karpy.kubeclient.raw import path_of
 
 
 def node_templates(state: ClusterState) -> Callable[[str], AWSSettings]:

@@ -15,13 +15,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from apis import labels as wk
-from apis.requirements import Requirement, Requirements
-from apis.resources import CPU, MEMORY, Resources
-from controller.cloudprovider.types import InstanceType, Offering
-from controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
-from apis.selectors import Taint, untolerated
-from controller.provisioning.scheduling.topology import Topology
+from karpy.apis import labels as wk
+from karpy.apis.requirements import Requirement, Requirements
+from karpy.apis.resources import CPU, MEMORY, Resources
+from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
+from karpy.apis.selectors import Taint, untolerated
+from karpy.controller.provisioning.scheduling.topology import Topology
 
 # Taints a node carries while it starts; a node karpy launched is not kept from its pods by them.
 STARTING_TAINTS = frozenset({wk.TAINT_NOT_READY, wk.TAINT_UNREACHABLE})

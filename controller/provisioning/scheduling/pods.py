@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from apis.labels import normalize
-from apis.quantity import QuantityError
-from apis.requirements import Requirement, Requirements
-from apis.pods import pod_requests
-from apis.resources import Resources
-from apis.selectors import LabelSelector
+from karpy.apis.labels import normalize
+from karpy.apis.quantity import QuantityError
+from karpy.apis.requirements import Requirement, Requirements
+from karpy.apis.pods import pod_requests
+from karpy.apis.resources import Resources
+from karpy.apis.selectors import LabelSelector
 
 ALL_NAMESPACES: frozenset[str] = frozenset({"*"})
 

@@ -19,16 +19,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from apis import labels as wk
-from apis.requirements import Requirement, Requirements
-from apis.resources import CPU, MEMORY, Resources
-from apis.v1alpha5 import Provisioner
-from controller.cloudprovider.catalog import Catalog
-from controller.cloudprovider.types import InstanceType, Offering
-from controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows
-from controller.provisioning.scheduling.pods import PodInfo
-from apis.selectors import Taint, untolerated
-from controller.provisioning.scheduling.topology import Topology
+from karpy.apis import labels as wk
+from karpy.apis.requirements import Requirement, Requirements
+from karpy.apis.resources import CPU, MEMORY, Resources
+from karpy.apis.v1alpha5 import Provisioner
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.apis.selectors import Taint, untolerated
+from karpy.controller.provisioning.scheduling.topology import Topology
 
 MAX_INSTANCE_TYPE_OPTIONS = 60
 TOPOLOGY_KEYS_FROM_OFFERINGS = (wk.ZONE, wk.CAPACITY_TYPE)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping
 
-from apis.labels import HOSTNAME
-from apis.requirements import Requirements
-from controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
-from apis.selectors import LabelSelector
+from karpy.apis.labels import HOSTNAME
+from karpy.apis.requirements import Requirements
+from karpy.controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
+from karpy.apis.selectors import LabelSelector
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
 
