@@ -22,7 +22,7 @@ from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
 from karpy.controller.interruption.controller import InterruptionHandler
-from karpy.controller.leader import LeaderElector
+from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.garbagecollection import GarbageCollection
@@ -61,7 +61,10 @@ class Operator:
         self.settings = settings
         self.clock = clock or Clock()
         self.api_client: ApiClient = api_client(settings.kubeconfig)
-        self.client = RawClient(self.api_client)
+        # with an election, every write of every controller is fenced by the lease; the elector's own are not
+        self.elector = LeaderElector(RawClient(self.api_client), self.clock, namespace=settings.leader_namespace,
+                                     on_lost=exit_process) if settings.leader_elect else None
+        self.client = FencedClient(self.api_client, self.elector.still_leading) if self.elector else RawClient(self.api_client)
         self.state = ClusterState(self.client)
         if cloud_factory is not None:
             self.cloud = cloud_factory(self.client, self.state)
@@ -70,6 +73,8 @@ class Operator:
             assert catalog is not None
             self.cloud = cloud or FakeCloudProvider(self.client, catalog)
             source = catalog
+        if self.elector is not None:
+            self.cloud = FencedCloud(self.cloud, self.elector.still_leading)
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
         self.provisioner = Provisioner(self.state, self.cloud, source)
         self.loops = [
@@ -92,7 +97,6 @@ class Operator:
                 raise AwsConfigError(f"--interruption-queue {settings.interruption_queue}: {e}") from None
             handler = InterruptionHandler(self.state, sqs, queue_url, self.provisioner)
             self.loops.append(Loop("interruption", handler.reconcile, resync_seconds=1))
-        self.elector = LeaderElector(self.client, self.clock, namespace=settings.leader_namespace) if settings.leader_elect else None
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self.probes = serve_probes(settings.host, settings.health_port, ready=self.state.pods.synced.is_set, metrics=False)
@@ -108,9 +112,12 @@ class Operator:
         if kind != "DELETED" and pod is not None and is_provisionable(pod, gap_reported=True):
             self.batcher.trigger(pod["metadata"].get("uid"))
 
+    def _leading(self) -> bool:
+        return self.elector is None or self.elector.still_leading()
+
     def _provision_forever(self) -> None:
         while not self.stop_event.is_set():
-            if self.batcher.wait(timeout=1.0):
+            if self.batcher.wait(timeout=1.0) and self._leading():
                 try:
                     self.provisioner.reconcile()
                 except Exception:  # the worker's edge: log and keep provisioning
@@ -134,6 +141,7 @@ class Operator:
         for pod in self.state.pods.items():
             self._on_pod("ADDED", pod)
         for loop in self.loops + [self.consolidation_loop]:
+            loop.gate = self._leading
             loop.start()
         thread = threading.Thread(target=self._provision_forever, name="provisioning", daemon=True)
         thread.start()
@@ -147,6 +155,8 @@ class Operator:
         self.state.stop()
         for thread in self._threads:
             thread.join(timeout=3)
+        if self.elector is not None:
+            self.elector.release()
         for server in (self.probes, self.metrics):
             server.shutdown()
             server.server_close()

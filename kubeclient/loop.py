@@ -19,6 +19,7 @@ class Loop:
                  resync_seconds: float = 5.0) -> None:
         self.name = name
         self._reconcile = reconcile
+        self.gate: Callable[[], bool] = lambda: True     # reconcile only while this says so (leadership)
         self._settle = settle_seconds
         self._resync = resync_seconds
         self._wake = threading.Event()
@@ -45,6 +46,9 @@ class Loop:
                 return
             self._wake.clear()
             time.sleep(self._settle)           # let the rest of a burst arrive
+            if not self.gate():
+                wait = self._resync
+                continue
             try:
                 again = self._reconcile()
             except Exception:                  # the loop's edge: log, back off, go on
