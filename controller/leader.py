@@ -204,7 +204,8 @@ class LeaderElector:
         except Exception as e:  # the election's edge: an unreachable or failing API server is retried
             log.warning("Leader election: renewing lease %s/%s, %s", self.namespace, self.name, e)
             acquired = False
-        if acquired and not leading_at(self._renewed_at, renew_deadline=self.renew_deadline, now=self.clock.monotonic()):
+        now = self.clock.monotonic()
+        if acquired and not leading_at(self._renewed_at, renew_deadline=self.renew_deadline, now=now):
             acquired = False                    # the renewal itself outlasted the deadline: do not count on it
             if self.leading.is_set():
                 self._lose("renewing the Lease took longer than the renew deadline")

@@ -64,7 +64,8 @@ class Operator:
         # with an election, every write of every controller is fenced by the lease; the elector's own are not
         self.elector = LeaderElector(RawClient(self.api_client), self.clock, namespace=settings.leader_namespace,
                                      on_lost=exit_process) if settings.leader_elect else None
-        self.client = FencedClient(self.api_client, self.elector.still_leading) if self.elector else RawClient(self.api_client)
+        self.client = (FencedClient(self.api_client, self.elector.still_leading) if self.elector
+                       else RawClient(self.api_client))
         self.state = ClusterState(self.client)
         if cloud_factory is not None:
             self.cloud = cloud_factory(self.client, self.state)

@@ -24,7 +24,8 @@ PODS = 6
 
 def test_a_paused_leader_resumes_as_a_follower_and_launches_nothing(tmp_path: Path) -> None:
     # one 2-cpu type: pods of 1200m need a node each, so any second launch for a pod is a surplus node
-    (tmp_path / "catalog.json").write_text(json.dumps(catalog(instance_type("small", cpu="2", memory="4Gi", pods="10"))))
+    small = instance_type("small", cpu="2", memory="4Gi", pods="10")
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog(small)))
     cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
     coordination = kubernetes.client.CoordinationV1Api(kube.api_client)
     logs: list[IO[bytes]] = []
