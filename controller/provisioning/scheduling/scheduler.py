@@ -25,7 +25,8 @@ from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import InstanceType, Offering
-from karpy.controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows
+from karpy.controller.provisioning.scheduling.nodes import (STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows,
+                                                           FLOAT_LIMIT, estimate)
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -91,6 +92,7 @@ class Rooms:
         self._rejected: dict[tuple[object, ...], np.ndarray] = {}
 
     def append(self, row: np.ndarray) -> None:
+        self._hold(row)
         if self._count == len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
             for kind, mask in self._rejected.items():
@@ -99,7 +101,13 @@ class Rooms:
         self._count += 1
 
     def set(self, i: int, row: np.ndarray) -> None:
+        self._hold(row)
         self._rows[i] = row
+
+    def _hold(self, row: np.ndarray) -> None:
+        """Switch to Python integers the first time a row needs them (see nodes.amounts)."""
+        if row.dtype == object and self._rows.dtype != object:
+            self._rows = self._rows.astype(object)
 
     def reject(self, kind: tuple[object, ...], i: int) -> None:
         mask = self._rejected.get(kind)
@@ -123,7 +131,7 @@ class Rooms:
         growing (the tightest fit first), then those it makes grow least, by `price` per unit."""
         if len(found) <= 1:
             return found.tolist()
-        short = need - self._rows[found]
+        short = estimate(need - self._rows[found])
         excess = np.maximum(short, 0) @ price
         left = np.maximum(-short, 0) @ price
         return found[np.lexsort((left, excess))].tolist()
@@ -134,7 +142,7 @@ def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, i
     alone: the median over the types that have it. Only the ratios matter (ranking growth)."""
     weights = np.zeros(len(resource_index))
     for name, column in resource_index.items():
-        ratios = [min(o.price_per_hour for o in t.offerings) / t.allocatable[name]
+        ratios = [min(o.price_per_hour for o in t.offerings) / min(t.allocatable[name], FLOAT_LIMIT)
                   for t in types if t.offerings and t.allocatable.get(name, 0) > 0]
         if ratios:
             weights[column] = float(np.median(ratios))
