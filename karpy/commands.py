@@ -74,6 +74,8 @@ def plan(args: argparse.Namespace) -> int:
             print(consolidation_table(consolidation))
         return 0
     results = Scheduler(loaded.snapshot).solve()
+    for name, error in results.failed_provisioners.items():
+        print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
         json.dump(plan_json(results), sys.stdout, indent=2)
         print()
