@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
@@ -43,11 +44,15 @@ class ClusterState:
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
 
-    def start(self, timeout: float = 30) -> None:
+    def start(self, timeout: float = 30) -> bool:
+        """Start every informer and wait, `timeout` seconds in all, for their first lists.
+        Returns whether all of them have listed."""
         for informer in self.informers:
             informer.start()
+        deadline = time.monotonic() + timeout
         for informer in self.informers:
-            informer.synced.wait(timeout)
+            informer.synced.wait(max(deadline - time.monotonic(), 0))
+        return all(informer.synced.is_set() for informer in self.informers)
 
     def stop(self) -> None:
         for informer in self.informers:
