@@ -35,7 +35,7 @@ def amounts(values: Sequence[Sequence[int]] | Sequence[int], *, width: int | Non
     when every amount is below FAST_LIMIT; else Python integers (dtype object), so a pod asking for
     1e30 bytes compares exactly instead of overflowing."""
     flat = values if width is None else [v for row in values for v in row]  # type: ignore[union-attr]
-    exact = all(-FAST_LIMIT < v < FAST_LIMIT for v in flat)  # type: ignore[operator]
+    exact = not flat or (-FAST_LIMIT < min(flat) and max(flat) < FAST_LIMIT)  # type: ignore[type-var, operator]
     array = np.array(values, dtype=np.int64 if exact else object)
     return array if width is None else array.reshape(len(values), width)
 
