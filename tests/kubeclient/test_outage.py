@@ -110,3 +110,32 @@ def test_informer_resumes_when_the_api_server_comes_back_and_the_outage_is_said_
             second.stop()
         else:
             first.stop()
+
+
+def test_a_loop_backs_off_while_the_server_is_unreachable_and_resumes_when_it_answers(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from karpy.kubeclient.loop import Loop
+
+    calls: list[float] = []
+    down = [True]
+
+    def reconcile() -> float | None:
+        calls.append(time.monotonic())
+        if down[0]:
+            raise ApiUnreachable("http://127.0.0.1:1", "Connection refused")
+        return None
+
+    caplog.set_level(logging.INFO, logger="kubeclient.loop")
+    loop = Loop("test", reconcile, resync_seconds=0.05)
+    loop.start()
+    try:
+        time.sleep(4)
+        # doubling pauses from 1 s (jittered to half or more): at most 5 tries in 4 s, not one per resync
+        assert 2 <= len(calls) <= 5
+        failed = len(calls)
+        down[0] = False
+        # after the pause already begun, passes succeed and run again at every resync
+        eventually(lambda: len(calls) >= failed + 3, timeout=30)
+    finally:
+        loop.stop()
+    assert not [r for r in caplog.records if r.name == "kubeclient.loop"]      # no traceback per failed pass
