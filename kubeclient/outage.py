@@ -21,7 +21,7 @@ import time
 from typing import Callable
 
 from prometheus_client import Counter
-from urllib3.exceptions import TimeoutError as Urllib3Timeout
+from urllib3.exceptions import NewConnectionError, TimeoutError as Urllib3Timeout
 from urllib3.util.retry import Retry
 
 log = logging.getLogger("kubeclient.outage")
@@ -51,11 +51,17 @@ def reason_of(error: BaseException) -> str:
     current: BaseException | None = error
     while current is not None and all(current is not e for e in chain):
         chain.append(current)
+        # urllib3 keeps the cause in `reason` (MaxRetryError) or in its arguments (ProtocolError)
         inner = getattr(current, "reason", None)
-        current = inner if isinstance(inner, BaseException) else (current.__cause__ or current.__context__)
+        nested = [a for a in current.args if isinstance(a, BaseException)]
+        current = inner if isinstance(inner, BaseException) else nested[0] if nested else \
+            (current.__cause__ or current.__context__)
     for e in chain:
         if isinstance(e, OSError) and e.strerror:
             return str(e.strerror)
+    for e in chain:           # a subclass of urllib3's timeout error, though most are refusals
+        if isinstance(e, NewConnectionError):
+            return str(e).split("] ")[-1].split(": ")[-1].strip() or "no connection"
     if any(isinstance(e, (TimeoutError, Urllib3Timeout)) for e in chain):
         return "timed out"
     return str(chain[-1]).split(": ")[-1].strip() or type(chain[-1]).__name__

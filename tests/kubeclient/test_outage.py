@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpy.kubeclient.outage import ApiUnreachable, OutageReporter, backoff_seconds
+from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
+
+from karpy.kubeclient.outage import ApiUnreachable, OutageReporter, backoff_seconds, reason_of
 from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
 from karpy.simulator.cluster import LocalCluster
 from karpy.simulator.kubeconfig import write_kubeconfig
@@ -54,6 +56,18 @@ def test_a_request_to_a_closed_port_fails_fast_as_unreachable_and_is_counted_onc
     assert time.monotonic() - started < 10                    # bounded retries, not urllib3's defaults
     assert (reporter.outages, reporter.failed_requests) == (1, 3)
     client.api_client.close()
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    pytest.param(MaxRetryError(None, "/api", NewConnectionError(None, "Failed to establish a new connection: [Errno 111] "  # type: ignore[arg-type]
+                                                             "Connection refused")), "Connection refused", id="refused"),
+    pytest.param(ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer")),
+                 "Connection reset by peer", id="reset-mid-request"),
+    pytest.param(MaxRetryError(None, "/api", ReadTimeoutError(None, "/api", "Read timed out.")), "timed out",  # type: ignore[arg-type]
+                 id="read-timeout"),
+])
+def test_the_reason_for_an_unreachable_server_is_a_few_words(error: BaseException, reason: str) -> None:
+    assert reason_of(error) == reason
 
 
 def test_outage_is_said_once_then_once_per_interval_and_its_end_once(caplog: pytest.LogCaptureFixture) -> None:
