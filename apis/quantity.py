@@ -23,6 +23,10 @@ _PATTERN = re.compile(
 )
 
 Number = Union[int, Fraction]
+# Exponents the parser takes: far past any machine (1e30 bytes parses), yet bounded, so a hostile
+# "1e999999999" cannot make one parse build a billion-digit integer.
+MAX_EXPONENT = 1000
+_EXPONENT_FORM_FROM = 21                  # from 1e21 (1000E) up, amounts print as 1e21, 1e24, ...
 
 
 class QuantityError(ValueError):
@@ -60,6 +64,8 @@ class Quantity:
         match = _PATTERN.match(text.strip())
         if match is None or not text.strip():
             raise QuantityError(f"{text!r} is not a quantity (e.g. 100m, 1.5, 2Gi, 1e3)")
+        if len(match["number"]) > MAX_EXPONENT:
+            raise QuantityError(f"{text[:20]!r}... is not a quantity (more than {MAX_EXPONENT} digits)")
         number = Fraction(match["number"])
         if match["sign"] == "-":
             number = -number
@@ -68,7 +74,10 @@ class Quantity:
             return cls(number * _BINARY[suffix], binary=True)
         if suffix in _DECIMAL:
             return cls(number * Fraction(10) ** _DECIMAL[suffix])
-        return cls(number * Fraction(10) ** int(suffix[1:]))
+        exponent = int(suffix[1:])
+        if abs(exponent) > MAX_EXPONENT:
+            raise QuantityError(f"{text!r} is not a quantity (exponent beyond ±{MAX_EXPONENT})")
+        return cls(number * Fraction(10) ** exponent)
 
     # arithmetic and comparison -------------------------------------------------
     def __add__(self, other: object) -> Quantity:
@@ -144,6 +153,11 @@ def format_quantity(value: Fraction, *, binary: bool = False) -> str:
     magnitude = abs(value)
     if magnitude.denominator != 1 and (magnitude * 10**9).denominator != 1:
         magnitude = Fraction(_ceil(magnitude * 10**9), 10**9)
+    if magnitude.denominator == 1 and magnitude % 10**_EXPONENT_FORM_FROM == 0:
+        exponent = _EXPONENT_FORM_FROM        # past the largest suffix: 1e30, not 931322574615478515625Gi
+        while magnitude % 10 ** (exponent + 3) == 0:
+            exponent += 3
+        return f"{sign}{magnitude // 10**exponent}e{exponent}"
     if binary and magnitude.denominator == 1:
         for suffix, factor in reversed(_BINARY.items()):
             if magnitude % factor == 0 and magnitude >= 1024:

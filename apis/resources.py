@@ -26,6 +26,12 @@ def _milli(text: str | int) -> int:
     return Quantity.parse(text).milli
 
 
+def share(amount: int, capacity: int) -> float:
+    """`amount / capacity` clamped to 0..1: computed exactly, so amounts past float's range cannot
+    overflow; `capacity` must be positive."""
+    return float(min(max(Fraction(amount, capacity), Fraction(0)), Fraction(1)))
+
+
 class Resources(dict[str, int]):
     """A resource list: name -> amount in thousandths. Missing names are zero."""
 

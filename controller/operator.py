@@ -33,6 +33,7 @@ from karpy.controller.serve import serve_probes
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.controller import Terminator
 from karpy.kubeclient.loop import Loop
+from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import RawClient, api_client
 
 log = logging.getLogger("controller")
@@ -117,10 +118,16 @@ class Operator:
         return self.elector is None or self.elector.still_leading()
 
     def _provision_forever(self) -> None:
+        unreachable = 0                    # batches in a row that found the API server unreachable
         while not self.stop_event.is_set():
             if self.batcher.wait(timeout=1.0) and self._leading():
                 try:
                     self.provisioner.reconcile()
+                    unreachable = 0
+                except ApiUnreachable:     # said once by the outage reporter; retry after a growing pause
+                    unreachable += 1
+                    self.stop_event.wait(backoff_seconds(unreachable, base=1.0, cap=30.0))
+                    self.batcher.trigger()
                 except Exception:  # the worker's edge: log and keep provisioning
                     log.exception("Provisioning failed; retrying with the next batch")
                     self.batcher.trigger()

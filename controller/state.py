@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
@@ -17,8 +18,9 @@ from karpy.apis import labels as wk
 from karpy.apis.provisioner_validation import decode_provisioner, validate_provisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.failures import FailureReporter
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
 from karpy.kubeclient.raw import Informer, RawClient, path_of
 
 log = logging.getLogger("controller.state")
@@ -38,14 +40,19 @@ class ClusterState:
         self.gap_reports = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
         self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs, self.namespaces,
                           self.gap_reports]
+        self.failures = FailureReporter(client)     # bad objects: skipped, said once
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
 
-    def start(self, timeout: float = 30) -> None:
+    def start(self, timeout: float = 30) -> bool:
+        """Start every informer and wait, `timeout` seconds in all, for their first lists.
+        Returns whether all of them have listed."""
         for informer in self.informers:
             informer.start()
+        deadline = time.monotonic() + timeout
         for informer in self.informers:
-            informer.synced.wait(timeout)
+            informer.synced.wait(max(deadline - time.monotonic(), 0))
+        return all(informer.synced.is_set() for informer in self.informers)
 
     def stop(self) -> None:
         for informer in self.informers:
@@ -73,11 +80,16 @@ class ClusterState:
             key = (raw["metadata"]["name"], raw["metadata"].get("resourceVersion"))
             seen.add(key)
             if key not in self._decoded:
-                p, errors = decode_provisioner(raw)
-                if p is not None:
-                    errors = validate_provisioner(p, aws=False)
-                if errors or p is None:
-                    log.error("Ignoring invalid provisioner %s: %s", key[0], "; ".join(map(str, errors)))
+                try:
+                    p, errors = decode_provisioner(raw)
+                    if p is not None:
+                        errors = validate_provisioner(p, aws=False)
+                    problem = "; ".join(map(str, errors)) if errors or p is None else None
+                except Exception as e:  # noqa: BLE001 - one Provisioner's error is confined to it
+                    p, problem = None, failure(e)
+                if problem is not None:
+                    self.failures.report(raw, kind="Provisioner", reason="InvalidProvisioner",
+                                         message=f"invalid provisioner, {problem}")
                     p = None
                 self._decoded[key] = p
             if self._decoded[key] is not None:
@@ -97,7 +109,9 @@ class ClusterState:
             try:
                 out.append(PodInfo.parse(raw, namespace_labels=namespaces))
             except PodError as e:
-                log.debug("Ignoring pod %s/%s: %s", raw["metadata"].get("namespace"), raw["metadata"]["name"], e)
+                self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"invalid pod, {e}")
+            except Exception as e:  # noqa: BLE001 - one pod's error is confined to it
+                self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"reading pod, {failure(e)}")
         return out
 
     def snapshot(self, catalog: Catalog, pods: list[Obj]) -> ClusterSnapshot:

@@ -15,7 +15,7 @@ import datetime as dt
 from typing import Any, Mapping
 
 from karpy.apis import labels as wk
-from karpy.apis.resources import CPU, MEMORY, Resources
+from karpy.apis.resources import CPU, MEMORY, Resources, share
 from karpy.controller.clock import parse_time
 from karpy.controller.node.expiration import seconds_left
 
@@ -133,5 +133,5 @@ def _fullness_after(requests: Resources, facts: NodeFacts) -> float:
     after = facts.used + requests
     for promised in facts.promised.values():
         after = after + promised
-    shares = [min(after.get(r, 0) / facts.allocatable[r], 1.0) for r in (CPU, MEMORY) if facts.allocatable.get(r)]
+    shares = [share(after.get(r, 0), facts.allocatable[r]) for r in (CPU, MEMORY) if facts.allocatable.get(r, 0) > 0]
     return sum(shares) / len(shares) if shares else 0.5

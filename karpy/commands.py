@@ -74,6 +74,8 @@ def plan(args: argparse.Namespace) -> int:
             print(consolidation_table(consolidation))
         return 0
     results = Scheduler(loaded.snapshot).solve()
+    for name, error in results.failed_provisioners.items():
+        print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
         json.dump(plan_json(results), sys.stdout, indent=2)
         print()
@@ -168,6 +170,7 @@ def explain_node(args: argparse.Namespace) -> int:
     from karpy.controller.consolidation.controller import decide, unsettled
     from karpy.controller.plan.render import explain_node_json
     from karpy.controller.state import ClusterState
+    from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
 
     catalog = _catalog(args.catalog)
@@ -175,9 +178,20 @@ def explain_node(args: argparse.Namespace) -> int:
         client = api_client(args.kubeconfig)
     except (OSError, kubernetes.config.ConfigException) as e:
         raise UsageError(f"reading the cluster configuration: {e}") from None
-    state = ClusterState(RawClient(client))
+    raw = RawClient(client, outages=None)             # a one-shot command: its error line says it all
     try:
-        state.start(timeout=30)
+        raw.request("GET", "/version", timeout=10)     # one clear line now, rather than every informer retrying
+    except (ApiUnreachable, kubernetes.client.exceptions.ApiException) as e:
+        client.close()
+        answer = str(e) if isinstance(e, ApiUnreachable) else f"the API server at {raw.server} answered {e.status} {e.reason}"
+        print(f"karpy explain: {answer}", file=sys.stderr)
+        return 1
+    state = ClusterState(raw)
+    try:
+        if not state.start(timeout=20):
+            print(f"karpy explain: the API server at {raw.server} did not list the cluster's objects within 20s",
+                  file=sys.stderr)
+            return 1
         if state.nodes.get("", args.name) is None:
             print(f"karpy explain: node {args.name!r} not found", file=sys.stderr)
             return 1

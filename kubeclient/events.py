@@ -8,6 +8,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from karpy.kubeclient.outage import ApiUnreachable
 from karpy.kubeclient.raw import RawClient, path_of
 from karpy.kubeclient.raw import now_rfc3339
 
@@ -34,3 +35,5 @@ def record(client: RawClient, obj: dict[str, Any], *, reason: str, message: str,
         client.create(path_of("v1", "events", namespace), body)
     except ApiException as e:
         log.debug("recording event %s on %s: %s", reason, meta.get("name"), e.reason)
+    except ApiUnreachable as e:     # an Event is worth no failure of its caller (an extender verb answers anyway)
+        log.debug("recording event %s on %s: %s", reason, meta.get("name"), e)

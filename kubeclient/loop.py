@@ -2,6 +2,9 @@
 
 Changes are coalesced: a burst of watch events costs one pass, not one per
 event. `reconcile()` returns seconds until it wants another look (or None).
+A failing pass is retried after a pause that grows with each failure in a
+row (kubeclient/outage.py's backoff), so an API outage costs a few tries a
+minute, and the loop resumes by itself when the server is back.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import logging
 import threading
 import time
 from typing import Callable
+
+from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 
 log = logging.getLogger("kubeclient.loop")
 
@@ -40,6 +45,7 @@ class Loop:
 
     def _run(self) -> None:
         wait = 0.0
+        failures = 0                           # in a row: the pause after each grows, up to its cap
         while not self._stop.is_set():
             self._wake.wait(timeout=wait if wait > 0 else self._resync)
             if self._stop.is_set():
@@ -51,7 +57,12 @@ class Loop:
                 continue
             try:
                 again = self._reconcile()
+                failures = 0
+            except ApiUnreachable:             # said once by the outage reporter, not once per pass
+                failures += 1
+                again = backoff_seconds(failures, base=1.0, cap=30.0)
             except Exception:                  # the loop's edge: log, back off, go on
                 log.exception("%s: reconcile failed", self.name)
-                again = 1.0
+                failures += 1
+                again = backoff_seconds(failures, base=1.0, cap=30.0)
             wait = self._resync if again is None else max(again, 0.01)

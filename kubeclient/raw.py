@@ -13,21 +13,25 @@ import datetime as dt
 import json
 import logging
 import threading
-import time
 import urllib.parse
 from typing import Any, Callable, Iterator
 
 import kubernetes
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from karpy.kubeclient.outage import OUTAGES, ApiUnreachable, OutageReporter, backoff_seconds, reason_of, request_retries
 
 log = logging.getLogger("kubeclient")
 Obj = dict[str, Any]
 
 
 class RawClient:
-    def __init__(self, api_client: ApiClient) -> None:
+    def __init__(self, api_client: ApiClient, *, outages: OutageReporter | None = OUTAGES) -> None:
+        """`outages` logs when the server goes away and comes back (None: the caller says it itself)."""
         self.api_client = api_client
+        self.outages = outages
 
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                 content_type: str = "application/json", timeout: float | None = 30) -> Any:
@@ -43,7 +47,21 @@ class RawClient:
         _, url, headers, payload, _ = self.api_client.param_serialize(
             method=method, resource_path=path, query_params=list((query or {}).items()),
             header_params={"Accept": "application/json", "Content-Type": content_type}, body=body)
-        return self.api_client.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
+        try:
+            response = self.api_client.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
+        except (Urllib3Error, OSError) as e:        # no answer at all, after the bounded retries
+            reason = reason_of(e)
+            if self.outages is not None:
+                self.outages.unreachable(self.server, reason)
+            raise ApiUnreachable(self.server, reason) from None
+        if self.outages is not None:
+            self.outages.reachable(self.server)
+        return response
+
+    @property
+    def server(self) -> str:
+        """The API server's URL, as errors and outage lines name it."""
+        return str(self.api_client.configuration.host)
 
     # conveniences, by path -------------------------------------------------------------
     def get(self, path: str, **query: Any) -> Any:
@@ -108,7 +126,15 @@ def api_client(kubeconfig: str | None = None, *, host: str | None = None) -> Api
     else:
         kubernetes.config.load_incluster_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = POOL_SIZE
+    bound_retries(configuration)
     return ApiClient(configuration)
+
+
+def bound_retries(configuration: Configuration) -> None:
+    """Retry connection failures briefly (kubeclient/outage.py says the rest), without urllib3's
+    warning per retry: an outage is reported once, by OUTAGES, not once per try."""
+    configuration.retries = request_retries()
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 
 def now_rfc3339() -> str:
@@ -169,9 +195,13 @@ class Informer:
 
     def _run(self) -> None:
         path = path_of(self.api_version, self.plural)
+        failures = 0                            # in a row: the backoff grows with them, up to its cap
         while not self._stop.is_set():
+            if failures and self._stop.wait(backoff_seconds(failures, cap=10.0)):
+                return
             try:
                 listed = self.client.get(path, **({"fieldSelector": self.field_selector} if self.field_selector else {}))
+                failures = 0
                 fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in listed.get("items") or []}
                 with self.lock:
                     gone = [o for k, o in self.cache.items() if k not in fresh]
@@ -200,9 +230,11 @@ class Informer:
             except ApiException as e:
                 if e.status != 410:
                     log.warning("watching %s: %s; relisting", self.plural, e.reason)
-                    time.sleep(0.5)
+                    failures += 1
+            except ApiUnreachable:              # OUTAGES has said so, once for every informer
+                failures += 1
             except Exception as e:  # connection dropped, server stopping: relist after a pause
                 if self._stop.is_set():
                     return
                 log.debug("watching %s: %s; relisting", self.plural, e)
-                time.sleep(0.5)
+                failures += 1

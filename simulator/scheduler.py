@@ -27,7 +27,7 @@ from karpy.apis.conditions import ready
 from karpy.apis.pods import pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.requirements import Requirements
-from karpy.apis.resources import Resources
+from karpy.apis.resources import Resources, share
 from karpy.apis.selectors import LabelSelector, Taint, untolerated
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import Informer, RawClient, path_of
@@ -225,7 +225,7 @@ class Scheduler:
         """Least allocated: the share of cpu and memory left after the pod, 0..100."""
         allocatable = Resources.parse((node.get("status") or {}).get("allocatable"))
         total = used.get(node["metadata"]["name"], Resources()) + requests
-        shares = [1 - total.get(r, 0) / allocatable[r] for r in ("cpu", "memory") if allocatable.get(r)]
+        shares = [1 - share(total.get(r, 0), allocatable[r]) for r in ("cpu", "memory") if allocatable.get(r, 0) > 0]
         return int(100 * sum(shares) / len(shares)) if shares else 0
 
     # --- extenders ----------------------------------------------------------------------------

@@ -94,7 +94,7 @@ def _eviction_memory(kubelet: KubeletConfiguration | None, capacity: Resources, 
     if text is None:
         return default_mi * MI * 1000
     if text.endswith("%"):
-        return int(capacity.get(MEMORY, 0) * float(text[:-1]) / 100)
+        return int(capacity.get(MEMORY, 0) * Fraction(text[:-1]) / 100)   # exact at any size
     return Quantity.parse(text).milli
 
 

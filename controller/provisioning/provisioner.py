@@ -96,6 +96,7 @@ class Provisioner:
         started = time.perf_counter()
         results = Scheduler(snapshot, name_node=self.node_name).solve()
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
+        self.state.failures.report_results(results, self.state.provisioners.items())
         if results.new_nodes:
             pods = sum(len(n.pods) for n in results.new_nodes)
             options = sorted({t.name for n in results.new_nodes for t in n.options[:10]})
@@ -105,6 +106,8 @@ class Provisioner:
         list(self._pool.map(self._launch, results.new_nodes))
         self._await_cache([n.name for n in results.new_nodes])
         for key, reason in results.unschedulable.items():
+            if key in results.failed_pods:
+                continue                    # reported once, above
             log.info("Could not schedule pod %s, %s", key, reason)
             namespace, name = key.split("/", 1)
             pod = next((p for p in provisionable if p["metadata"]["namespace"] == namespace and p["metadata"]["name"] == name), None)

@@ -95,3 +95,53 @@ def test_resource_lists_sum_and_fit() -> None:
 def test_resource_list_errors_name_the_resource() -> None:
     with pytest.raises(QuantityError, match="^memory: "):
         Resources.parse({"cpu": "1", "memory": "lots"})
+
+
+huge = st.integers(min_value=-(10**60), max_value=10**60)
+exponents = st.integers(min_value=-9, max_value=60)   # finer than 1n rounds up, as the API server does
+
+
+@given(huge, huge, huge)
+def test_addition_is_associative_and_commutative_at_any_magnitude(a: int, b: int, c: int) -> None:
+    qa, qb, qc = Quantity(a), Quantity(b), Quantity(c)
+    assert (qa + qb) + qc == qa + (qb + qc)
+    assert qa + qb == qb + qa
+    assert (qa + qb - qb) == qa
+
+
+@given(huge, huge)
+def test_order_matches_the_integers_at_any_magnitude(a: int, b: int) -> None:
+    assert (Quantity(a) < Quantity(b)) == (a < b)
+    assert (Quantity(a) == Quantity(b)) == (a == b)
+
+
+@given(st.integers(min_value=0, max_value=10**40), exponents)
+def test_exponent_form_parses_exactly_and_round_trips(mantissa: int, exponent: int) -> None:
+    q = Quantity.parse(f"{mantissa}e{exponent}")
+    assert q.value == Fraction(mantissa) * Fraction(10) ** exponent
+    assert Quantity.parse(str(q)) == q
+
+
+@given(st.integers(min_value=0, max_value=10**40), st.sampled_from(["", "k", "M", "E", "Ki", "Gi", "Ei", "e21", "e30"]),
+       st.booleans())
+def test_resource_lists_round_trip_through_manifests_at_any_magnitude(number: int, suffix: str, binary: bool) -> None:
+    name = "memory" if binary else "cpu"
+    resources = Resources.parse({name: f"{number}{suffix}"})
+    assert Resources.parse(resources.to_manifest()) == resources
+
+
+@given(huge.filter(lambda v: v >= 0), huge.filter(lambda v: v >= 0))
+def test_fit_is_exact_at_any_magnitude(request: int, capacity: int) -> None:
+    assert Resources({"memory": request}).fits_in(Resources({"memory": capacity})) == (request <= capacity)
+
+
+@pytest.mark.parametrize(("text", "canonical"), [("1e30", "1e30"), ("1e31", "10e30"), ("1000E", "1e21"),
+                                                 ("10000000Gi", "10000000Gi"), ("999E", "999E")])
+def test_amounts_past_the_largest_suffix_print_in_exponent_form(text: str, canonical: str) -> None:
+    assert str(Quantity.parse(text)) == canonical
+
+
+@pytest.mark.parametrize("text", ["1e1001", "1e-1001", "1" * 1001])
+def test_rejects_quantities_too_long_to_compute_with(text: str) -> None:
+    with pytest.raises(QuantityError, match="not a quantity"):
+        Quantity.parse(text)

@@ -85,3 +85,17 @@ def test_names_alone_pass_and_score_in_the_middle() -> None:
     only_names = [NodeFacts(name="n1"), NodeFacts(name="n2")]
     assert filter_nodes("default/web", Resources.of(cpu="1"), only_names)[0] == ["n1", "n2"]
     assert score_nodes("default/web", Resources.of(cpu="1"), only_names) == {"n1": 5, "n2": 5}
+
+
+def test_scores_and_promises_stay_exact_with_amounts_past_float_range() -> None:
+    vast = Resources.of(cpu="4", memory="1e400")
+    roomy = NodeFacts(name="roomy", allocatable=vast, used=Resources.of(memory="1e399"),
+                      promised={"default/other": Resources.of(memory="1e399")})
+    full = NodeFacts(name="full", allocatable=vast, used=Resources.of(cpu="4", memory="1e400"))
+    ask = Resources.of(cpu="1", memory="1e399")
+    scores = score_nodes("default/p", ask, [roomy, full])
+    assert 1 <= scores["roomy"] < scores["full"] == 9
+    passed, _, _ = filter_nodes("default/p", ask, [roomy])
+    assert passed == ["roomy"]
+    passed, failed, _ = filter_nodes("default/p", Resources.of(memory="9e399"), [roomy])
+    assert passed == [] and "roomy" in failed

@@ -25,6 +25,26 @@ from karpy.controller.provisioning.scheduling.topology import Topology
 
 # Taints a node carries while it starts; a node karpy launched is not kept from its pods by them.
 STARTING_TAINTS = frozenset({wk.TAINT_NOT_READY, wk.TAINT_UNREACHABLE})
+# Amounts below this (in thousandths) stay int64: the sum or difference of two of them cannot wrap.
+FAST_LIMIT = 2**62
+FLOAT_LIMIT = 10**300
+
+
+def amounts(values: Sequence[Sequence[int]] | Sequence[int], *, width: int | None = None) -> np.ndarray:
+    """`values` (a row, or rows of `width`) as an array that holds them exactly: int64, the fast path,
+    when every amount is below FAST_LIMIT; else Python integers (dtype object), so a pod asking for
+    1e30 bytes compares exactly instead of overflowing."""
+    flat = values if width is None else [v for row in values for v in row]  # type: ignore[union-attr]
+    exact = not flat or (-FAST_LIMIT < min(flat) and max(flat) < FAST_LIMIT)  # type: ignore[type-var, operator]
+    array = np.array(values, dtype=np.int64 if exact else object)
+    return array if width is None else array.reshape(len(values), width)
+
+
+def estimate(array: np.ndarray) -> np.ndarray:
+    """`array` as floats for rankings that only estimate (huge amounts saturate instead of overflowing)."""
+    if array.dtype != object:
+        return array
+    return np.clip(array, -FLOAT_LIMIT, FLOAT_LIMIT).astype(float)
 
 
 def offering_allowed(o: Offering, reqs: Requirements) -> bool:
@@ -48,14 +68,14 @@ class ResourceRows:
         self.index = {n: i for i, n in enumerate(sorted(names))}
         self._pods: dict[int, np.ndarray | None] = {}
 
-    def row(self, amounts: Mapping[str, int]) -> np.ndarray:
-        """`amounts` as a row; names without a column are dropped."""
-        out = np.zeros(len(self.index), dtype=np.int64)
-        for name, amount in amounts.items():
+    def row(self, resources: Mapping[str, int]) -> np.ndarray:
+        """`resources` as a row (see amounts()); names without a column are dropped."""
+        out = [0] * len(self.index)
+        for name, amount in resources.items():
             column = self.index.get(name)
             if column is not None:
                 out[column] = amount
-        return out
+        return amounts(out)
 
     def of(self, pod: PodInfo) -> np.ndarray | None:
         """The pod's requests as a row (cached per pod); None when it asks for a resource no column has."""
@@ -93,12 +113,12 @@ class NodeTemplate:
         self.median_price = prices[len(prices) // 2] if prices else 0.0
         self.rows = rows
         self.resource_index = rows.index
-        self.allocatable = np.array([rows.row(t.allocatable - daemon_overhead) for t in usable],
-                                    dtype=np.int64).reshape(len(usable), len(rows.index))
+        self.allocatable = amounts([rows.row(t.allocatable - daemon_overhead).tolist() for t in usable],
+                                   width=len(rows.index))
         self.capacity = [t.capacity for t in usable]
         self._limit_names = sorted(limits or {})
-        self._limit_capacity = np.array([[c.get(n, 0) for n in self._limit_names] for c in self.capacity],
-                                        dtype=np.int64).reshape(len(usable), len(self._limit_names))
+        self._limit_capacity = amounts([[c.get(n, 0) for n in self._limit_names] for c in self.capacity],
+                                       width=len(self._limit_names))
         self._masks: dict[frozenset[Requirement], tuple[np.ndarray, np.ndarray, list[Offering | None]]] = {}
 
     def compatible(self, reqs: Requirements) -> tuple[np.ndarray, np.ndarray, list[Offering | None]]:
@@ -136,7 +156,7 @@ class NodeTemplate:
         """Which instance types' capacity fits `budget` of the limited resources (None: all)."""
         if budget is None:
             return np.ones(len(self.instance_types), dtype=bool)
-        row = np.array([budget.get(n, 0) for n in self._limit_names], dtype=np.int64)
+        row = amounts([budget.get(n, 0) for n in self._limit_names])
         return (self._limit_capacity <= row).all(axis=1)
 
 
@@ -182,7 +202,8 @@ class NewNode:
         self.hostname = hostname
         self.requirements = template.requirements.copy()
         self.requests = Resources(template.daemon_overhead)
-        self.used = np.zeros(len(template.rows.index), dtype=np.int64)
+        # held as Python integers when the types' sizes are: then no sum of requests can wrap
+        self.used = np.zeros(len(template.rows.index), dtype=template.allocatable.dtype)
         self.options = template.compatible(self.requirements)[0] & template.within(template.remaining)
         self.reserved = Resources()                          # limited resources held against the template's limits
         self._reserve()

@@ -258,7 +258,11 @@ def _host_ports(spec: Mapping[str, Any]) -> frozenset[tuple[str, str, int]]:
     for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
         for p in c.get("ports") or []:
             if p.get("hostPort"):
-                ports.add((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), int(p["hostPort"])))
+                try:
+                    port = int(p["hostPort"])
+                except (TypeError, ValueError):
+                    raise PodError(f"spec.containers[{c.get('name')}].ports: hostPort {p['hostPort']!r} is not a port") from None
+                ports.add((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), port))
     return frozenset(ports)
 
 

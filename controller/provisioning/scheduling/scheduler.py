@@ -25,7 +25,8 @@ from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import InstanceType, Offering
-from karpy.controller.provisioning.scheduling.nodes import STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows
+from karpy.controller.provisioning.scheduling.nodes import (STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows,
+                                                           FLOAT_LIMIT, estimate)
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -55,6 +56,15 @@ class Results:
     existing_nodes: list[ExistingNode]               # only those that received pending pods
     unschedulable: dict[str, str]                    # pod key -> why it fits nowhere
     pending: list[PodInfo]                           # every pod that was to be placed
+    # What broke while handling one object, confined to it (its pods are in `unschedulable` too);
+    # the caller logs and reports these: the core stays pure.
+    failed_pods: dict[str, str] = dataclasses.field(default_factory=dict)           # pod key -> error
+    failed_provisioners: dict[str, str] = dataclasses.field(default_factory=dict)   # name -> error
+
+
+def failure(e: Exception) -> str:
+    """An unexpected error as one line for a reason, an Event and a log line."""
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 @dataclasses.dataclass
@@ -91,6 +101,7 @@ class Rooms:
         self._rejected: dict[tuple[object, ...], np.ndarray] = {}
 
     def append(self, row: np.ndarray) -> None:
+        self._hold(row)
         if self._count == len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
             for kind, mask in self._rejected.items():
@@ -99,7 +110,13 @@ class Rooms:
         self._count += 1
 
     def set(self, i: int, row: np.ndarray) -> None:
+        self._hold(row)
         self._rows[i] = row
+
+    def _hold(self, row: np.ndarray) -> None:
+        """Switch to Python integers the first time a row needs them (see nodes.amounts)."""
+        if row.dtype == object and self._rows.dtype != object:
+            self._rows = self._rows.astype(object)
 
     def reject(self, kind: tuple[object, ...], i: int) -> None:
         mask = self._rejected.get(kind)
@@ -123,7 +140,7 @@ class Rooms:
         growing (the tightest fit first), then those it makes grow least, by `price` per unit."""
         if len(found) <= 1:
             return found.tolist()
-        short = need - self._rows[found]
+        short = estimate(need - self._rows[found])
         excess = np.maximum(short, 0) @ price
         left = np.maximum(-short, 0) @ price
         return found[np.lexsort((left, excess))].tolist()
@@ -134,7 +151,7 @@ def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, i
     alone: the median over the types that have it. Only the ratios matter (ranking growth)."""
     weights = np.zeros(len(resource_index))
     for name, column in resource_index.items():
-        ratios = [min(o.price_per_hour for o in t.offerings) / t.allocatable[name]
+        ratios = [min(o.price_per_hour for o in t.offerings) / min(t.allocatable[name], FLOAT_LIMIT)
                   for t in types if t.offerings and t.allocatable.get(name, 0) > 0]
         if ratios:
             weights[column] = float(np.median(ratios))
@@ -172,10 +189,21 @@ class Scheduler:
         names = {n for t in snapshot.catalog.instance_types() for n in t.capacity}
         self.rows = ResourceRows(names | {n for d in snapshot.daemonsets for n in d.requests})
         self.resource_index = self.rows.index
-        self.templates = [self._template(p, nodes) for p in sorted(live, key=lambda p: (-(p.spec.weight or 0), p.name))]
+        self.failed_provisioners: dict[str, str] = {}
+        self.templates = []
+        for p in sorted(live, key=lambda p: (-(p.spec.weight or 0), p.name)):
+            try:
+                self.templates.append(self._template(p, nodes))
+            except Exception as e:  # noqa: BLE001 - one Provisioner's error is confined to it
+                self.failed_provisioners[p.name] = failure(e)
         self.topology = Topology(self._domains(nodes))
+        self._unregistered: dict[str, str] = {}     # pending pods whose topology could not be read
         for pod in self.pending + self.bound:   # groups first, so the bound pods below are counted in them
-            self.topology.register(pod)
+            try:
+                self.topology.register(pod)
+            except Exception as e:  # noqa: BLE001 - confined to the pod
+                if pod in self.pending:
+                    self._unregistered[pod.key] = f"scheduling failed, {failure(e)}"
         self.existing = self._existing_nodes(nodes)
         self.new_nodes: list[NewNode] = []
         self._names = collections.Counter[str]()
@@ -285,11 +313,25 @@ class Scheduler:
     def solve(self) -> Results:
         """Place every pending pod or give the reason it fits nowhere."""
         errors: dict[str, str] = {}
-        queue = collections.deque(sorted(self.pending, key=sort_key))
+        failed: dict[str, str] = {}
+        failed.update(self._unregistered)
+        keyed = []
+        for pod in self.pending:
+            if pod.key not in failed:
+                try:
+                    keyed.append((sort_key(pod), pod))
+                except Exception as e:  # noqa: BLE001 - confined to the pod, as below
+                    failed[pod.key] = f"scheduling failed, {failure(e)}"
+        errors.update(failed)
+        queue = collections.deque(pod for _, pod in sorted(keyed, key=lambda kp: kp[0]))
         failures_in_a_row = 0
         while queue:
             pod = queue.popleft()
-            why = self._place(pod)
+            try:
+                why = self._place(pod)
+            except Exception as e:  # noqa: BLE001 - one pod's error is confined to it; the others are placed
+                failed[pod.key] = errors[pod.key] = f"scheduling failed, {failure(e)}"
+                continue
             if why is None:
                 errors.pop(pod.key, None)
                 failures_in_a_row = 0
@@ -308,6 +350,8 @@ class Scheduler:
             existing_nodes=[n for n in self.existing if n.pods],
             unschedulable={p.key: errors[p.key] for p in sorted(self.pending, key=lambda p: p.key) if p.key in errors},
             pending=list(self.pending),
+            failed_pods=failed,
+            failed_provisioners=dict(self.failed_provisioners),
         )
 
     def _place(self, pod: PodInfo) -> str | None:
@@ -348,7 +392,11 @@ class Scheduler:
         reasons = []
         for template in self.templates:
             node = NewNode(template, self._hostname(template.name))
-            why = node.add(pod, self.topology)
+            try:
+                why = node.add(pod, self.topology)
+            except Exception:
+                node.release()                         # its reservation must not outlive it
+                raise
             if why is None:
                 self.new_nodes.append(node)
                 self._free_rooms.append(node.free_room())
