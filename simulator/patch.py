@@ -26,7 +26,8 @@ MERGE_KEYS = {
     "containers": "name", "initContainers": "name", "ephemeralContainers": "name", "volumes": "name",
     "volumeMounts": "mountPath", "env": "name", "ports": "containerPort", "conditions": "type",
     "imagePullSecrets": "name", "ownerReferences": "uid", "hostAliases": "ip", "addresses": "type",
-    "topologySpreadConstraints": "topologyKey", "volumeDevices": "devicePath",
+    "topologySpreadConstraints": "topologyKey", "volumeDevices": "devicePath", "readinessGates": "conditionType",
+    "podIPs": "ip", "hostIPs": "ip", "resourceClaims": "name", "resizePolicy": "resourceName",
     # admissionregistration/v1: a Validating/MutatingWebhookConfiguration's webhooks merge by name, so an
     # applied edit of one field keeps the rest of the webhook (rules, clientConfig.caBundle, failurePolicy, ...)
     "webhooks": "name",

@@ -17,8 +17,8 @@ CONTAINER_FIELDS = ("initContainers", "containers")
 QOS_RESOURCES = ("cpu", "memory")
 
 
-def _containers(spec: Obj) -> list[tuple[str, Obj]]:
-    return [(f"spec.{field}[{i}]", c) for field in CONTAINER_FIELDS for i, c in enumerate(spec.get(field) or [])
+def _containers(spec: Obj, at: str = "spec") -> list[tuple[str, Obj]]:
+    return [(f"{at}.{field}[{i}]", c) for field in CONTAINER_FIELDS for i, c in enumerate(spec.get(field) or [])
             if isinstance(c, dict)]
 
 
@@ -34,10 +34,11 @@ def default_requests(spec: Obj) -> None:
                 requests.setdefault(name, value)
 
 
-def resource_errors(spec: Obj) -> list[tuple[str, str]]:
-    """(field, message) for every quantity that does not parse, is negative, or requests more than its limit."""
+def resource_errors(spec: Obj, at: str = "spec") -> list[tuple[str, str]]:
+    """(field, message) for every quantity that does not parse, is negative, or requests more than its limit;
+    `at` is where the pod spec is (`spec.template.spec` in a workload)."""
     errors: list[tuple[str, str]] = []
-    for at, container in _containers(spec):
+    for at, container in _containers(spec, at):
         resources = container.get("resources") or {}
         if not isinstance(resources, dict):
             errors.append((f"{at}.resources", "Invalid value: must be an object"))

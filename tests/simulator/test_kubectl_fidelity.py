@@ -159,6 +159,18 @@ def test_bad_quantities_are_rejected_naming_the_field(live: Kube, resources: dic
     assert result.returncode != 0 and field in result.stderr
 
 
+def test_a_deployment_with_a_bad_quantity_in_its_template_is_rejected(live: Kube) -> None:
+    d = name("bad")
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": d, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": d}},
+                     "template": {"metadata": {"labels": {"app": d}},
+                                  "spec": {"containers": [{"name": "c", "image": PAUSE,
+                                                           "resources": {"requests": {"cpu": "lots"}}}]}}}}
+    result = live.kubectl("apply", "-f", "-", input=yaml.safe_dump(body), check=False)
+    assert result.returncode != 0
+    assert "spec.template.spec.containers[0].resources.requests[cpu]" in result.stderr
+
+
 @pytest.mark.parametrize(("resources", "qos"), [
     ({"limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
     ({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
