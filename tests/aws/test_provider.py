@@ -176,3 +176,29 @@ def test_ami_selector_gives_each_architecture_its_own_image(moto: Moto, kube: Ku
     names = cloud._launch_templates(request(cloud, "default-sel", "m5.large", "a1.2xlarge"), template,
                                     [moto.security_group], ["m5.large", "a1.2xlarge"])
     assert dict(zip(names, _template_images(moto, list(names.values())))) == {"m5.large": x86, "a1.2xlarge": arm}
+
+
+def test_images_tagged_with_well_known_labels_get_a_launch_template_each(moto: Moto, kube: Kube) -> None:
+    """v0.16.3 launchtemplate_test, "Custom AMI Selector": multiple AMIs discovered make multiple launch templates,
+    each instance type on the image whose requirements (architecture, well-known-label tags) it meets."""
+    x86 = [i["ImageId"] for i in moto.ec2.describe_images(Owners=["amazon"])["Images"] if i.get("Architecture") == "x86_64"]
+    large, xlarge = x86[3], x86[4]
+    for image, instance_type in ((large, "m5.large"), (xlarge, "m5.xlarge")):
+        moto.ec2.create_tags(Resources=[image], Tags=[{"Key": "karpy-test", "Value": "multi"},
+                                                      {"Key": wk.INSTANCE_TYPE, "Value": instance_type}])
+    template = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                                                   "amiSelector": {"karpy-test": "multi"}})
+    cloud = provider(kube, template)
+    instance = cloud.create(request(cloud, "default-multi", "m5.large", "m5.xlarge"))
+    (launched,) = [i for i in moto.instances() if instance.provider_id.endswith(i["InstanceId"])]
+    assert (launched["InstanceType"], launched["ImageId"]) == ("m5.large", large)
+    images = {_template_images(moto, [t["LaunchTemplateName"]])[0]
+              for t in moto.ec2.describe_launch_templates()["LaunchTemplates"]}
+    assert images == {large, xlarge}
+
+    nothing_fits = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                                                       "amiSelector": {"aws-ids": large}})
+    cloud = provider(kube, nothing_fits)
+    with pytest.raises(AwsConfigError, match="no x86_64 image matches amiSelector"):
+        cloud.create(request(cloud, "default-nofit", "m5.xlarge"))
+    assert len(moto.instances()) == 1
