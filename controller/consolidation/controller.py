@@ -39,6 +39,7 @@ CANCELLED = Counter("karpy_consolidation_actions_cancelled_total", "Consolidatio
                     ["action"])
 REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
 REPORT_AGAIN_AFTER = dt.timedelta(minutes=30)   # an unchanged reason for a kept node is said again only this rarely
+REPORT_NODE_EVERY = dt.timedelta(minutes=2)     # and a node's changed reason no sooner than this (Karpenter's dedupe TTL)
 SETTLE_CHECK_SECONDS = 2.0                   # while an action completes, look again this soon
 
 
@@ -195,12 +196,15 @@ class Consolidation:
     # --- effects -----------------------------------------------------------------------------
     def _report_kept(self, plan: ConsolidationPlan) -> None:
         """One Unconsolidatable event per node and reason: a reason already given is not repeated each pass,
-        nor when the node's reasons alternate, until REPORT_AGAIN_AFTER has passed."""
+        nor when the node's reasons alternate, until REPORT_AGAIN_AFTER has passed; a node's new reason waits
+        until REPORT_NODE_EVERY after its last one."""
         now = self.clock.now()
         for kept in plan.kept:
             given = self._reasons.setdefault(kept.node, {})
             if not kept.considered or (kept.reason in given and now - given[kept.reason] < REPORT_AGAIN_AFTER):
                 continue
+            if given and now - max(given.values()) < REPORT_NODE_EVERY:
+                continue                       # a reason that changes every pass is said every few minutes, not every pass
             given[kept.reason] = now
             node = self.state.nodes.get("", kept.node)
             if node is None or self.state.ours(node) is None:
