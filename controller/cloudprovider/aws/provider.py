@@ -34,7 +34,8 @@ from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error
 from karpy.controller.cloudprovider.aws.fleet import FleetLauncher
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
-from karpy.controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request, group_by_image,
+from karpy.controller.cloudprovider.aws.launch import (MAX_OVERRIDES, al2_user_data, ami_parameter, bottlerocket_user_data,
+                                                 fleet_request, group_by_image,
                                                  launch_template_data, launch_template_name)
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
@@ -132,7 +133,8 @@ class AwsCloudProvider:
             if not overrides:
                 raise InsufficientCapacity("; ".join([*warnings, f"no capacity left for any of {len(request.instance_type_options)} "
                                                       "instance type option(s) in the zones of the discovered subnets"]))
-            names = self._launch_templates(request, template, groups, [o[0] for o in overrides])
+            # templates only for the types the fleet request will carry
+            names = self._launch_templates(request, template, groups, [o[0] for o in overrides[:MAX_OVERRIDES]])
             overrides = [o for o in overrides if o[0] in names]
             tags = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
                     wk.PROVISIONER_NAME: request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
