@@ -66,16 +66,16 @@ def _address(kind: str) -> Callable[[Obj], str]:
 
 def _event_last_seen(o: Obj) -> str:
     """The API server's LAST SEEN: `5m`, or `5m (x3 over 10m)` for an Event seen more than once."""
-    last = o.get("lastTimestamp") or (o.get("series") or {}).get("lastObservedTime") or o.get("eventTime") \
-        or (o.get("metadata") or {}).get("creationTimestamp")
-    count = int(o.get("count") or 0)
+    last = o.get("lastTimestamp") or (o.get("series") or {}).get("lastObservedTime") or o.get("deprecatedLastTimestamp") \
+        or o.get("eventTime") or (o.get("metadata") or {}).get("creationTimestamp")
+    count = int(o.get("count") or (o.get("series") or {}).get("count") or o.get("deprecatedCount") or 0)
     if count > 1:
         return f"{since(last)} (x{count} over {since(o.get('firstTimestamp') or last)})"
     return since(last)
 
 
 def _event_object(o: Obj) -> str:
-    involved = o.get("involvedObject") or {}
+    involved = o.get("involvedObject") or o.get("regarding") or {}     # core/v1, events.k8s.io/v1
     return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
 
 
@@ -131,7 +131,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("Last Seen", "string", 0, _event_last_seen), ("Type", "string", 0, lambda o: o.get("type", "")),
         ("Reason", "string", 0, lambda o: o.get("reason", "")), ("Object", "string", 0, _event_object),
         ("Subobject", "string", 1, lambda o: (o.get("involvedObject") or {}).get("fieldPath", "")),
-        ("Source", "string", 1, _event_source), ("Message", "string", 0, lambda o: o.get("message", "")),
+        ("Source", "string", 1, _event_source), ("Message", "string", 0, lambda o: o.get("message") or o.get("note") or ""),
         ("First Seen", "string", 1, lambda o: since(o.get("firstTimestamp") or o.get("eventTime"))),
         ("Count", "integer", 1, lambda o: int(o.get("count") or 1)), ("Name", "string", 1, _name),
     ],
