@@ -8,11 +8,13 @@ Every error carries its field path. Pure.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 import pydantic
 
 from karpy.apis.errors import FieldError, from_validation_error, join
+from karpy.apis.object_meta_validation import validate_object_metadata
 from karpy.apis.quantity import Quantity
 from karpy.apis.v1alpha1 import (
     AMI_FAMILIES,
@@ -24,8 +26,14 @@ from karpy.apis.v1alpha1 import (
     MetadataOptions,
 )
 
-MIN_VOLUME_SIZE = Quantity.parse("1Gi")
-MAX_VOLUME_SIZE = Quantity.parse("64Ti")
+MIN_VOLUME_SIZE = Quantity.parse("1G")     # v0.16.3: NewScaledQuantity(1, Giga), decimal
+MAX_VOLUME_SIZE = Quantity.parse("64T")    # v0.16.3: NewScaledQuantity(64, Tera), decimal
+# v0.16.3 searches (does not anchor) these patterns in each comma-separated id of `aws-ids`.
+ID_PATTERNS = {
+    "subnetSelector": ("subnet-id", re.compile("subnet-[0-9a-z]+")),
+    "securityGroupSelector": ("group-id", re.compile("sg-[0-9a-z]+")),
+    "amiSelector": ("ami-id", re.compile("ami-[0-9a-z]+")),
+}
 
 
 def decode_awsnodetemplate(raw: Mapping[str, Any]) -> tuple[AWSNodeTemplate | None, list[FieldError]]:
@@ -39,7 +47,7 @@ def decode_awsnodetemplate(raw: Mapping[str, Any]) -> tuple[AWSNodeTemplate | No
 def validate_awsnodetemplate(t: AWSNodeTemplate) -> list[FieldError]:
     """Every rule `t` breaks."""
     spec, path = t.spec, "spec"
-    errs = [] if t.metadata.name or t.metadata.generate_name else [FieldError("metadata.name", "name or generateName is required")]
+    errs = validate_object_metadata(t.metadata)
     errs += validate_aws(spec, path=path)
     if spec.launch_template_name is not None:
         if spec.user_data is not None:
@@ -88,11 +96,20 @@ def _one_of(path: str, a: str, b: str) -> FieldError:
 
 
 def _selector_errors(selector: Mapping[str, str] | None, path: str) -> list[FieldError]:
-    return [
-        FieldError(join(path, key), "keys and values must not be empty")
-        for key, value in (selector or {}).items()
-        if not key or not value
-    ]
+    """Empty keys or values, and `aws-ids` entries that are not ids of the selector's kind."""
+    errs = []
+    field = path.rsplit(".", 1)[-1]
+    for key, value in (selector or {}).items():
+        if not key or not value:
+            errs.append(FieldError(join(path, key), "keys and values must not be empty"))
+        if key == "aws-ids" and field in ID_PATTERNS:
+            kind, pattern = ID_PATTERNS[field]
+            errs += [
+                FieldError(join(path, key), f"invalid value {one!r}: must be a valid {kind} (regex: {pattern.pattern})")
+                for one in (part.strip() for part in value.split(","))
+                if not pattern.search(one)
+            ]
+    return errs
 
 
 def _metadata_options_errors(m: MetadataOptions, path: str) -> list[FieldError]:
@@ -125,5 +142,5 @@ def _block_device_errors(m: BlockDeviceMapping, path: str) -> list[FieldError]:
     elif m.ebs.volume_size is not None:
         size = Quantity.parse(m.ebs.volume_size)
         if not MIN_VOLUME_SIZE <= size <= MAX_VOLUME_SIZE:
-            errs.append(FieldError(join(ebs, "volumeSize"), f"must be between 1Gi and 64Ti (got {m.ebs.volume_size})"))
+            errs.append(FieldError(join(ebs, "volumeSize"), f"expected 1G <= {m.ebs.volume_size} <= 64T"))
     return errs

@@ -171,6 +171,28 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
     return []
 
 
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def dns1035_label_errors(value: str, *, prefix: bool = False) -> list[str]:
+    """Problems with `value` as a DNS-1035 label (apimachinery's NameIsDNS1035Label).
+
+    With `prefix` (a generateName), a trailing '-' is allowed: the server appends
+    the random suffix after it."""
+    if prefix and len(value) > 1 and value.endswith("-"):
+        value = value[:-1] + "a"
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _DNS1035_LABEL.match(value):
+        errs.append(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+            "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+            "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+        )
+    return errs
+
+
 def label_value_errors(value: str) -> list[str]:
     """Problems with `value` as a label value, empty when valid (empty values are valid)."""
     if len(value) > 63:

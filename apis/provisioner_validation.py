@@ -16,6 +16,7 @@ import pydantic
 from karpy.apis import labels as wk
 from karpy.apis.awsnodetemplate_validation import validate_aws
 from karpy.apis.errors import FieldError, from_validation_error, join
+from karpy.apis.object_meta_validation import validate_object_metadata
 from karpy.apis.quantity import Quantity, QuantityError
 from karpy.apis.requirements import GT, IN, LT, OPERATORS
 from karpy.apis.v1alpha5 import KubeletConfiguration, NodeSelectorRequirement, Provisioner, ProvisionerSpec, Taint
@@ -39,18 +40,9 @@ def decode_provisioner(raw: Mapping[str, Any]) -> tuple[Provisioner | None, list
 
 def validate_provisioner(p: Provisioner, *, aws: bool = True) -> list[FieldError]:
     """Every rule `p` breaks. `aws` adds the AWS cloud provider's rules and labels."""
-    errs = _validate_metadata(p)
+    errs = validate_object_metadata(p.metadata)
     errs += validate_spec(p.spec, aws=aws, path="spec")
     return errs
-
-
-def _validate_metadata(p: Provisioner) -> list[FieldError]:
-    name = p.metadata.name or ""
-    if not name and not p.metadata.generate_name:
-        return [FieldError("metadata.name", "name or generateName is required")]
-    if name and (problems := wk.dns1123_subdomain_errors(name)):
-        return [FieldError("metadata.name", f"invalid value {name!r}: {problems[0]}")]
-    return []
 
 
 def validate_spec(spec: ProvisionerSpec, *, aws: bool, path: str) -> list[FieldError]:

@@ -12,14 +12,48 @@ import copy
 from typing import Any
 
 from karpy.apis import disruption
-from karpy.simulator import admission, schema
+from karpy.simulator import admission, podspec, schema
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
 from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, TooManyRequests, now_rfc3339
 
+WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 OWNER_KINDS = {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Namespace", "CustomResourceDefinition",
                "Node", "Pod"}
+
+
+def _workload_defaults(kind: str, spec: Obj) -> None:
+    """The apps/v1 and batch/v1 defaults kubectl reads (`rollout status` needs a RollingUpdate strategy)."""
+    if not isinstance(spec, dict):
+        return
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
+        spec.setdefault("replicas", 1)
+    if kind == "Deployment":
+        strategy = spec.setdefault("strategy", {})
+        if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            if isinstance(rolling, dict):
+                rolling.setdefault("maxUnavailable", "25%")
+                rolling.setdefault("maxSurge", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+    elif kind == "StatefulSet":
+        strategy = spec.setdefault("updateStrategy", {})
+        if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+            strategy.setdefault("rollingUpdate", {"partition": 0})
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        spec.setdefault("revisionHistoryLimit", 10)
+    elif kind == "DaemonSet":
+        strategy = spec.setdefault("updateStrategy", {})
+        if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+            strategy.setdefault("rollingUpdate", {"maxUnavailable": 1, "maxSurge": 0})
+        spec.setdefault("revisionHistoryLimit", 10)
+    elif kind == "Job":
+        if spec.get("completions") is None and spec.get("parallelism") is None:
+            spec["completions"] = 1                   # neither given: one pod, once; parallelism alone: a work queue
+        spec.setdefault("parallelism", 1)
+        spec.setdefault("backoffLimit", 6)
 
 
 class API:
@@ -52,6 +86,18 @@ class API:
             obj = admitted
         if t.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
             raise Invalid(f'Pod "{name}" is invalid: spec.containers: Required value', details={"name": name, "kind": "pods"})
+        if t.kind == "Pod" and (errors := podspec.resource_errors(obj["spec"])):
+            raise Invalid(f'Pod "{name}" is invalid: ' + ", ".join(f"{field}: {message}" for field, message in errors),
+                          details={"name": name, "kind": "pods",
+                                   "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors]})
+        template = ((obj.get("spec") or {}).get("template") or {}) if t.kind in WORKLOAD_KINDS else {}
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict) and \
+                (errors := podspec.resource_errors(template["spec"], "spec.template.spec")):
+            raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + ", ".join(f"{field}: {message}" for field, message in errors),
+                          details={"name": name, "group": t.group, "kind": t.plural,
+                                   "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors]})
+        if t.kind == "Pod" and isinstance(obj.get("status"), dict) and "qosClass" not in obj["status"]:
+            obj["status"]["qosClass"] = podspec.qos_class(obj["spec"])
         return obj
 
     def _defaults(self, t: ResourceType, obj: Obj) -> None:
@@ -62,14 +108,15 @@ class API:
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("priority", 0)
+            if isinstance(spec, dict):
+                podspec.default_requests(spec)
             status = obj.setdefault("status", {})
             status.setdefault("phase", "Pending")
-            status.setdefault("qosClass", "BestEffort")
         elif t.kind == "Namespace":
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
-        elif t.kind in ("Deployment", "ReplicaSet", "StatefulSet"):
-            obj.setdefault("spec", {}).setdefault("replicas", 1)
+        elif t.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"):
+            _workload_defaults(t.kind, obj.setdefault("spec", {}))
         elif t.kind == "Node":
             obj.setdefault("status", {})
 

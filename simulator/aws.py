@@ -3,8 +3,9 @@
 What a kubelet does when an EC2 instance boots: every running instance tagged
 `kubernetes.io/cluster/<name>=owned` registers as a Node named after its
 private DNS name, with providerID `aws:///<zone>/<instance-id>`, its instance
-type's capacity and its addresses; a Node the controller created first is
-adopted (its labels, taints and finalizer stay). When the instance ends, the
+type's capacity, the allocatable its kubelet leaves after its reservations
+(apis.eks_node, which karpy's AWS catalog plans with) and its addresses; a
+Node the controller created first is adopted (its labels, taints and finalizer stay). When the instance ends, the
 Node loses its backing (Ready=Unknown), as a node whose machine is gone does.
 """
 
@@ -17,8 +18,10 @@ from typing import Any
 import boto3
 from kubernetes.client.exceptions import ApiException
 
+from karpy.apis import eks_node
 from karpy.apis import labels as wk
 from karpy.apis.pods import eni_max_pods
+from karpy.apis.resources import Resources
 from karpy.kubeclient.raw import Informer, RawClient, path_of
 from karpy.simulator.kubelet import node_info
 from karpy.simulator.store import now_rfc3339
@@ -60,15 +63,21 @@ class Registrar:
                     log.warning("registering %s: %s", name, e.reason)
         return 1.0
 
-    def _capacity(self, instance_type: str) -> tuple[dict[str, str], str]:
+    def _resources(self, instance_type: str) -> tuple[dict[str, str], dict[str, str], str]:
+        """The node's capacity and allocatable (capacity less what the EKS AMI's kubelet reserves, as karpy's
+        AWS catalog plans), and its architecture."""
         info = self._types.get(instance_type)
         if info is None:
             info = self._types[instance_type] = self.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
         network = info.get("NetworkInfo") or {}
         pods = eni_max_pods(network.get("MaximumNetworkInterfaces", 1), network.get("Ipv4AddressesPerInterface", 2))
         arch = next((wk.EC2_ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in wk.EC2_ARCHITECTURES), "amd64")
-        return ({"cpu": str(info["VCpuInfo"]["DefaultVCpus"]), "memory": f"{info['MemoryInfo']['SizeInMiB']}Mi",
-                 "pods": str(pods), "ephemeral-storage": "20Gi"}, arch)
+        capacity = eks_node.capacity(vcpu=info["VCpuInfo"]["DefaultVCpus"], memory_mib=info["MemoryInfo"]["SizeInMiB"],
+                                     max_pods=pods)
+        allocatable = eks_node.allocatable(capacity)
+        gpus = sum(g["Count"] for g in (info.get("GpuInfo") or {}).get("Gpus", []) if g.get("Manufacturer") == "NVIDIA")
+        devices = Resources({"nvidia.com/gpu": gpus * 1000} if gpus else {})   # the device plugin's
+        return ({**capacity.to_manifest(), **devices.to_manifest()}, {**allocatable.to_manifest(), **devices.to_manifest()}, arch)
 
     def _join(self, instance: Obj, name: str, node: Obj | None) -> None:
         zone = instance["Placement"]["AvailabilityZone"]
@@ -76,8 +85,8 @@ class Registrar:
         if node is not None and (node.get("spec") or {}).get("providerID") == provider_id and \
                 (node.get("status") or {}).get("addresses"):
             return                                            # joined already
-        capacity, arch = self._capacity(instance["InstanceType"])
-        status = {"capacity": capacity, "allocatable": (node or {}).get("status", {}).get("allocatable") or capacity,
+        capacity, allocatable, arch = self._resources(instance["InstanceType"])
+        status = {"capacity": capacity, "allocatable": allocatable,
                   "addresses": [{"type": "InternalIP", "address": instance.get("PrivateIpAddress", "")},
                                 {"type": "Hostname", "address": name}, {"type": "InternalDNS", "address": name}],
                   "nodeInfo": {**node_info(name), "architecture": arch, "systemUUID": instance["InstanceId"]}}

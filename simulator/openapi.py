@@ -53,7 +53,29 @@ def group_version_doc(types: list[ResourceType]) -> dict[str, Any]:
         paths[f"{base}/{t.plural}"] = {"parameters": params,
                                        "post": {**operation, "operationId": f"create{t.kind}", "x-kubernetes-action": "post"}}
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]}, "paths": paths,
-            "components": {"schemas": {}}}
+            "components": {"schemas": {schema_name(t): kind_schema(t) for t in types if t.schema is not None}}}
+
+
+def schema_name(t: ResourceType) -> str:
+    """The API server's name for a kind's schema: the group reversed, the version, the kind (sh.karpenter.v1alpha5.Provisioner)."""
+    return ".".join([*reversed(t.group.split(".")), t.version, t.kind])
+
+
+def kind_schema(t: ResourceType) -> dict[str, Any]:
+    """A CRD's openAPIV3Schema as the API server publishes it, tagged with its group/version/kind:
+    `kubectl explain` finds a kind's schema by that tag."""
+    schema = dict(t.schema or {})
+    properties = dict(schema.get("properties") or {})
+    properties.setdefault("apiVersion", {"type": "string", "description": "APIVersion defines the versioned schema of this "
+                                         "representation of an object."})
+    properties.setdefault("kind", {"type": "string", "description": "Kind is a string value representing the REST resource "
+                                   "this object represents."})
+    properties["metadata"] = {"type": "object", "description": "Standard object's metadata. More info: "
+                              "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}
+    schema["properties"] = properties
+    schema.setdefault("type", "object")
+    schema["x-kubernetes-group-version-kind"] = [{"group": t.group, "version": t.version, "kind": t.kind}]
+    return schema
 
 
 def index(registry: Registry) -> dict[str, Any]:

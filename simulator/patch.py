@@ -26,8 +26,14 @@ MERGE_KEYS = {
     "containers": "name", "initContainers": "name", "ephemeralContainers": "name", "volumes": "name",
     "volumeMounts": "mountPath", "env": "name", "ports": "containerPort", "conditions": "type",
     "imagePullSecrets": "name", "ownerReferences": "uid", "hostAliases": "ip", "addresses": "type",
-    "topologySpreadConstraints": "topologyKey", "volumeDevices": "devicePath",
+    "topologySpreadConstraints": "topologyKey", "volumeDevices": "devicePath", "readinessGates": "conditionType",
+    "podIPs": "ip", "hostIPs": "ip", "resourceClaims": "name", "resizePolicy": "resourceName",
+    # admissionregistration/v1: a Validating/MutatingWebhookConfiguration's webhooks merge by name, so an
+    # applied edit of one field keeps the rest of the webhook (rules, clientConfig.caBundle, failurePolicy, ...)
+    "webhooks": "name",
 }
+# the same field name with another merge key where its items say so (a Service's ports merge by `port`)
+ALTERNATE_MERGE_KEYS = {"ports": ("containerPort", "port")}
 # lists of scalars merged as sets
 MERGE_SCALAR_LISTS = {"finalizers"}
 
@@ -100,7 +106,7 @@ def _merge_list(current: Any, patch: list[Any], field: str) -> list[Any]:
         out = list(current)
         out += [v for v in patch if v not in out]
         return out
-    key = MERGE_KEYS.get(field)
+    key = _merge_key(field, current, patch)
     if key is None or not all(isinstance(item, dict) for item in patch):
         return [copy.deepcopy(v) for v in patch if not (isinstance(v, dict) and v.get("$patch"))]
     if any(item.get("$patch") == "replace" for item in patch):
@@ -117,3 +123,11 @@ def _merge_list(current: Any, patch: list[Any], field: str) -> list[Any]:
         else:
             out[index] = strategic_merge(out[index], item, field)
     return out
+
+
+def _merge_key(field: str, current: list[Any], patch: list[Any]) -> str | None:
+    keys = ALTERNATE_MERGE_KEYS.get(field)
+    if keys is None:
+        return MERGE_KEYS.get(field)
+    items = [i for i in current + patch if isinstance(i, dict)]
+    return next((k for k in keys if any(k in i for i in items)), keys[0])

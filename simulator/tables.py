@@ -18,11 +18,18 @@ Column = tuple[str, str, int, Callable[[Obj], Any]]    # name, type, priority (1
 
 
 def age(obj: Obj) -> str:
-    created = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not created:
+    return since((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def since(timestamp: str | None) -> str:
+    """How long ago `timestamp` was, as kubectl prints ages."""
+    if not timestamp:
         return "<unknown>"
-    seconds = int((dt.datetime.now(dt.timezone.utc) - dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ")
-                   .replace(tzinfo=dt.timezone.utc)).total_seconds())
+    try:
+        then = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    seconds = int((dt.datetime.now(dt.timezone.utc) - then).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size * (2 if unit != "d" else 1):
             return f"{seconds // size}{unit}"
@@ -55,6 +62,32 @@ def _node_status(o: Obj) -> str:
 
 def _address(kind: str) -> Callable[[Obj], str]:
     return lambda o: next((a["address"] for a in (o.get("status") or {}).get("addresses") or [] if a.get("type") == kind), "<none>")
+
+
+def _event_last_seen(o: Obj) -> str:
+    """The API server's LAST SEEN: `5m`, or `5m (x3 over 10m)` for an Event seen more than once."""
+    last = o.get("lastTimestamp") or (o.get("series") or {}).get("lastObservedTime") or o.get("deprecatedLastTimestamp") \
+        or o.get("eventTime") or (o.get("metadata") or {}).get("creationTimestamp")
+    count = int(o.get("count") or (o.get("series") or {}).get("count") or o.get("deprecatedCount") or 0)
+    if count > 1:
+        return f"{since(last)} (x{count} over {since(o.get('firstTimestamp') or last)})"
+    return since(last)
+
+
+def _event_object(o: Obj) -> str:
+    involved = o.get("involvedObject") or o.get("regarding") or {}     # core/v1, events.k8s.io/v1
+    return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+
+
+def _event_source(o: Obj) -> str:
+    source = o.get("source") or {}
+    component = source.get("component") or o.get("reportingComponent") or ""
+    return f"{component}, {source['host']}" if source.get("host") else component
+
+
+def _job_status(o: Obj) -> str:
+    types = {c.get("type") for c in (o.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    return "Complete" if "Complete" in types else "Failed" if "Failed" in types else "Running"
 
 
 def _replicas(field: str) -> Callable[[Obj], Any]:
@@ -92,6 +125,25 @@ COLUMNS: dict[str, list[Column]] = {
     "DaemonSet": [
         ("Name", "string", 0, _name), ("Desired", "integer", 0, _replicas("desiredNumberScheduled")),
         ("Current", "integer", 0, _replicas("currentNumberScheduled")), ("Ready", "integer", 0, _replicas("numberReady")),
+        ("Age", "string", 0, age),
+    ],
+    "Event": [
+        ("Last Seen", "string", 0, _event_last_seen), ("Type", "string", 0, lambda o: o.get("type", "")),
+        ("Reason", "string", 0, lambda o: o.get("reason", "")), ("Object", "string", 0, _event_object),
+        ("Subobject", "string", 1, lambda o: (o.get("involvedObject") or {}).get("fieldPath", "")),
+        ("Source", "string", 1, _event_source), ("Message", "string", 0, lambda o: o.get("message") or o.get("note") or ""),
+        ("First Seen", "string", 1, lambda o: since(o.get("firstTimestamp") or o.get("eventTime"))),
+        ("Count", "integer", 1, lambda o: int(o.get("count") or 1)), ("Name", "string", 1, _name),
+    ],
+    "StatefulSet": [
+        ("Name", "string", 0, _name),
+        ("Ready", "string", 0, lambda o: f"{_replicas('readyReplicas')(o)}/{(o.get('spec') or {}).get('replicas', 1)}"),
+        ("Age", "string", 0, age),
+    ],
+    "Job": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, _job_status),
+        ("Completions", "string", 0, lambda o: f"{_replicas('succeeded')(o)}/{(o.get('spec') or {}).get('completions', 1)}"),
         ("Age", "string", 0, age),
     ],
     "Namespace": [("Name", "string", 0, _name), ("Status", "string", 0, lambda o: (o.get("status") or {}).get("phase", "Active")),

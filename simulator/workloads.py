@@ -21,7 +21,7 @@ from karpy.apis.conditions import ready
 from karpy.apis.requirements import Requirements
 from karpy.apis.selectors import Taint, untolerated
 from karpy.apis import disruption
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
 
 log = logging.getLogger("simulator.workloads")
 Obj = dict[str, Any]
@@ -51,6 +51,114 @@ def by_controller(objects: list[Obj]) -> dict[str, list[Obj]]:
 def template_hash(template: Obj) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
+
+# --- status, as the real controllers write it (what `kubectl wait` and `kubectl rollout status` read) ---------
+def conditions(current: list[Obj] | None, wanted: list[tuple[str, str, str, str]], *, update_time: bool = False) -> list[Obj]:
+    """`wanted` (type, status, reason, message) as conditions; an unchanged one keeps its timestamps, so a
+    controller pass that changes nothing writes nothing."""
+    now = now_rfc3339()
+    before = {c.get("type"): c for c in current or []}
+    out = []
+    for kind, status, reason, message in wanted:
+        old = before.get(kind) or {}
+        same = old.get("status") == status
+        condition = {"type": kind, "status": status,
+                     "lastTransitionTime": old.get("lastTransitionTime", now) if same else now,
+                     "reason": reason, "message": message}
+        if update_time:
+            unchanged = same and old.get("reason") == reason and old.get("message") == message
+            condition["lastUpdateTime"] = old.get("lastUpdateTime", now) if unchanged else now
+        out.append(condition)
+    return out
+
+
+def _scaled(value: Any, total: int) -> int:
+    """An intOrString like maxUnavailable: `2`, or `25%` of `total` rounded down."""
+    if isinstance(value, str) and value.endswith("%"):
+        return int(total * int(value[:-1]) // 100)
+    return int(value or 0)
+
+
+def deployment_status(d: Obj, owned: list[Obj], current: Obj | None) -> dict[str, Any]:
+    """The Deployment controller's status: counts over its ReplicaSets, and Available / Progressing."""
+    spec, meta = d.get("spec") or {}, d["metadata"]
+    replicas = int(spec.get("replicas", 1))
+    statuses = [rs.get("status") or {} for rs in owned]
+    total = sum(s.get("replicas", 0) for s in statuses)
+    available = sum(s.get("availableReplicas", 0) for s in statuses)
+    ready_count = sum(s.get("readyReplicas", 0) for s in statuses)
+    updated = ((current or {}).get("status") or {}).get("replicas", 0) if current else 0
+    strategy = spec.get("strategy") or {}
+    max_unavailable = 0 if strategy.get("type") == "Recreate" or replicas == 0 else \
+        _scaled((strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%"), replicas)
+    name = (current or {}).get("metadata", {}).get("name", meta["name"])
+    if available >= replicas - max_unavailable:
+        availability = ("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
+    else:
+        availability = ("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.")
+    if current is not None and updated == replicas and total == replicas and available >= replicas:
+        progress = ("Progressing", "True", "NewReplicaSetAvailable", f'ReplicaSet "{name}" has successfully progressed.')
+    else:
+        progress = ("Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{name}" is progressing.')
+    status: dict[str, Any] = {
+        "observedGeneration": meta.get("generation", 1), "replicas": total, "updatedReplicas": updated,
+        "readyReplicas": ready_count, "availableReplicas": available, "unavailableReplicas": max(0, replicas - available),
+        "conditions": conditions((d.get("status") or {}).get("conditions"), [availability, progress], update_time=True),
+    }
+    return status
+
+
+def replica_status(owner: Obj, active: list[Obj]) -> dict[str, Any]:
+    """A ReplicaSet's or StatefulSet's status over its live pods."""
+    meta = owner["metadata"]
+    ready_count = sum(1 for p in active if ready(p))
+    status: dict[str, Any] = {"replicas": len(active), "readyReplicas": ready_count, "availableReplicas": ready_count,
+                              "observedGeneration": meta.get("generation", 1)}
+    if owner["kind"] == "ReplicaSet":
+        status["fullyLabeledReplicas"] = len(active)
+    else:                     # one revision: every pod runs the current template
+        revision = f"{meta['name']}-{template_hash((owner.get('spec') or {}).get('template') or {})}"
+        status.update({"currentReplicas": len(active), "updatedReplicas": len(active), "currentRevision": revision,
+                       "updateRevision": revision, "collisionCount": 0})
+    return status
+
+
+def _job_counts(pods: list[Obj]) -> tuple[int, int]:
+    phases = [(p.get("status") or {}).get("phase") for p in pods]
+    return phases.count("Succeeded"), phases.count("Failed")
+
+
+def job_wants(job: Obj, pods: list[Obj]) -> int:
+    """Active pods the Job wants: its parallelism, no more than the completions still missing, none once done."""
+    spec = job.get("spec") or {}
+    succeeded, failed = _job_counts(pods)
+    if failed > int(spec.get("backoffLimit", 6)):
+        return 0
+    parallelism = int(spec["parallelism"]) if spec.get("parallelism") is not None else 1
+    completions = spec.get("completions")
+    if completions is None:                    # work queue: done when any pod succeeded
+        return 0 if succeeded else parallelism
+    return max(0, min(parallelism, int(completions) - succeeded))
+
+
+def job_status(job: Obj, pods: list[Obj]) -> dict[str, Any]:
+    """The Job controller's status: counts, start and completion times, and Complete / Failed."""
+    spec, before = job.get("spec") or {}, job.get("status") or {}
+    succeeded, failed = _job_counts(pods)
+    active = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    status: dict[str, Any] = {"active": len(active), "ready": sum(1 for p in active if ready(p)), "succeeded": succeeded,
+                              "failed": failed, "startTime": before.get("startTime") or now_rfc3339()}
+    completions = spec.get("completions")
+    done = succeeded >= int(completions) if completions is not None else succeeded > 0 and not active
+    wanted = []
+    if done:
+        wanted.append(("Complete", "True", "CompletionsReached", "Reached expected number of succeeded pods"))
+        status["completionTime"] = before.get("completionTime") or now_rfc3339()
+    elif failed > int(spec.get("backoffLimit", 6)):
+        wanted.append(("Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit"))
+    if wanted:
+        status["conditions"] = conditions(before.get("conditions"), wanted)
+    return status
 
 
 class Workloads:
@@ -181,13 +289,7 @@ class Workloads:
             if rs["metadata"]["name"] != wanted and (rs.get("spec") or {}).get("replicas"):
                 self._write(f"scaling down {rs['metadata']['name']}", self.client.patch,
                             path_of("apps/v1", "replicasets", meta["namespace"], rs["metadata"]["name"]), {"spec": {"replicas": 0}})
-        statuses = [rs.get("status") or {} for rs in owned]
-        ready_count = sum(s.get("readyReplicas", 0) for s in statuses)
-        self._status(d, "deployments", {
-            "observedGeneration": meta.get("generation", 1), "replicas": sum(s.get("replicas", 0) for s in statuses),
-            "updatedReplicas": (current or {}).get("status", {}).get("replicas", 0) if current else 0,
-            "readyReplicas": ready_count, "availableReplicas": ready_count,
-            "unavailableReplicas": max(0, replicas - ready_count)})
+        self._status(d, "deployments", deployment_status(d, owned, current))
 
     def _replicas(self, owner: Obj, pods: list[Obj], field: str, *, ordinal: bool) -> None:
         """`pods` are the ones `owner` controls."""
@@ -198,6 +300,8 @@ class Workloads:
         mine = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         active = [p for p in mine if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         want = int(spec.get(field, 1) if spec.get(field) is not None else 1)
+        if owner["kind"] == "Job":
+            want = job_wants(owner, mine)
         if ordinal:
             names = {p["metadata"]["name"] for p in active}
             for i in range(want):
@@ -217,12 +321,10 @@ class Workloads:
                                                        p["metadata"].get("creationTimestamp", "")), reverse=False)
                 for p in victims[:len(active) - want]:
                     self._delete_pod(p)
-        ready_count = sum(1 for p in active if ready(p))
-        status: dict[str, Any] = {"replicas": len(active), "readyReplicas": ready_count, "availableReplicas": ready_count,
-                                  "observedGeneration": meta.get("generation", 1)}
         if owner["kind"] == "Job":
-            status = {"active": len(active), "ready": ready_count}
-        self._status(owner, plural, status)
+            self._status(owner, plural, job_status(owner, mine))
+        else:
+            self._status(owner, plural, replica_status(owner, active))
 
     def _daemonset(self, ds: Obj, pods: list[Obj], nodes: list[Obj]) -> None:
         """`pods` are the ones `ds` controls."""
@@ -255,8 +357,9 @@ class Workloads:
                 self._delete_pod(pod)
         ready_count = sum(1 for p in mine.values() if ready(p))
         self._status(ds, "daemonsets", {"desiredNumberScheduled": len(eligible), "currentNumberScheduled": len(mine),
-                                        "numberReady": ready_count, "numberMisscheduled": 0,
-                                        "observedGeneration": meta.get("generation", 1)})
+                                        "updatedNumberScheduled": len(mine), "numberReady": ready_count,
+                                        "numberAvailable": ready_count, "numberUnavailable": max(0, len(eligible) - ready_count),
+                                        "numberMisscheduled": 0, "observedGeneration": meta.get("generation", 1)})
 
     def _created_on(self, ds: Obj, node: str) -> bool:
         return self._on_node.get(ds["metadata"]["uid"], {}).get(node, 0) > time.monotonic()

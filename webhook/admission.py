@@ -53,6 +53,10 @@ Handler = Callable[[dict[str, Any]], Verdict]      # the request's object -> wha
 _MISSING_OBJECT = Verdict(errors=(FieldError("request.object", "missing required field"),))
 
 
+# The versions the API server may send (admissionReviewVersions); others are refused, not guessed at.
+ADMISSION_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+
 class BadReview(ValueError):
     """A body that is not an AdmissionReview (answered with HTTP 400)."""
 
@@ -65,8 +69,12 @@ def parse_review(body: Mapping[str, Any]) -> AdmissionReview:
         review = AdmissionReview.model_validate(body)
     except pydantic.ValidationError as e:
         raise BadReview("not an AdmissionReview: " + "; ".join(str(f) for f in from_validation_error(e))) from None
-    if review.kind != "AdmissionReview" or not review.api_version.startswith("admission.k8s.io/"):
+    if review.kind != "AdmissionReview":
         raise BadReview(f"not an AdmissionReview: got {review.api_version} {review.kind}")
+    if review.api_version not in ADMISSION_VERSIONS:
+        raise BadReview(
+            f"unsupported AdmissionReview apiVersion {review.api_version!r}: expected one of {', '.join(ADMISSION_VERSIONS)}"
+        )
     return review
 
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from karpy.apis import eks_node
 from karpy.apis import labels as wk
 from karpy.apis.errors import FieldError, join
 from karpy.apis.pods import eni_max_pods
@@ -28,7 +27,6 @@ from karpy.controller.cloudprovider.types import InstanceType, Offering
 
 AWS_DATA = Path(__file__).parent / "aws" / "instance_types.json"
 AWS_REGION = "us-east-1"
-VM_MEMORY_OVERHEAD = Fraction(75, 1000)   # Karpenter v0.16's --vm-memory-overhead: memory the hypervisor keeps
 SPOT_BASE_DISCOUNT = 0.30                 # spot = on-demand x (0.30 + 0.02 x ((zone index + len(family)) % 5))
 MI = 1024 * 1024
 
@@ -157,27 +155,13 @@ def _requirements(name: str, labels: Mapping[str, str], offerings: Sequence[Offe
 _NAME = re.compile(r"^(?P<family>(?P<category>[a-z]+)(?P<generation>[0-9]+)[a-z0-9-]*)\.(?P<size>.+)$")
 
 
-def _eks_kube_reserved_cpu_milli(vcpu: int) -> int:
-    """The EKS AMI's kube-reserved CPU: 6% of the first core, 1% of the second,
-    0.5% of the third and fourth, 0.25% of every other."""
-    milli = 0.0
-    for core in range(vcpu):
-        milli += 1000 * (0.06 if core == 0 else 0.01 if core == 1 else 0.005 if core < 4 else 0.0025)
-    return int(math.ceil(milli))
-
-
 def _aws_overhead(kubelet: KubeletConfiguration | None, capacity: Resources) -> Resources:
-    pods = capacity.get(PODS, 0) // 1000
-    kube = Resources({
-        CPU: _eks_kube_reserved_cpu_milli(capacity.get(CPU, 0) // 1000),
-        MEMORY: (11 * pods + 255) * MI * 1000,
-        EPHEMERAL_STORAGE: 1024 * MI * 1000,
-    })
+    kube = eks_node.kube_reserved(vcpu=capacity.get(CPU, 0) // 1000, max_pods=capacity.get(PODS, 0) // 1000)
     kube.update(_reserved(kubelet, "kube_reserved") or {})
-    system = Resources({CPU: 100, MEMORY: 100 * MI * 1000})
+    system = Resources(eks_node.SYSTEM_RESERVED)
     system.update(_reserved(kubelet, "system_reserved") or {})
     total = kube + system
-    total[MEMORY] = total.get(MEMORY, 0) + _eviction_memory(kubelet, capacity, 100)
+    total[MEMORY] = total.get(MEMORY, 0) + _eviction_memory(kubelet, capacity, eks_node.EVICTION_MEMORY_MI)
     return total
 
 
@@ -205,9 +189,7 @@ def aws_catalog_from_records(records: Sequence[Mapping[str, Any]], *, region: st
             offerings += [Offering(z, wk.CAPACITY_TYPE_SPOT, (spot_prices or {}).get((t["name"], z)) or
                                    spot_price(t["price"], family=family, zone_index=zones.index(z)))
                           for z in t["zones"]]
-        memory = Fraction(t["memoryMiB"] * MI) * (1 - VM_MEMORY_OVERHEAD)
-        capacity = Resources({CPU: t["vcpu"] * 1000, MEMORY: math.floor(memory) * 1000,
-                              EPHEMERAL_STORAGE: 20 * 1024 * MI * 1000})
+        capacity = eks_node.capacity(vcpu=t["vcpu"], memory_mib=t["memoryMiB"])
         max_pods = eni_max_pods(t["enis"], t["ipv4PerEni"])
         labels = {
             wk.ARCH: t["arch"], wk.REGION: region,

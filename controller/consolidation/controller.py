@@ -38,6 +38,8 @@ ACTIONS = Counter("karpy_consolidation_actions_performed_total", "Consolidation 
 CANCELLED = Counter("karpy_consolidation_actions_cancelled_total", "Consolidation actions dropped on re-validation",
                     ["action"])
 REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
+REPORT_AGAIN_AFTER = dt.timedelta(minutes=30)   # an unchanged reason for a kept node is said again only this rarely
+REPORT_NODE_EVERY = dt.timedelta(minutes=2)     # and a node's changed reason no sooner than this (Karpenter's dedupe TTL)
 SETTLE_CHECK_SECONDS = 2.0                   # while an action completes, look again this soon
 
 
@@ -94,7 +96,7 @@ class Consolidation:
         self.settings = settings
         self._proposal: _Proposal | None = None
         self._replacing: _Replacing | None = None
-        self._reasons: dict[str, str] = {}        # last reason each kept node was given (events only on change)
+        self._reasons: dict[str, dict[str, dt.datetime]] = {}   # per kept node: each reason given, and when
 
     # --- deciding ----------------------------------------------------------------------------
     def unsettled(self) -> str | None:
@@ -193,10 +195,17 @@ class Consolidation:
 
     # --- effects -----------------------------------------------------------------------------
     def _report_kept(self, plan: ConsolidationPlan) -> None:
+        """One Unconsolidatable event per node and reason: a reason already given is not repeated each pass,
+        nor when the node's reasons alternate, until REPORT_AGAIN_AFTER has passed; a node's new reason waits
+        until REPORT_NODE_EVERY after its last one."""
+        now = self.clock.now()
         for kept in plan.kept:
-            if not kept.considered or self._reasons.get(kept.node) == kept.reason:
+            given = self._reasons.setdefault(kept.node, {})
+            if not kept.considered or (kept.reason in given and now - given[kept.reason] < REPORT_AGAIN_AFTER):
                 continue
-            self._reasons[kept.node] = kept.reason
+            if given and now - max(given.values()) < REPORT_NODE_EVERY:
+                continue                       # a reason that changes every pass is said every few minutes, not every pass
+            given[kept.reason] = now
             node = self.state.nodes.get("", kept.node)
             if node is None or self.state.ours(node) is None:
                 continue

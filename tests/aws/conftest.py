@@ -37,6 +37,8 @@ class Moto:
     subnets: dict[str, str]          # zone -> subnet id
     security_group: str
     image: str
+    arm_image: str = ""              # the EKS AL2 arm64 AMI
+    gpu_image: str = ""              # the EKS AL2 GPU AMI (NVIDIA and Neuron)
 
     def instances(self, *states: str) -> list[dict[str, Any]]:
         found = [i for r in self.ec2.describe_instances()["Reservations"] for i in r["Instances"]]
@@ -74,12 +76,14 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
     ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24", AvailabilityZone="us-east-1c")     # not tagged: not used
     group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc, TagSpecifications=[
         {"ResourceType": "security-group", "Tags": tags}])["GroupId"]
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    images = ec2.describe_images(Owners=["amazon"])["Images"]
+    image, gpu_image = [i["ImageId"] for i in images if i.get("Architecture") == "x86_64"][:2]
+    arm_image = next(i["ImageId"] for i in images if i.get("Architecture") == "arm64")
     for minor in ("1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33"):
-        seed_parameter(f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2/recommended/image_id", image)
-        seed_parameter(f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2-arm64/recommended/image_id", image)
+        for suffix, ami in (("", image), ("-arm64", arm_image), ("-gpu", gpu_image)):
+            seed_parameter(f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2{suffix}/recommended/image_id", ami)
     try:
-        yield Moto(url, ec2, subnets, group, image)
+        yield Moto(url, ec2, subnets, group, image, arm_image, gpu_image)
     finally:
         refusing.close()
         server.stop()

@@ -116,3 +116,89 @@ def test_ami_selector_picks_the_image_by_tag_or_id_for_the_architecture(moto: Mo
     cloud = provider(kube, nothing)
     with pytest.raises(AwsConfigError, match="no x86_64 image matches amiSelector"):
         cloud.create(request(cloud, "default-noami", "m5.large"))
+
+
+def _template_images(moto: Moto, names: list[str]) -> list[str]:
+    out = []
+    for name in names:
+        (version,) = moto.ec2.describe_launch_template_versions(LaunchTemplateName=name)["LaunchTemplateVersions"]
+        out.append(version["LaunchTemplateData"]["ImageId"])
+    return out
+
+
+def test_an_arm64_instance_type_launches_with_the_arm64_eks_ami(moto: Moto, kube: Kube) -> None:
+    cloud = provider(kube)
+    instance = cloud.create(request(cloud, "default-graviton", "a1.2xlarge"))
+    (launched,) = [i for i in moto.instances() if instance.provider_id.endswith(i["InstanceId"])]
+    assert launched["InstanceType"] == "a1.2xlarge"
+    assert launched["ImageId"] == moto.arm_image != moto.image
+
+
+def test_instance_types_are_grouped_by_ami_into_one_launch_template_each(moto: Moto, kube: Kube) -> None:
+    from karpy.controller.cloudprovider.aws.launch import fleet_request
+    cloud = provider(kube)
+    types = ("m5.large", "a1.2xlarge", "g4dn.xlarge", "inf1.xlarge", "m5.xlarge")
+    names = cloud._launch_templates(request(cloud, "default-mixed", *types), cloud.templates("default"),
+                                    [moto.security_group], list(types))
+    assert set(names) == set(types)
+    by_image = dict(zip(names, _template_images(moto, list(names.values()))))
+    assert by_image == {"m5.large": moto.image, "m5.xlarge": moto.image, "a1.2xlarge": moto.arm_image,
+                        "g4dn.xlarge": moto.gpu_image, "inf1.xlarge": moto.gpu_image}
+    assert names["m5.large"] == names["m5.xlarge"] and names["g4dn.xlarge"] == names["inf1.xlarge"]
+    assert len(set(names.values())) == 3 == len(moto.ec2.describe_launch_templates()["LaunchTemplates"])
+    overrides = [(t, "subnet-1", "us-east-1a", float(i)) for i, t in enumerate(types)]
+    fleet = fleet_request(templates=names, overrides=overrides, capacity_type=wk.CAPACITY_TYPE_ON_DEMAND, tags={})
+    configs = fleet["LaunchTemplateConfigs"]
+    assert [c["LaunchTemplateSpecification"]["LaunchTemplateName"] for c in configs] == list(dict.fromkeys(
+        names[t] for t in types))                                                  # the cheapest override's template first
+    assert [[o["InstanceType"] for o in c["Overrides"]] for c in configs] == [
+        ["m5.large", "m5.xlarge"], ["a1.2xlarge"], ["g4dn.xlarge", "inf1.xlarge"]]
+
+
+def test_bottlerocket_and_ubuntu_choose_their_variant_per_instance_type() -> None:
+    from karpy.controller.cloudprovider.aws.launch import ami_parameter
+    assert ami_parameter("Bottlerocket", "1.31", "arm64") == "/aws/service/bottlerocket/aws-k8s-1.31/arm64/latest/image_id"
+    assert ami_parameter("Bottlerocket", "1.31", "amd64", nvidia_gpu=True) == \
+        "/aws/service/bottlerocket/aws-k8s-1.31-nvidia/x86_64/latest/image_id"
+    assert ami_parameter("Bottlerocket", "1.31", "amd64", neuron=True) == \
+        "/aws/service/bottlerocket/aws-k8s-1.31/x86_64/latest/image_id"          # v0.16: no Neuron variant
+    assert ami_parameter("AL2", "1.31", "amd64", neuron=True).endswith("/amazon-linux-2-gpu/recommended/image_id")
+    assert "/arm64/hvm/" in ami_parameter("Ubuntu", "1.31", "arm64")
+
+
+def test_ami_selector_gives_each_architecture_its_own_image(moto: Moto, kube: Kube) -> None:
+    images = moto.ec2.describe_images(Owners=["amazon"])["Images"]
+    x86 = next(i["ImageId"] for i in images if i.get("Architecture") == "x86_64")
+    arm = next(i["ImageId"] for i in images if i.get("Architecture") == "arm64")
+    template = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                                                   "amiSelector": {"aws-ids": f"{x86},{arm}"}})
+    cloud = provider(kube, template)
+    names = cloud._launch_templates(request(cloud, "default-sel", "m5.large", "a1.2xlarge"), template,
+                                    [moto.security_group], ["m5.large", "a1.2xlarge"])
+    assert dict(zip(names, _template_images(moto, list(names.values())))) == {"m5.large": x86, "a1.2xlarge": arm}
+
+
+def test_images_tagged_with_well_known_labels_get_a_launch_template_each(moto: Moto, kube: Kube) -> None:
+    """v0.16.3 launchtemplate_test, "Custom AMI Selector": multiple AMIs discovered make multiple launch templates,
+    each instance type on the image whose requirements (architecture, well-known-label tags) it meets."""
+    x86 = [i["ImageId"] for i in moto.ec2.describe_images(Owners=["amazon"])["Images"] if i.get("Architecture") == "x86_64"]
+    large, xlarge = x86[3], x86[4]
+    for image, instance_type in ((large, "m5.large"), (xlarge, "m5.xlarge")):
+        moto.ec2.create_tags(Resources=[image], Tags=[{"Key": "karpy-test", "Value": "multi"},
+                                                      {"Key": wk.INSTANCE_TYPE, "Value": instance_type}])
+    template = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                                                   "amiSelector": {"karpy-test": "multi"}})
+    cloud = provider(kube, template)
+    instance = cloud.create(request(cloud, "default-multi", "m5.large", "m5.xlarge"))
+    (launched,) = [i for i in moto.instances() if instance.provider_id.endswith(i["InstanceId"])]
+    assert (launched["InstanceType"], launched["ImageId"]) == ("m5.large", large)
+    images = {_template_images(moto, [t["LaunchTemplateName"]])[0]
+              for t in moto.ec2.describe_launch_templates()["LaunchTemplates"]}
+    assert images == {large, xlarge}
+
+    nothing_fits = AWSNodeTemplateSpec.model_validate({"subnetSelector": DISCOVERY, "securityGroupSelector": DISCOVERY,
+                                                       "amiSelector": {"aws-ids": large}})
+    cloud = provider(kube, nothing_fits)
+    with pytest.raises(AwsConfigError, match="no x86_64 image matches amiSelector"):
+        cloud.create(request(cloud, "default-nofit", "m5.xlarge"))
+    assert len(moto.instances()) == 1

@@ -97,6 +97,41 @@ def test_a_blocked_node_gets_an_event_naming_the_blocker(env: Env) -> None:
     assert len(event()) == 1                       # the same reason is not reported again
 
 
+def test_an_unchanged_reason_is_not_reported_every_pass(env: Env) -> None:
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
+              pod("keep", cpu="1", node_name="a", annotations={wk.DO_NOT_EVICT: "true"}), pod("other", cpu="6", node_name="b"))
+
+    def events() -> list[dict[str, Any]]:
+        return [e for e in env.client.get(path_of("v1", "events", "default"))["items"]
+                if e["reason"] == "Unconsolidatable" and e["involvedObject"]["name"] == "a"]
+    for _ in range(6):                              # a minute of passes, 10 s apart
+        c.reconcile()
+        env.clock.step(10)
+    (event,) = env.settle(events)
+    assert event["count"] == 1
+    env.clock.step(31 * 60)                         # said again only after a long while: the same Event, counted
+    c.reconcile()
+    env.settle(lambda: [e["count"] for e in events()] == [2])
+
+
+def test_reasons_that_change_every_pass_are_said_every_few_minutes_not_every_pass(env: Env) -> None:
+    from karpy.controller.consolidation.decisions import ConsolidationPlan, Kept
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"))
+
+    def messages() -> list[str]:
+        return sorted(e["message"] for e in env.client.get(path_of("v1", "events", "default"))["items"]
+                      if e["reason"] == "Unconsolidatable" and e["involvedObject"]["name"] == "a")
+    for i in range(6):                              # a reason naming a node planned with a new name each pass
+        c._report_kept(ConsolidationPlan([], [Kept("a", f"no cheaper fit: would need node default-{i}")]))
+        env.clock.step(10)
+    assert env.settle(messages) == ["no cheaper fit: would need node default-0"]
+    env.clock.step(120)
+    c._report_kept(ConsolidationPlan([], [Kept("a", "no cheaper fit: would need node default-9")]))
+    env.settle(lambda: len(messages()) == 2)
+
+
 def test_nothing_is_proposed_while_pods_wait_for_capacity(env: Env) -> None:
     c = consolidation(env)
     # fits on no node: the local cluster's scheduler marks it Unschedulable

@@ -20,20 +20,32 @@ MAX_OVERRIDES = 60                   # CreateFleet takes at most this many insta
 Obj = dict[str, Any]
 
 
-def ami_parameter(family: str, kubernetes_minor: str, arch: str, *, gpu: bool = False) -> str:
-    """The public SSM parameter EKS publishes the family's recommended AMI under."""
+def ami_parameter(family: str, kubernetes_minor: str, arch: str, *, nvidia_gpu: bool = False, neuron: bool = False) -> str:
+    """The public SSM parameter EKS publishes the family's recommended AMI under, for one kind of machine.
+
+    As Karpenter v0.16 chose: AL2 takes its `-gpu` image for NVIDIA GPUs and for Inferentia (Neuron), else
+    `-arm64` on Graviton; Bottlerocket its `-nvidia` variant for NVIDIA GPUs, per architecture; Ubuntu
+    one image per architecture."""
     family = family or "AL2"
     if family == "AL2":
-        suffix = "-gpu" if gpu else "-arm64" if arch == wk.ARCH_ARM64 else ""
+        suffix = "-gpu" if nvidia_gpu or neuron else "-arm64" if arch == wk.ARCH_ARM64 else ""
         return f"/aws/service/eks/optimized-ami/{kubernetes_minor}/amazon-linux-2{suffix}/recommended/image_id"
     if family == "Bottlerocket":
-        variant = f"aws-k8s-{kubernetes_minor}" + ("-nvidia" if gpu else "")
+        variant = f"aws-k8s-{kubernetes_minor}" + ("-nvidia" if nvidia_gpu else "")
         machine = "arm64" if arch == wk.ARCH_ARM64 else "x86_64"
         return f"/aws/service/bottlerocket/{variant}/{machine}/latest/image_id"
     if family == "Ubuntu":
         machine = "arm64" if arch == wk.ARCH_ARM64 else "amd64"
         return f"/aws/service/canonical/ubuntu/eks/20.04/{kubernetes_minor}/stable/current/{machine}/hvm/ebs-gp2/ami-id"
     raise ValueError(f"amiFamily {family!r} has no public AMI parameter (Custom needs amiSelector)")
+
+
+def group_by_image(images: Mapping[str, str]) -> dict[str, list[str]]:
+    """instance type -> AMI, turned into AMI -> its instance types (in the order given): one launch template each."""
+    groups: dict[str, list[str]] = {}
+    for instance_type, image in images.items():
+        groups.setdefault(image, []).append(instance_type)
+    return groups
 
 
 def al2_user_data(*, cluster: str, endpoint: str, ca_bundle: str | None, max_pods: int | None,
@@ -150,19 +162,23 @@ def launch_template_name(cluster: str, data: Mapping[str, Any]) -> str:
     return f"karpy/{cluster}/{digest}"
 
 
-def fleet_request(*, template: str, overrides: Sequence[tuple[str, str, str, float]], capacity_type: str,
+def fleet_request(*, templates: Mapping[str, str], overrides: Sequence[tuple[str, str, str, float]], capacity_type: str,
                   tags: Mapping[str, str]) -> Obj:
-    """CreateFleet `instant` for one instance. `overrides` are (instance type, subnet, zone, price), cheapest first.
+    """CreateFleet `instant` for one instance. `overrides` are (instance type, subnet, zone, price), cheapest first;
+    `templates` names each instance type's launch template (instance types with different AMIs need different
+    templates): one launch template config per template, the one holding the cheapest override first.
     The fleet launcher sets the ClientToken and the capacity of the batch."""
     chosen = list(overrides)[:MAX_OVERRIDES]
+    configs: dict[str, list[Obj]] = {}
+    for i, (t, s, z, _) in enumerate(chosen):
+        configs.setdefault(templates[t], []).append(
+            {"InstanceType": t, "SubnetId": s, "AvailabilityZone": z,
+             **({"Priority": float(i)} if capacity_type == wk.CAPACITY_TYPE_ON_DEMAND else {})})
     request: Obj = {
         "Type": "instant",
-        "LaunchTemplateConfigs": [{
-            "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
-            "Overrides": [{"InstanceType": t, "SubnetId": s, "AvailabilityZone": z,
-                           **({"Priority": float(i)} if capacity_type == wk.CAPACITY_TYPE_ON_DEMAND else {})}
-                          for i, (t, s, z, _) in enumerate(chosen)],
-        }],
+        "LaunchTemplateConfigs": [
+            {"LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"}, "Overrides": config_overrides}
+            for name, config_overrides in configs.items()],
         "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
         "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}],
     }

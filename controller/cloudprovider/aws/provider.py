@@ -34,7 +34,8 @@ from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error
 from karpy.controller.cloudprovider.aws.fleet import FleetLauncher
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
-from karpy.controller.cloudprovider.aws.launch import (al2_user_data, ami_parameter, bottlerocket_user_data, fleet_request,
+from karpy.controller.cloudprovider.aws.launch import (MAX_OVERRIDES, al2_user_data, ami_parameter, bottlerocket_user_data,
+                                                 fleet_request, group_by_image,
                                                  launch_template_data, launch_template_name)
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
@@ -132,14 +133,13 @@ class AwsCloudProvider:
             if not overrides:
                 raise InsufficientCapacity("; ".join([*warnings, f"no capacity left for any of {len(request.instance_type_options)} "
                                                       "instance type option(s) in the zones of the discovered subnets"]))
-            arch = request.requirements.get(wk.ARCH)
-            name = self._launch_template(request, template, groups,
-                                         arch=next(iter(sorted(arch.values))) if arch and not arch.complement and arch.values
-                                         else wk.ARCH_AMD64)
+            # templates only for the types the fleet request will carry
+            names = self._launch_templates(request, template, groups, [o[0] for o in overrides[:MAX_OVERRIDES]])
+            overrides = [o for o in overrides if o[0] in names]
             tags = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
                     wk.PROVISIONER_NAME: request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
                     **(template.tags or {})}
-            launched = self.fleet.launch(fleet_request(template=name, overrides=overrides, capacity_type=capacity_type,
+            launched = self.fleet.launch(fleet_request(templates=names, overrides=overrides, capacity_type=capacity_type,
                                                        tags=tags), request.node_name)
             warnings += self._note_errors(launched.errors, capacity_type)
             if launched.instance is not None:
@@ -182,13 +182,39 @@ class AwsCloudProvider:
                                        lifecycle)] = self.clock() + UNAVAILABLE_SECONDS
         return list(dict.fromkeys(said))
 
-    def _launch_template(self, request: NodeRequest, template: AWSSettings, groups: list[str], *, arch: str) -> str:
+    def _launch_templates(self, request: NodeRequest, template: AWSSettings, groups: list[str],
+                          offered: Sequence[str]) -> dict[str, str]:
+        """instance type -> the launch template to launch it with, for the types in `offered`.
+
+        As Karpenter v0.16: each instance type's AMI is resolved (its architecture, GPU and Neuron variant,
+        or the newest amiSelector image it is compatible with), the types are grouped by AMI, and each group
+        gets a launch template of its own. A type whose AMI cannot be resolved is left out (said in the log);
+        only when none resolves is the launch an error."""
+        types = {it.name: it for it in request.instance_type_options if it.name in set(offered)}
         if template.launch_template_name:
-            return template.launch_template_name
-        image = self._image(template, arch)
+            return dict.fromkeys(types, template.launch_template_name)
+        images: dict[str, str] = {}
+        problems: list[str] = []
+        for name, it in types.items():
+            try:
+                images[name] = self._image(template, it)
+            except AwsConfigError as e:
+                problems.append(str(e))
+        if not images:
+            raise AwsConfigError("; ".join(dict.fromkeys(problems)))
+        for problem in dict.fromkeys(problems):
+            log.error("Resolving AMIs for %s: %s; launching with the instance types that have one", request.node_name, problem)
+        names: dict[str, str] = {}
+        for image, members in group_by_image(images).items():
+            name = self._launch_template(request, template, groups, image=image, members=[types[m] for m in members])
+            names.update(dict.fromkeys(members, name))
+        return names
+
+    def _launch_template(self, request: NodeRequest, template: AWSSettings, groups: list[str], *, image: str,
+                         members: Sequence[InstanceType]) -> str:
         labels = {**request.labels, wk.PROVISIONER_NAME: request.provisioner}
         custom = template.user_data if isinstance(template, AWSNodeTemplateSpec) else None
-        max_pods = min((int(t.capacity.get("pods", 0) // 1000) for t in request.instance_type_options), default=None)
+        max_pods = min((int(t.capacity.get("pods", 0) // 1000) for t in members), default=None)
         family = template.ami_family or "AL2"
         if family == "Custom":
             user_data = custom or ""                   # the image joins the node its own way
@@ -219,11 +245,17 @@ class AwsCloudProvider:
             self._templates_made.add(name)
         return name
 
-    def _image(self, template: AWSSettings, arch: str) -> str:
+    def _image(self, template: AWSSettings, it: InstanceType) -> str:
+        """The AMI for instance type `it`: its family's SSM parameter, or the newest amiSelector image it fits."""
         selector = template.ami_selector if isinstance(template, AWSNodeTemplateSpec) else None
         if selector:
-            return self._remembered(f"ami {arch} {sorted(selector.items())}", lambda: self._selected_image(selector, arch))
-        parameter = ami_parameter(template.ami_family or "AL2", self.settings.kubernetes_minor, arch)
+            images = self._remembered(f"amis {sorted(selector.items())}", lambda: self._selected_images(selector))
+            return self._newest_fitting(images, it, selector)
+        arch = it.requirements.get(wk.ARCH)
+        parameter = ami_parameter(
+            template.ami_family or "AL2", self.settings.kubernetes_minor,
+            wk.ARCH_ARM64 if arch is not None and arch.has(wk.ARCH_ARM64) else wk.ARCH_AMD64,
+            nvidia_gpu=it.capacity.get(NVIDIA_GPU, 0) > 0, neuron=it.capacity.get(NEURON, 0) > 0)
         return self._remembered(parameter, lambda: self._image_parameter(parameter))
 
     def _image_parameter(self, parameter: str) -> str:
@@ -232,16 +264,22 @@ class AwsCloudProvider:
         except botocore.exceptions.ClientError as e:
             raise AwsConfigError(f"AMI parameter {parameter}: {e.response['Error']['Code']}") from None
 
-    def _selected_image(self, selector: dict[str, str], arch: str) -> str:
-        """amiSelector: by tags, or by `aws-ids`; of the images for the architecture, the newest."""
+    def _selected_images(self, selector: dict[str, str]) -> list[dict[str, Any]]:
+        """amiSelector: the images with its tags, or its `aws-ids`."""
         ids = [i.strip() for i in selector.get("aws-ids", "").split(",") if i.strip()]
         tags = {k: v for k, v in selector.items() if k != "aws-ids"}
-        images = self.ec2.describe_images(**({"ImageIds": ids} if ids else {}),
-                                          Filters=_tag_filters(tags) if tags else [])["Images"]
-        machine = "arm64" if arch == wk.ARCH_ARM64 else "x86_64"
-        fitting = [i for i in images if i.get("Architecture", machine) == machine]
+        return list(self.ec2.describe_images(**({"ImageIds": ids} if ids else {}),
+                                             Filters=_tag_filters(tags) if tags else [])["Images"])
+
+    @staticmethod
+    def _newest_fitting(images: list[dict[str, Any]], it: InstanceType, selector: dict[str, str]) -> str:
+        """Of `images`, the newest `it` is compatible with: the image's architecture and its well-known-label
+        tags (as v0.16 reads an image's requirements) must be ones the instance type can have."""
+        fitting = [i for i in images if _image_fits(i, it)]
         if not fitting:
-            raise AwsConfigError(f"no {machine} image matches amiSelector {selector}")
+            arch = it.requirements.get(wk.ARCH)
+            machine = "arm64" if arch is not None and arch.has(wk.ARCH_ARM64) else "x86_64"
+            raise AwsConfigError(f"no {machine} image matches amiSelector {selector} for {it.name}")
         return str(max(fitting, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))["ImageId"])
 
     # --- discovery -----------------------------------------------------------------------------
@@ -383,6 +421,17 @@ def _plainly(doing: str) -> Iterator[None]:
         raise CloudError(f"{doing}: {explain(error.get('Code', ''), error.get('Message', ''))}") from None
     except botocore.exceptions.BotoCoreError as e:
         raise CloudError(f"{doing}: AWS could not be reached ({e})") from None
+
+
+NVIDIA_GPU, NEURON = "nvidia.com/gpu", "aws.amazon.com/neuron"
+KUBE_ARCH = {"x86_64": wk.ARCH_AMD64, "arm64": wk.ARCH_ARM64}
+
+
+def _image_fits(image: dict[str, Any], it: InstanceType) -> bool:
+    """Whether instance type `it` can run `image`: its architecture, and the well-known labels it is tagged with."""
+    wanted = {tag["Key"]: tag["Value"] for tag in image.get("Tags") or [] if tag["Key"] in wk.well_known_labels(aws=True)}
+    wanted[wk.ARCH] = KUBE_ARCH.get(image.get("Architecture", "x86_64"), image.get("Architecture", "x86_64"))
+    return all((r := it.requirements.get(key)) is None or r.has(value) for key, value in wanted.items())
 
 
 def _tag_filters(selector: dict[str, str]) -> list[dict[str, Any]]:

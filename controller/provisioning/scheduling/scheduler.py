@@ -422,7 +422,21 @@ class Scheduler:
             if lacking:
                 amounts = Resources({n: pod.requests[n] for n in lacking}).to_manifest()
                 why = "no instance type satisfies " + ", ".join(f"{n}={q}" for n, q in amounts.items())
+            else:
+                why = self._unmet_requirements(template, pod)
         return why if len(self.templates) == 1 else f"provisioner {template.name}: {why}"
+
+    @staticmethod
+    def _unmet_requirements(template: NodeTemplate, pod: PodInfo) -> str:
+        """Which requirement of the provisioner and pod no instance type meets (an impossible zone, an
+        unknown instance type, an architecture none has); when each is met alone but not all together,
+        the requests and every requirement, as Karpenter says it."""
+        reqs = template.requirements.intersection(pod.requirements) if pod.requirements else template.requirements
+        unmet = [r for key, r in reqs.items() if key in template.type_keys and not template.compatible(Requirements([r]))[0].any()]
+        if unmet:
+            return "no instance type satisfies " + ", ".join(str(r) for r in unmet)
+        requests = ", ".join(f"{n}={q}" for n, q in pod.requests.to_manifest().items())
+        return f"no instance type satisfied resources {{{requests}}} and requirements {reqs}"
 
     def _finalize(self, node: NewNode) -> PlannedNode:
         t = node.template
