@@ -31,10 +31,12 @@ def listen_host(flag: str | None) -> str:
 
 def require_extra(extra: str, module: str, *, needed_by: str) -> None:
     """UsageError naming the pip extra when an optional dependency is missing."""
-    import importlib.util
+    import importlib
 
-    if importlib.util.find_spec(module) is None:
-        raise UsageError(f"{needed_by} needs {module}: pip install 'karpy[{extra}]'")
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{needed_by} needs {module}: pip install 'karpy[{extra}]'") from None
 
 
 def certs_generate(args: argparse.Namespace) -> int:
@@ -109,6 +111,8 @@ def sim(args: argparse.Namespace) -> int:
         raise UsageError("--system-nodes must not be negative")
     if bool(args.aws_endpoint_url) != bool(args.cluster_name):
         raise UsageError("--aws-endpoint-url and --cluster-name go together")
+    if args.aws_endpoint_url:
+        require_extra("aws", "boto3", needed_by="--aws-endpoint-url")
     if args.extender_url and not args.scheduler_config:
         raise UsageError("--extender-url needs --scheduler-config (the extender whose address it replaces)")
     try:
