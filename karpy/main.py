@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import time
 import sys
@@ -125,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
+    level = os.environ.get("KARPY_LOG_LEVEL", "info").upper()    # the chart's logLevel
+    logging.basicConfig(level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO", format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
     logging.Formatter.converter = time.gmtime
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the same way on SIGTERM and ^C
