@@ -62,6 +62,9 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
     documents = []
     for name in args.filename:
         try:
+            if name == "-":                     # e.g. `kubectl kustomize manifests/ | karpy certs inject-ca -f -`
+                documents += list(yaml.safe_load_all(sys.stdin))
+                continue
             with open(name, encoding="utf-8") as f:
                 documents += list(yaml.safe_load_all(f))
         except (OSError, yaml.YAMLError) as e:

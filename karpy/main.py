@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(run=commands.certs_generate)
     inject = certs_sub.add_parser("inject-ca", help="print manifests with caBundle set from a CA certificate")
     inject.add_argument("--ca", required=True, help="PEM file of the CA (ca.crt)")
-    inject.add_argument("-f", "--filename", action="append", required=True, help="manifest file (repeatable)")
+    inject.add_argument("-f", "--filename", action="append", required=True,
+                        help="manifest file (repeatable; - reads standard input)")
     inject.add_argument("--url", metavar="https://HOST:PORT",
                         help="point each webhook at this address (clientConfig.url + its path) instead of its Service, "
                              "and print the webhook configurations only: for a webhook running outside the cluster")

@@ -184,3 +184,23 @@ def test_image_and_karpenter_values_reach_the_pods() -> None:
     assert objects[("ServiceAccount", "karpy")]["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/k"}
     webhook = objects[("Deployment", "karpy-webhook")]["spec"]["template"]["spec"]["containers"][0]
     assert webhook["image"] == "registry.example.com/karpy:v1"
+
+
+def test_the_plain_manifests_take_the_image_from_one_place(tmp_path: Path) -> None:
+    """`kustomize edit set image` rewrites manifests/kustomization.yaml's images entry; kubectl's built-in
+    kustomize then names that image in every Deployment."""
+    import shutil
+    import subprocess
+
+    shutil.copytree(ROOT / "manifests", tmp_path / "m", ignore=shutil.ignore_patterns("chart"))
+    kustomization = yaml.safe_load((tmp_path / "m" / "kustomization.yaml").read_text())
+    kustomization["images"] = [{"name": "karpy", "newName": "registry.example.com/karpy", "newTag": "v9"}]
+    (tmp_path / "m" / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    out = subprocess.run(["kubectl", "kustomize", str(tmp_path / "m")], capture_output=True, text=True, check=True).stdout
+    deployments = [d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook"}
+    assert {c["image"] for d in deployments for c in d["spec"]["template"]["spec"]["containers"]} == {"registry.example.com/karpy:v9"}
+    listed = set(kustomization["resources"])
+    shipped = {str(p.relative_to(ROOT / "manifests")) for p in (ROOT / "manifests").rglob("*.yaml")
+               if "chart" not in p.parts and p.name != "kustomization.yaml"}
+    assert shipped - listed == {"extender/deployment.yaml", "extender/scheduler-config.yaml"}   # optional, by design
