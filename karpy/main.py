@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--batch-max-duration", type=float, default=10.0, help="longest a batch waits, in seconds")
     ctl.add_argument("--host", help="address metrics and probes listen on (default: all interfaces in a pod, 127.0.0.1 elsewhere)")
     ctl.add_argument("--metrics-port", type=int, default=8000, help="Prometheus /metrics (0 picks a free port)")
-    ctl.add_argument("--health-port", type=int, default=8081, help="/healthz and /readyz (0 picks a free port)")
+    ctl.add_argument("--health-port", "--health-probe-port", type=int, default=8081,
+                     help="/healthz and /readyz (0 picks a free port); --health-probe-port is Karpenter's name")
     ctl.add_argument("--leader-elect", action="store_true", help="act only while holding the karpy-leader-election Lease")
     ctl.add_argument("--leader-election-namespace", default="default")
     ctl.add_argument("--cluster-endpoint", help="API server endpoint nodes join (aws)")
