@@ -11,17 +11,14 @@ import logging
 import threading
 from typing import Any, Callable
 
-from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client import ApiClient
 
 from karpy.controller.clock import Clock
-from karpy.controller.cloudprovider.aws.provider import AwsConfigError
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
-from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
@@ -92,6 +89,12 @@ class Operator:
         self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
                                        resync_seconds=settings.consolidation.poll_seconds)
         if settings.interruption_queue:
+            # AWS-only parts load here, so the fake provider runs without the `aws` extra (boto3)
+            from botocore.exceptions import BotoCoreError, ClientError
+
+            from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+            from karpy.controller.interruption.controller import InterruptionHandler
+
             sqs = self.cloud.sqs
             try:
                 queue_url = sqs.get_queue_url(QueueName=settings.interruption_queue)["QueueUrl"]

@@ -2,12 +2,12 @@
 
 Sources: EC2's DescribeInstanceTypes and us-east-1 DescribeInstanceTypeOfferings
 data as moto ships it (vCPUs, memory, architectures, accelerators, zones), and
-../shared/data/ for on-demand prices (us-east-1) and ENI limits. Only types
+hack/data/ for on-demand prices (us-east-1) and ENI limits. Only types
 that have a price, run Linux on x86_64 or arm64 and are offered in a zone are
 kept. Derived numbers (max pods, overhead, spot prices) are computed when the
 catalog is loaded (controller/cloudprovider/aws/catalog.py), not stored here.
 
-    python3 hack/generate_aws_catalog.py [--shared ../shared]
+    python3 hack/generate_aws_catalog.py [--data hack/data]
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ OUT = ROOT / "controller" / "cloudprovider" / "aws" / "instance_types.json"
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shared", default=str(ROOT.parent / "shared"))
+    parser.add_argument("--data", default=str(ROOT / "hack" / "data"), help="directory of the price and ENI tables")
     args = parser.parse_args()
     import moto
 
     resources = Path(os.path.dirname(moto.__file__)) / "ec2" / "resources"
     types = json.load(gzip.open(resources / "instance_types.json.gz"))
     offerings = json.load(gzip.open(resources / "instance_type_offerings" / "availability-zone" / "us-east-1.json.gz"))
-    prices = json.load(open(Path(args.shared) / "data" / "aws-on-demand-prices.json"))["prices"]["us-east-1"]
-    enis = json.load(open(Path(args.shared) / "data" / "aws-eni-limits.json"))["limits"]
+    prices = json.load(open(Path(args.data) / "aws-on-demand-prices.json"))["prices"]["us-east-1"]
+    enis = json.load(open(Path(args.data) / "aws-eni-limits.json"))["limits"]
     zones: dict[str, list[str]] = {}
     for o in offerings:
         zones.setdefault(o["InstanceType"], []).append(o["Location"])
@@ -50,7 +50,7 @@ def main() -> int:
             continue
         catalog.append(entry)
     OUT.write_text(json.dumps({"source": "hack/generate_aws_catalog.py: moto's EC2 data (us-east-1), "
-                                         "shared/data prices and ENI limits", "instanceTypes": catalog},
+                                         "hack/data prices and ENI limits", "instanceTypes": catalog},
                               separators=(",", ":")) + "\n")
     print(f"{OUT}: {len(catalog)} instance types")
     return 0

@@ -21,6 +21,24 @@ class UsageError(ValueError):
     """Bad flags or input files: printed as one line, exit code 2."""
 
 
+def listen_host(flag: str | None) -> str:
+    """Where a server listens: the --host flag, else every interface inside a pod (where the kubelet probes
+    the pod IP and Prometheus scrapes it), else loopback, so a local run is not reachable from the network."""
+    if flag:
+        return flag
+    return "0.0.0.0" if os.environ.get("KUBERNETES_SERVICE_HOST") else "127.0.0.1"
+
+
+def require_extra(extra: str, module: str, *, needed_by: str) -> None:
+    """UsageError naming the pip extra when an optional dependency is missing."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{needed_by} needs {module}: pip install 'karpy[{extra}]'") from None
+
+
 def certs_generate(args: argparse.Namespace) -> int:
     from karpy.certs.authority import DEFAULT_DNS_NAMES, generate, write
 
@@ -39,14 +57,19 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
         raise UsageError(f"reading --ca {args.ca}: {e.strerror}") from None
     if b"BEGIN CERTIFICATE" not in ca:
         raise UsageError(f"--ca {args.ca} is not a PEM certificate")
+    if args.url is not None and not args.url.startswith("https://"):
+        raise UsageError(f"--url {args.url}: the API server calls webhooks over https:// only")
     documents = []
     for name in args.filename:
         try:
+            if name == "-":                     # e.g. `kubectl kustomize manifests/ | karpy certs inject-ca -f -`
+                documents += list(yaml.safe_load_all(sys.stdin))
+                continue
             with open(name, encoding="utf-8") as f:
                 documents += list(yaml.safe_load_all(f))
         except (OSError, yaml.YAMLError) as e:
             raise UsageError(f"{name}: {e}") from None
-    yaml.safe_dump_all(inject_ca_bundle(documents, ca), sys.stdout, sort_keys=False)
+    yaml.safe_dump_all(inject_ca_bundle(documents, ca, url=args.url), sys.stdout, sort_keys=False)
     return 0
 
 
@@ -93,6 +116,8 @@ def sim(args: argparse.Namespace) -> int:
         raise UsageError("--system-nodes must not be negative")
     if bool(args.aws_endpoint_url) != bool(args.cluster_name):
         raise UsageError("--aws-endpoint-url and --cluster-name go together")
+    if args.aws_endpoint_url:
+        require_extra("aws", "boto3", needed_by="--aws-endpoint-url")
     if args.extender_url and not args.scheduler_config:
         raise UsageError("--extender-url needs --scheduler-config (the extender whose address it replaces)")
     try:
@@ -118,27 +143,32 @@ def controller(args: argparse.Namespace) -> int:
 
     import kubernetes
 
-    from karpy.controller.cloudprovider.aws.provider import AwsConfigError
     from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
     from karpy.controller.operator import Operator, Settings
 
     cloud_factory = None
     catalog = None
+    config_errors: tuple[type[Exception], ...] = (OSError, kubernetes.config.ConfigException)
     if args.interruption_queue and args.cloud_provider != "aws":
         raise UsageError("--interruption-queue needs --cloud-provider aws")
     if args.cloud_provider == "aws":
+        require_extra("aws", "boto3", needed_by="--cloud-provider aws")
+        from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+
+        config_errors += (AwsConfigError,)
         cloud_factory = _aws_provider(args)
     else:
         catalog = _catalog(args.catalog)
     settings = Settings(kubeconfig=args.kubeconfig, cloud_provider=args.cloud_provider, cluster_name=args.cluster_name,
                         batch_idle_seconds=args.batch_idle_duration, batch_max_seconds=args.batch_max_duration,
-                        metrics_port=args.metrics_port, health_port=args.health_port, leader_elect=args.leader_elect,
+                        metrics_port=args.metrics_port, health_port=args.health_port, host=listen_host(args.host),
+                        leader_elect=args.leader_elect,
                         leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
                                                             min_node_age_seconds=args.consolidation_min_node_age))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
-    except (OSError, kubernetes.config.ConfigException, AwsConfigError) as e:
+    except config_errors as e:
         raise UsageError(f"starting the controller: {e}") from None
     log.info("Serving metrics on port %d and probes on port %d", operator.metrics.server_address[1],
              operator.probes.server_address[1])
@@ -243,6 +273,8 @@ def demo(args: argparse.Namespace) -> int:
 
     if args.replicas < 1:
         raise UsageError("--replicas must be at least 1")
+    if args.plot:
+        require_extra("plot", "matplotlib", needed_by="--plot")
     return run_demo(replicas=args.replicas, plot_path=args.plot)
 
 
@@ -262,10 +294,10 @@ def webhook(args: argparse.Namespace) -> int:
     from karpy.webhook.app import Settings, create_app  # after the metrics directory is set
 
     try:
-        sock = bind(args.host, args.port)
+        sock = bind(host := listen_host(args.host), args.port)
     except OSError as e:
         raise UsageError(f"--port {args.port}: {e.strerror}") from None
-    log.info("Serving admission webhook on https://%s:%d", args.host, sock.getsockname()[1])
+    log.info("Serving admission webhook on https://%s:%d", host, sock.getsockname()[1])
     settings = Settings(aws=args.cloud_provider == "aws")
     serve(lambda: create_app(settings), sock=sock, certfile=str(certfile), keyfile=str(keyfile),
           workers=args.workers, threads=args.threads)
@@ -273,23 +305,29 @@ def webhook(args: argparse.Namespace) -> int:
 
 
 def extender(args: argparse.Namespace) -> int:
+    import kubernetes
+
+    from karpy.kubeclient.raw import load_configuration
     from karpy.serving.server import bind, prepare_metrics_dir, serve
 
     certfile, keyfile = _tls_files(Path(args.cert_dir)) if args.cert_dir else (None, None)
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
+    watched = bool(args.kubeconfig or args.in_cluster or os.environ.get("KUBECONFIG"))
+    cluster = "no cluster"
+    if watched:                               # fail here, once, rather than in every worker
+        try:
+            cluster = load_configuration(args.kubeconfig, kubernetes.client.Configuration())
+        except kubernetes.config.ConfigException as e:
+            raise UsageError(f"reading the cluster configuration: {e}") from None
     prepare_metrics_dir()
     from karpy.extender.app import create_app  # after the metrics directory is set
 
     try:
-        sock = bind(args.host, args.port)
+        sock = bind(host := listen_host(args.host), args.port)
     except OSError as e:
         raise UsageError(f"--port {args.port}: {e.strerror}") from None
     scheme = "https" if certfile else "http"
-    log.info("Serving scheduler extender on %s://%s:%d%s", scheme, args.host, sock.getsockname()[1],
-             f" watching {args.kubeconfig or 'its own cluster'}" if args.kubeconfig or args.in_cluster else " (no cluster)")
-
-    watched = bool(args.kubeconfig or args.in_cluster)
+    log.info("Serving scheduler extender on %s://%s:%d (%s)", scheme, host, sock.getsockname()[1],
+             f"watching the cluster of {cluster}" if watched else "no cluster")
 
     def factory() -> Any:
         view = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import time
 import sys
@@ -34,7 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(run=commands.certs_generate)
     inject = certs_sub.add_parser("inject-ca", help="print manifests with caBundle set from a CA certificate")
     inject.add_argument("--ca", required=True, help="PEM file of the CA (ca.crt)")
-    inject.add_argument("-f", "--filename", action="append", required=True, help="manifest file (repeatable)")
+    inject.add_argument("-f", "--filename", action="append", required=True,
+                        help="manifest file (repeatable; - reads standard input)")
+    inject.add_argument("--url", metavar="https://HOST:PORT",
+                        help="point each webhook at this address (clientConfig.url + its path) instead of its Service, "
+                             "and print the webhook configurations only: for a webhook running outside the cluster")
     inject.set_defaults(run=commands.certs_inject_ca)
 
     plan = sub.add_parser("plan", help="print the nodes karpy would launch for the pods in FILEs")
@@ -60,14 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(run=commands.sim)
 
     ctl = sub.add_parser("controller", help="run the autoscaler against a cluster")
-    ctl.add_argument("--kubeconfig", help="kubeconfig of the cluster to manage (default: in-cluster configuration)")
+    ctl.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config)")
     ctl.add_argument("--cloud-provider", choices=["fake", "aws"], default="fake")
     ctl.add_argument("--cluster-name", default="karpy")
     ctl.add_argument("--catalog", default="aws", help="instance types the fake provider launches (aws, fake-400, or a file)")
     ctl.add_argument("--batch-idle-duration", type=float, default=1.0, help="seconds of quiet that close a batch of pods")
     ctl.add_argument("--batch-max-duration", type=float, default=10.0, help="longest a batch waits, in seconds")
+    ctl.add_argument("--host", help="address metrics and probes listen on (default: all interfaces in a pod, 127.0.0.1 elsewhere)")
     ctl.add_argument("--metrics-port", type=int, default=8000, help="Prometheus /metrics (0 picks a free port)")
-    ctl.add_argument("--health-port", type=int, default=8081, help="/healthz and /readyz (0 picks a free port)")
+    ctl.add_argument("--health-port", "--health-probe-port", type=int, default=8081,
+                     help="/healthz and /readyz (0 picks a free port); --health-probe-port is Karpenter's name")
     ctl.add_argument("--leader-elect", action="store_true", help="act only while holding the karpy-leader-election Lease")
     ctl.add_argument("--leader-election-namespace", default="default")
     ctl.add_argument("--cluster-endpoint", help="API server endpoint nodes join (aws)")
@@ -85,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain_sub = explain.add_subparsers(dest="kind", required=True, metavar="KIND")
     explain_node = explain_sub.add_parser("node", help="what consolidation does with a node now, and why")
     explain_node.add_argument("name", metavar="NAME")
-    explain_node.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: in-cluster configuration)")
+    explain_node.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config)")
     explain_node.add_argument("--catalog", default="aws", help="the controller's instance types (aws, fake-400, or a file)")
     explain_node.add_argument("--consolidation-min-node-age", type=float, default=60.0,
                               help="the controller's setting of the same name")
@@ -99,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     hook = sub.add_parser("webhook", help="serve the Provisioner/AWSNodeTemplate admission webhook over TLS")
     hook.add_argument("--port", type=int, default=8443, help="HTTPS port (0 picks a free one)")
-    hook.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a cluster)")
+    hook.add_argument("--host", help="address to listen on (default: all interfaces in a pod, 127.0.0.1 elsewhere)")
     hook.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
     hook.add_argument("--cloud-provider", choices=["aws", "fake"], default="aws", help="whose rules and defaults apply")
     hook.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
@@ -108,10 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ext = sub.add_parser("extender", help="serve the kube-scheduler extender (filter, prioritize, bind, capacity gaps)")
     ext.add_argument("--port", type=int, default=8888, help="port (0 picks a free one)")
-    ext.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a cluster)")
+    ext.add_argument("--host", help="address to listen on (default: all interfaces in a pod, 127.0.0.1 elsewhere)")
     ext.add_argument("--cert-dir", help="directory holding tls.crt and tls.key (HTTPS); plain HTTP without it")
-    ext.add_argument("--kubeconfig", help="the cluster to watch and bind in; without it every verb still answers")
-    ext.add_argument("--in-cluster", action="store_true", help="watch the cluster it runs in (its service account)")
+    ext.add_argument("--kubeconfig", help="the cluster to watch and bind in; without it, $KUBECONFIG when set "
+                                            "(and no cluster at all when neither is: every verb still answers)")
+    ext.add_argument("--in-cluster", action="store_true",
+                     help="watch the cluster found as the controller finds it ($KUBECONFIG, in-cluster, ~/.kube/config)")
     ext.add_argument("--workers", type=int, default=1, help="gunicorn worker processes (each watches the cluster)")
     ext.add_argument("--threads", type=int, default=8, help="threads per worker")
     ext.set_defaults(run=commands.extender)
@@ -119,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
+    level = os.environ.get("KARPY_LOG_LEVEL", "info").upper()    # the chart's logLevel
+    logging.basicConfig(level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO", format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
     logging.Formatter.converter = time.gmtime
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the same way on SIGTERM and ^C

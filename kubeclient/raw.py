@@ -12,11 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import threading
 import urllib.parse
 from typing import Any, Callable, Iterator
 
 import kubernetes
+import yaml
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -116,15 +118,13 @@ POOL_SIZE = 32     # informers hold a connection each for their watch; writers n
 
 
 def api_client(kubeconfig: str | None = None, *, host: str | None = None) -> ApiClient:
-    """An official-client ApiClient for a kubeconfig, a bare URL, or (neither) the in-cluster configuration,
+    """An official-client ApiClient for a bare URL, or the cluster configuration `load_configuration` finds,
     with a connection pool large enough for watches and parallel writes."""
     configuration = Configuration()
     if host is not None:
         configuration.host = host
-    elif kubeconfig:
-        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     else:
-        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        load_configuration(kubeconfig, configuration)
     configuration.connection_pool_maxsize = POOL_SIZE
     bound_retries(configuration)
     return ApiClient(configuration)
@@ -135,6 +135,43 @@ def bound_retries(configuration: Configuration) -> None:
     warning per retry: an outage is reported once, by OUTAGES, not once per try."""
     configuration.retries = request_retries()
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+
+
+def load_configuration(kubeconfig: str | None, configuration: Configuration) -> str:
+    """Fill `configuration` as kubectl and controller-runtime look for a cluster: the --kubeconfig flag, else
+    $KUBECONFIG, else the in-cluster service account, else ~/.kube/config. Returns where it came from;
+    raises ConfigException naming every place tried when none works. A named file that fails is an error,
+    never a reason to try the next place (the user asked for that file)."""
+    if kubeconfig:
+        _load_file(kubeconfig, configuration, source=f"--kubeconfig {kubeconfig}")
+        return kubeconfig
+    if env := os.environ.get("KUBECONFIG"):
+        _load_file(env, configuration, source=f"$KUBECONFIG {env}")
+        return env
+    tried = ["--kubeconfig (not given)", "$KUBECONFIG (not set)"]
+    try:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        return "in-cluster configuration"
+    except kubernetes.config.ConfigException as e:
+        tried.append(f"in-cluster configuration ({e})")
+    home = os.path.expanduser("~/.kube/config")
+    if os.path.isfile(home):
+        _load_file(home, configuration, source=home)
+        return home
+    tried.append(f"{home} (no such file)")
+    raise kubernetes.config.ConfigException("no cluster configuration found; tried " + ", ".join(tried))
+
+
+def _load_file(path: str, configuration: Configuration, *, source: str) -> None:
+    # $KUBECONFIG may list several files, as kubectl merges them; the client merges the same way
+    files = [p for p in path.split(os.pathsep) if p]
+    missing = [p for p in files if not os.path.isfile(os.path.expanduser(p))]
+    if missing and len(missing) == len(files):
+        raise kubernetes.config.ConfigException(f"{source}: no such file")
+    try:
+        kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
+    except (kubernetes.config.ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, AttributeError) as e:
+        raise kubernetes.config.ConfigException(f"{source}: {e}") from None
 
 
 def now_rfc3339() -> str:

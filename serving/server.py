@@ -40,6 +40,7 @@ def gunicorn_settings(
         "limit_request_fields": 100,
         "preload_app": preload,           # build the app once and fork; False: each worker builds its own (threads, watches)
         "control_socket_disable": True,   # gunicorn >= 24: no shared ~/.gunicorn socket between servers
+        "worker_tmp_dir": worker_tmp_dir(),  # heartbeat files: RAM where there is some, never the (read-only) image
     }
     if certfile and keyfile:
         settings.update(certfile=certfile, keyfile=keyfile)
@@ -70,6 +71,11 @@ def bind(host: str, port: int) -> socket.socket:
     sock.listen(1024)
     sock.set_inheritable(True)
     return sock
+
+
+def worker_tmp_dir() -> str:
+    """/dev/shm when writable (heartbeats stay off disk), else the temporary directory ($TMPDIR, /tmp)."""
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
 
 
 def prepare_metrics_dir() -> str:

@@ -13,14 +13,15 @@ CHART = ROOT / "manifests" / "chart"
 
 def test_values_accept_the_flags_karpenter_users_already_pass() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert {"clusterName", "clusterEndpoint"} <= set(values["controller"])
+    assert {"clusterName", "clusterEndpoint", "replicas", "logLevel"} <= set(values)
+    assert "resources" in values["controller"]
     assert "defaultInstanceProfile" in values["aws"]
     assert {"create", "name"} <= set(values["serviceAccount"])
     templates = "".join(p.read_text() for p in (CHART / "templates").iterdir())
-    for ref in (".Values.controller.clusterName", ".Values.controller.clusterEndpoint", ".Values.aws.defaultInstanceProfile",
+    for ref in (".Values.clusterName", ".Values.clusterEndpoint", ".Values.aws.defaultInstanceProfile",
                 ".Values.serviceAccount.create", ".Values.serviceAccount.name"):
         assert ref in templates, ref
-    flags = set(re.findall(r"- (--[a-z-]+)=", templates)) | set(re.findall(r"- (--[a-z-]+)\n", templates))
+    flags = set(re.findall(r"- (--[a-z-]+)", (CHART / "templates" / "controller.yaml").read_text()))
     from karpy.main import build_parser
 
     controller = build_parser()._subparsers._group_actions[0].choices["controller"]  # type: ignore[union-attr]
@@ -43,3 +44,163 @@ def test_plain_manifests_parse() -> None:
         if "templates" in path.parts:
             continue
         assert all(isinstance(d, dict) for d in yaml.safe_load_all(path.read_text()) if d is not None), path
+
+
+# The chart, rendered without helm (tests/gotemplate.py renders the subset of Go templates it uses),
+# against the plain manifests. Checked: every value a template reads exists in values.yaml, every value
+# in values.yaml is read, and with the values that reproduce the plain manifests, each plain object has a
+# chart object of the same kind and name whose spec (Deployments: the pod spec in full, so args, ports,
+# probes, env, resources, securityContexts, volumes, affinity; Services, PDBs, RBAC and webhooks: all of
+# it except the caBundle, which differs by construction) is equal. Not checked: helm's own parser (a
+# construct outside the subset fails here rather than passing), and anything only a live install shows.
+
+import copy  # noqa: E402
+from typing import Any  # noqa: E402
+
+from tests.gotemplate import Renderer  # noqa: E402
+
+PLAIN = [ROOT / "manifests" / "controller" / "deployment.yaml", ROOT / "manifests" / "controller" / "rbac.yaml",
+         ROOT / "manifests" / "webhook" / "webhook.yaml", ROOT / "manifests" / "extender" / "deployment.yaml"]
+
+
+def render(**overrides: Any) -> tuple[dict[tuple[str, str], dict[str, Any]], Renderer]:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for dotted, value in overrides.items():
+        node = values
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    renderer = Renderer(CHART, values, release="karpy", namespace="karpenter")
+    objects = {}
+    for template in sorted((CHART / "templates").glob("*.yaml")):
+        for doc in yaml.safe_load_all(renderer.render(template.read_text())):
+            if doc:
+                objects[(doc["kind"], doc["metadata"]["name"])] = doc
+    return objects, renderer
+
+
+def plain_objects() -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for p in PLAIN for d in yaml.safe_load_all(p.read_text()) if d}
+
+
+def comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    doc["metadata"] = {k: v for k, v in doc["metadata"].items() if k in ("name", "namespace")}
+    for hook in doc.get("webhooks", []):
+        hook["clientConfig"].pop("caBundle", None)
+    if doc["kind"] == "Deployment":
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            container.pop("imagePullPolicy", None)
+            container["image"] = "IMAGE"
+    return doc
+
+
+def flatten(node: Any, prefix: str = "") -> set[str]:
+    if isinstance(node, dict) and node:
+        return set().union(*(flatten(v, f"{prefix}{k}.") for k, v in node.items())) | {prefix.rstrip(".")}
+    return {prefix.rstrip(".")}
+
+
+def test_every_value_the_templates_read_exists_and_every_value_is_read() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    _, renderer = render(clusterName="c", clusterEndpoint="https://c", aws__defaultInstanceProfile="p",
+                         aws__region="r", aws__interruptionQueue="q", extender__enabled=True)
+    _, with_secret = render(clusterName="c", webhook__tls__secretName="s", webhook__tls__caBundle="Y2E=")
+    read = renderer.referenced | with_secret.referenced
+    known = flatten(values) - {""}
+    assert read <= known, read - known
+    leaves = {p for p in known if not any(q.startswith(p + ".") for q in known)}
+    unread = {p for p in leaves if not any(p == r or p.startswith(r + ".") for r in read)}
+    assert not unread, unread
+
+
+def test_the_chart_with_matching_values_renders_the_plain_manifests() -> None:
+    plain = plain_objects()
+    fake, _ = render(clusterName="karpy", cloudProvider="fake", extender__enabled=True)
+    aws, _ = render(clusterName="karpy", cloudProvider="aws", extender__enabled=True)
+    for key, want in plain.items():
+        chart = aws if key == ("Deployment", "karpy-webhook") else fake
+        assert key in chart, f"the chart has no {key[0]} {key[1]}"
+        assert comparable(chart[key]) == comparable(want), key
+    scheduler = yaml.safe_load(fake[("ConfigMap", "karpy-extender-scheduler-config")]["data"]["scheduler-config.yaml"])
+    assert scheduler == yaml.safe_load((ROOT / "manifests" / "extender" / "scheduler-config.yaml").read_text())
+
+
+def test_every_pod_and_container_runs_locked_down() -> None:
+    objects, _ = render(clusterName="c", extender__enabled=True)
+    deployments = [d for d in objects.values() if d["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook", "karpy-extender"}
+    for d in deployments + [d for d in plain_objects().values() if d["kind"] == "Deployment"]:
+        pod = d["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+            assert sc["runAsNonRoot"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]       # the one writable place
+
+
+def test_generated_webhook_certificate_is_signed_by_the_injected_bundle() -> None:
+    import base64
+
+    from cryptography import x509
+
+    objects, _ = render(clusterName="c")
+    secret = objects[("Secret", "karpy-webhook-cert")]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert "karpy-webhook.karpenter.svc" in names
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        config = next(d for k, d in objects.items() if k[0] == kind)
+        assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {secret["data"]["ca.crt"]}
+
+
+def test_a_user_secret_replaces_the_generated_one() -> None:
+    objects, _ = render(clusterName="c", webhook__tls__secretName="mine", webhook__tls__caBundle="Y2E=")
+    assert not any(k[0] == "Secret" for k in objects)
+    pod = objects[("Deployment", "karpy-webhook")]["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": "mine"}} in pod["volumes"]
+    config = objects[("ValidatingWebhookConfiguration", "validation.webhook.karpenter.sh")]
+    assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {"Y2E="}
+
+
+def test_image_and_karpenter_values_reach_the_pods() -> None:
+    objects, _ = render(clusterName="prod", clusterEndpoint="https://api.prod", aws__defaultInstanceProfile="KarpenterNode",
+                        image__repository="registry.example.com/karpy", image__tag="v1", replicas=3,
+                        serviceAccount__annotations={"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/k"})
+    controller = objects[("Deployment", "karpy-controller")]
+    assert controller["spec"]["replicas"] == 3
+    (container,) = controller["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/karpy:v1"
+    args = container["args"]
+    for flag, value in (("--cluster-name", "prod"), ("--cluster-endpoint", "https://api.prod"),
+                        ("--default-instance-profile", "KarpenterNode")):
+        assert args[args.index(flag) + 1] == value
+    assert objects[("ServiceAccount", "karpy")]["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/k"}
+    webhook = objects[("Deployment", "karpy-webhook")]["spec"]["template"]["spec"]["containers"][0]
+    assert webhook["image"] == "registry.example.com/karpy:v1"
+
+
+def test_the_plain_manifests_take_the_image_from_one_place(tmp_path: Path) -> None:
+    """`kustomize edit set image` rewrites manifests/kustomization.yaml's images entry; kubectl's built-in
+    kustomize then names that image in every Deployment."""
+    import shutil
+    import subprocess
+
+    shutil.copytree(ROOT / "manifests", tmp_path / "m", ignore=shutil.ignore_patterns("chart"))
+    kustomization = yaml.safe_load((tmp_path / "m" / "kustomization.yaml").read_text())
+    kustomization["images"] = [{"name": "karpy", "newName": "registry.example.com/karpy", "newTag": "v9"}]
+    (tmp_path / "m" / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    out = subprocess.run(["kubectl", "kustomize", str(tmp_path / "m")], capture_output=True, text=True, check=True).stdout
+    deployments = [d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook"}
+    assert {c["image"] for d in deployments for c in d["spec"]["template"]["spec"]["containers"]} == {"registry.example.com/karpy:v9"}
+    listed = set(kustomization["resources"])
+    shipped = {str(p.relative_to(ROOT / "manifests")) for p in (ROOT / "manifests").rglob("*.yaml")
+               if "chart" not in p.parts and p.name != "kustomization.yaml"}
+    assert shipped - listed == {"extender/deployment.yaml", "extender/scheduler-config.yaml"}   # optional, by design

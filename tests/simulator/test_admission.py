@@ -32,18 +32,17 @@ spec:
 
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory, webhook_server: Server) -> Iterator[Kube]:
-    """A cluster whose webhook configurations point at karpy's webhook (url + caBundle)."""
+    """A cluster installed as docs/install.md does it on the local cluster: CRDs, then the webhook
+    configurations that `karpy certs inject-ca --url` points at the running webhook."""
     cluster, kube = start(tmp_path_factory.mktemp("hooked"), system_nodes=0)
     kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
     rendered = subprocess.run(
-        [sys.executable, "-m", "karpy.main", "certs", "inject-ca", "--ca", str(webhook_server.ca), "-f",
-         str(ROOT / "manifests" / "webhook" / "webhook.yaml")], capture_output=True, text=True, check=True).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d["kind"].endswith("WebhookConfiguration")]
-    for doc in docs:
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"].pop("service")["path"]
-            hook["clientConfig"]["url"] = webhook_server.base_url + path
-    kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        [sys.executable, "-m", "karpy.main", "certs", "inject-ca", "--ca", str(webhook_server.ca),
+         "--url", webhook_server.base_url, "-f", str(ROOT / "manifests" / "webhook" / "webhook.yaml")],
+        capture_output=True, text=True, check=True).stdout
+    assert {d["kind"] for d in yaml.safe_load_all(rendered)} == {"ValidatingWebhookConfiguration",
+                                                                   "MutatingWebhookConfiguration"}
+    kube.kubectl("apply", "-f", "-", input=rendered)
     yield kube
     kube.api_client.close()
     cluster.stop()

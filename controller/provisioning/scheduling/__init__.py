@@ -1,0 +1,1 @@
+"""The scheduling core shared by `karpy plan`, the controller and the extender: no I/O."""
