@@ -99,8 +99,8 @@ def decode_args(raw: bytes) -> ExtenderArgs:
         body = _ARGS.decode(raw)
     except msgspec.ValidationError as e:
         raise BadArgs(_located(e, "ExtenderArgs")) from None
-    except msgspec.DecodeError as e:
-        raise BadArgs(f"body is not valid JSON: {e}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise BadArgs(_not_json(e)) from None
     pod = body.get("Pod")
     if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict) or not isinstance(pod["metadata"].get("name"), str):
         raise BadArgs("Pod: required, an object with metadata.name")
@@ -119,6 +119,8 @@ def decode_args(raw: bytes) -> ExtenderArgs:
                 node = _NODE.decode(r)
             except msgspec.ValidationError as e:
                 raise BadArgs(_located(e, f"Nodes.items[{i}]")) from None
+            except UnicodeDecodeError as e:
+                raise BadArgs(f"Nodes.items[{i}]: {_not_json(e)}") from None
             if not isinstance((node.get("metadata") or {}).get("name"), str):
                 raise BadArgs(f"Nodes.items[{i}]: expected a Node with metadata.name")
             slim.append(node)
@@ -126,6 +128,13 @@ def decode_args(raw: bytes) -> ExtenderArgs:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadArgs("NodeNames: expected a list of strings")
     return ExtenderArgs(pod=pod, nodes=None, node_names=names)
+
+
+def _not_json(e: ValueError) -> str:
+    """msgspec checks UTF-8 only inside strings, and says so with a UnicodeDecodeError."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"body is not valid JSON: not UTF-8 at byte {e.start}"
+    return f"body is not valid JSON: {e}"
 
 
 def _located(e: msgspec.ValidationError, where: str) -> str:
@@ -146,8 +155,8 @@ def encode(payload: Any) -> bytes:
 def decode_binding(raw: bytes) -> BindingArgs:
     try:
         body = msgspec.json.decode(raw)
-    except msgspec.DecodeError as e:
-        raise BadArgs(f"body is not valid JSON: {e}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise BadArgs(_not_json(e)) from None
     if not isinstance(body, dict):
         raise BadArgs(f"expected an ExtenderBindingArgs object, got {type(body).__name__}")
     fields = ("PodName", "PodNamespace", "PodUID", "Node")

@@ -1,6 +1,8 @@
 """Reading a JSON request body without letting a client cost a 5xx or a hang.
 
-Checks the content type and the size (before reading it all). Nesting too
+Checks the content type, the size (before reading it all) and that the
+bytes are UTF-8 (cheap next to parsing, and the only way to catch bad bytes
+inside the parts of a document a selective parser skips). Nesting too
 deep for Python's parser is a RecursionError, which becomes a 400 too;
 callers that walk the result catch RecursionError the same way.
 """
@@ -45,5 +47,10 @@ def read_body(req: Request, *, max_bytes: int) -> bytes:
         raise BadBody(f"body of {len(raw)} bytes is over the limit of {max_bytes}", 413)
     if not raw:
         raise BadBody("empty body; expected JSON")
+    if not raw.isascii():              # JSON is UTF-8 (RFC 8259); parsers that skip what they do not need never look
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadBody(f"body is not valid JSON: not UTF-8 at byte {e.start}") from None
     return raw
 

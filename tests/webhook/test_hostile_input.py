@@ -45,7 +45,16 @@ BAD_BODIES = [
     pytest.param(b"[" * 5_000 + b"]" * 5_000, 400, "nested too deeply", id="deep-nesting"),
     pytest.param(b'{"a": ' * 3000 + b"1" + b"}" * 3000, 400, "nested too deeply", id="deep-object-nesting"),
     pytest.param(b"\xff\xfe\x00garbage", 400, "not valid JSON", id="binary"),
+    pytest.param(json.dumps(admission_review(provisioner())).encode().replace(b'"uid": "', b'"uid": "\xc3\x28'), 400, "not UTF-8",
+                 id="bad-bytes-in-a-string"),
 ]
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/no-such-path"])
+def test_bad_bytes_on_other_paths_get_a_4xx_with_json(client: FlaskClient, path: str) -> None:
+    response = client.post(path + "?x=%ff", data=b"\xff\xfe\x00garbage", content_type="application/json")
+    assert 400 <= response.status_code < 500
+    assert response.get_json()["message"]
 
 
 @pytest.mark.parametrize("path", PATHS)
