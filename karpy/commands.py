@@ -237,6 +237,12 @@ def _tls_files(cert_dir: Path) -> tuple[Path, Path]:
     for f in (certfile, keyfile):
         if not f.is_file():
             raise UsageError(f"--cert-dir {cert_dir}: {f.name} not found (run 'karpy certs generate --out-dir {cert_dir}')")
+    from karpy.serving.tls import TLSMaterialError, check_serving_pair
+
+    try:
+        check_serving_pair(certfile, keyfile)
+    except TLSMaterialError as e:
+        raise UsageError(f"--cert-dir {cert_dir}: {e}") from None
     return certfile, keyfile
 
 
