@@ -19,6 +19,7 @@ from typing import Any, Callable
 from flask import Flask, Response, request
 from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
 
 from karpy.extender.decisions import NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
 from karpy.extender.gaps import Gaps
@@ -70,7 +71,7 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
             except (BadBody, BadArgs) as e:
                 REQUESTS.labels(name, "bad_request").inc()
                 status = e.status if isinstance(e, BadBody) else 400
-                return _json({"error": "Bad Request" if status == 400 else "Unsupported", "message": str(e)}, status)
+                return _json({"error": HTTP_STATUS_CODES[status], "message": str(e)}, status)
             REQUESTS.labels(name, "ok").inc()
             LATENCY.labels(name).observe(time.perf_counter() - started)
             return _json(result)

@@ -260,7 +260,7 @@ def webhook(args: argparse.Namespace) -> int:
     log.info("Serving admission webhook on https://%s:%d", args.host, sock.getsockname()[1])
     settings = Settings(aws=args.cloud_provider == "aws")
     serve(lambda: create_app(settings), sock=sock, certfile=str(certfile), keyfile=str(keyfile),
-          workers=args.workers, threads=args.threads)
+          workers=args.workers, threads=args.threads, header_timeout=args.header_timeout, body_timeout=args.body_timeout)
     return 0
 
 
@@ -296,5 +296,6 @@ def extender(args: argparse.Namespace) -> int:
         return create_app(view=view)
 
     serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,
-          workers=args.workers, threads=args.threads, preload=not watched)
+          workers=args.workers, threads=args.threads, preload=not watched, header_timeout=args.header_timeout,
+          body_timeout=args.body_timeout)
     return 0

@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
     hook.add_argument("--cloud-provider", choices=["aws", "fake"], default="aws", help="whose rules and defaults apply")
     hook.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    hook.add_argument("--threads", type=int, default=8, help="threads per worker")
+    hook.add_argument("--threads", type=int, default=32, help="threads per worker (a slow client holds one until its deadline)")
+    _read_timeouts(hook)
     hook.set_defaults(run=commands.webhook)
 
     ext = sub.add_parser("extender", help="serve the kube-scheduler extender (filter, prioritize, bind, capacity gaps)")
@@ -113,9 +114,17 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--kubeconfig", help="the cluster to watch and bind in; without it every verb still answers")
     ext.add_argument("--in-cluster", action="store_true", help="watch the cluster it runs in (its service account)")
     ext.add_argument("--workers", type=int, default=1, help="gunicorn worker processes (each watches the cluster)")
-    ext.add_argument("--threads", type=int, default=8, help="threads per worker")
+    ext.add_argument("--threads", type=int, default=32, help="threads per worker (a slow client holds one until its deadline)")
+    _read_timeouts(ext)
     ext.set_defaults(run=commands.extender)
     return parser
+
+
+def _read_timeouts(server: argparse.ArgumentParser) -> None:
+    server.add_argument("--header-timeout", type=float, default=10.0,
+                        help="seconds a client has to send a request's headers (TLS handshake included) before 408")
+    server.add_argument("--body-timeout", type=float, default=30.0,
+                        help="seconds a client has to send a request's body after its headers before 408")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ import json
 from typing import Any, Callable
 
 from flask import Request
+from werkzeug.exceptions import ClientDisconnected
 
 
 class BadBody(ValueError):
@@ -42,7 +43,14 @@ def read_body(req: Request, *, max_bytes: int) -> bytes:
         raise BadBody(f"content type {content_type!r} is not application/json", 415)
     if req.content_length is not None and req.content_length > max_bytes:
         raise BadBody(f"body of {req.content_length} bytes is over the limit of {max_bytes}", 413)
-    raw = req.get_data(cache=False)
+    try:
+        raw = req.get_data(cache=False)
+    except ClientDisconnected:
+        raw = b""
+        if req.content_length is None:
+            raise BadBody("body not received in time", 408) from None
+    if req.content_length is not None and len(raw) < req.content_length:   # the server's read deadline passed
+        raise BadBody(f"body not received in time: {len(raw)} of {req.content_length} bytes", 408)
     if len(raw) > max_bytes:
         raise BadBody(f"body of {len(raw)} bytes is over the limit of {max_bytes}", 413)
     if not raw:

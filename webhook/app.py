@@ -16,6 +16,7 @@ from typing import Any, Callable
 from flask import Blueprint, Flask, Response, jsonify, request
 from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
 
 from karpy.webhook import admission
 from karpy.serving.body import BadBody, read_json_body
@@ -83,7 +84,7 @@ def _admission_view(path: str, handler: admission.Handler, settings: Settings) -
         except (BadBody, admission.BadReview) as e:
             BAD_REQUESTS.labels(path).inc()
             status = e.status if isinstance(e, BadBody) else 400
-            return jsonify(error="Bad Request" if status == 400 else "Unsupported", message=str(e)), status
+            return jsonify(error=HTTP_STATUS_CODES[status], message=str(e)), status
         REQUESTS.labels(path, str(verdict.allowed).lower()).inc()
         LATENCY.labels(path).observe(time.perf_counter() - started)
         return jsonify(answer), 200
