@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from karpy.apis.resources import Resources
-from karpy.extender.decisions import Lifetimes, NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
+from karpy.extender.decisions import Lifetimes, NodeFacts, PodNeeds, facts_of, filter_nodes, gap_reason, score_nodes
 from tests.builders import node
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -37,7 +37,7 @@ def test_nodes_karpy_removes_soon_fail_with_the_reason() -> None:
         facts(karpy_node("young", created=at(60))),
         facts(node("not-karpy", created=at(10**6))),
     ]
-    passed, failed, kinds = filter_nodes("default/web", Resources.of(cpu="100m"), nodes)
+    passed, failed, kinds = filter_nodes(PodNeeds("default/web", Resources.of(cpu="100m")), nodes)
     assert passed == ["empty-later", "empty-soon", "young", "not-karpy"]
     assert failed["draining"] == "node is being deleted (cordoned and draining)"
     assert "ttlSecondsAfterEmpty" in failed["empty-due"] and "5s" in failed["empty-due"]
@@ -47,7 +47,7 @@ def test_nodes_karpy_removes_soon_fail_with_the_reason() -> None:
 
 def test_without_the_provisioners_ttls_only_deletion_counts() -> None:
     n = karpy_node("empty", annotations={"karpenter.sh/emptiness-timestamp": at(10**5)})
-    assert filter_nodes("default/web", Resources(), [facts(n, lives=None)])[0] == ["empty"]
+    assert filter_nodes(PodNeeds("default/web", Resources()), [facts(n, lives=None)])[0] == ["empty"]
 
 
 def test_capacity_promised_to_other_pods_is_kept_for_them() -> None:
@@ -55,14 +55,14 @@ def test_capacity_promised_to_other_pods_is_kept_for_them() -> None:
                            allocatable={"cpu": "4", "memory": "8Gi", "pods": "10"})
     pending = {"default/a": Resources.of(cpu="2"), "default/b": Resources.of(cpu="1500m")}
     f = facts(launching, pending=pending)
-    assert filter_nodes("default/a", Resources.of(cpu="2"), [f])[0] == ["launching"]       # its own node
-    assert filter_nodes("default/small", Resources.of(cpu="500m"), [f])[0] == ["launching"]  # fits beside both
-    passed, failed, kinds = filter_nodes("default/big", Resources.of(cpu="1"), [f])
+    assert filter_nodes(PodNeeds("default/a", Resources.of(cpu="2")), [f])[0] == ["launching"]       # its own node
+    assert filter_nodes(PodNeeds("default/small", Resources.of(cpu="500m")), [f])[0] == ["launching"]  # fits beside both
+    passed, failed, kinds = filter_nodes(PodNeeds("default/big", Resources.of(cpu="1")), [f])
     assert passed == [] and "promised to 2 pod(s)" in failed["launching"]
     assert "have their free capacity promised" in gap_reason(1, kinds)
     # once a pod is bound it is no longer pending: its promise is kept by the binding itself
     bound = facts(launching, used="2", pending={"default/b": Resources.of(cpu="1500m")})
-    assert filter_nodes("default/big", Resources.of(cpu="500m"), [bound])[0] == ["launching"]
+    assert filter_nodes(PodNeeds("default/big", Resources.of(cpu="500m")), [bound])[0] == ["launching"]
 
 
 def test_scores_put_the_promised_node_first_then_tighter_packing_and_near_expiry_last() -> None:
@@ -74,7 +74,7 @@ def test_scores_put_the_promised_node_first_then_tighter_packing_and_near_expiry
         facts(karpy_node("idle", allocatable=big, created=at(60)), used="0"),
         facts(karpy_node("old", allocatable=big, created=at(3300)), used="6"),      # 300 s left of 3600
     ]
-    scores = score_nodes("default/web", Resources.of(cpu="1", memory="1Gi"), nodes)
+    scores = score_nodes(PodNeeds("default/web", Resources.of(cpu="1", memory="1Gi")), nodes)
     assert scores["promised"] == 10
     assert scores["busy"] > scores["idle"] >= 1
     assert scores["old"] == 0
@@ -83,5 +83,5 @@ def test_scores_put_the_promised_node_first_then_tighter_packing_and_near_expiry
 
 def test_names_alone_pass_and_score_in_the_middle() -> None:
     only_names = [NodeFacts(name="n1"), NodeFacts(name="n2")]
-    assert filter_nodes("default/web", Resources.of(cpu="1"), only_names)[0] == ["n1", "n2"]
-    assert score_nodes("default/web", Resources.of(cpu="1"), only_names) == {"n1": 5, "n2": 5}
+    assert filter_nodes(PodNeeds("default/web", Resources.of(cpu="1")), only_names)[0] == ["n1", "n2"]
+    assert score_nodes(PodNeeds("default/web", Resources.of(cpu="1")), only_names) == {"n1": 5, "n2": 5}
