@@ -50,8 +50,8 @@ class Lifetimes:
     until_expired: float | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class NodeFacts:
+@dataclasses.dataclass(slots=True)
+class NodeFacts:          # built per node per call: a frozen dataclass would pay a setattr call per field
     name: str
     removal: str | None = None                 # why karpy is removing it (or will within the horizon)
     allocatable: Resources | None = None       # None: not known (a name only, and no cluster)
@@ -150,6 +150,9 @@ def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pen
     """Facts about one Node (its object, or its shape). `pending` holds the requests of unbound pods by "ns/name"
     (those karpy launched this node for count as promised); `lifetimes` are its provisioner's TTLs, if known."""
     shape = node if isinstance(node, NodeShape) else shape_of(node)
+    if not (shape.deleting or shape.ours or shape.launched_for):     # most nodes: nothing depends on the moment
+        return NodeFacts(shape.name, None, shape.allocatable, used, {}, None, False, shape.labels, shape.taints,
+                         shape.unschedulable)
     removal = None
     expires_in = None
     if shape.deleting:
@@ -250,10 +253,14 @@ def score_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> dict[str, int]:
 
 def _fullness_after(requests: Resources, facts: NodeFacts) -> float:
     """Mean share of cpu and memory in use once the pod is placed (0.5 when not known)."""
-    if facts.allocatable is None or facts.used is None:
+    allocatable, used = facts.allocatable, facts.used
+    if allocatable is None or used is None:
         return 0.5
-    after = facts.used + requests
-    for promised in facts.promised.values():
-        after = after + promised
-    shares = [min(after.get(r, 0) / facts.allocatable[r], 1.0) for r in (CPU, MEMORY) if facts.allocatable.get(r)]
-    return sum(shares) / len(shares) if shares else 0.5
+    total, count = 0.0, 0
+    for r in (CPU, MEMORY):
+        capacity = allocatable.get(r)
+        if capacity:
+            after = used.get(r, 0) + requests.get(r, 0) + sum(p.get(r, 0) for p in facts.promised.values())
+            total += min(after / capacity, 1.0)
+            count += 1
+    return total / count if count else 0.5

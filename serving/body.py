@@ -44,7 +44,10 @@ def read_body(req: Request, *, max_bytes: int) -> bytes:
     if req.content_length is not None and req.content_length > max_bytes:
         raise BadBody(f"body of {req.content_length} bytes is over the limit of {max_bytes}", 413)
     try:
-        raw = req.get_data(cache=False)
+        if req.content_length is not None:   # one read: werkzeug's stream would copy a large body 64 KiB at a time
+            raw = req.environ["wsgi.input"].read(req.content_length)
+        else:
+            raw = req.get_data(cache=False)
     except ClientDisconnected:
         raw = b""
         if req.content_length is None:
