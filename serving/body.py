@@ -9,9 +9,6 @@ callers that walk the result catch RecursionError the same way.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Callable
-
 from flask import Request
 from werkzeug.exceptions import ClientDisconnected
 
@@ -22,18 +19,6 @@ class BadBody(ValueError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-def read_json_body(req: Request, *, max_bytes: int, loads: Callable[[bytes], Any] = json.loads) -> Any:
-    """The parsed JSON body of `req`; raises BadBody saying what is wrong. `loads` may be a faster parser
-    whose errors are ValueErrors."""
-    raw = read_body(req, max_bytes=max_bytes)
-    try:
-        return loads(raw)
-    except RecursionError:
-        raise BadBody("JSON nested too deeply") from None
-    except ValueError as e:
-        raise BadBody(f"body is not valid JSON: {e}") from None
 
 
 def read_body(req: Request, *, max_bytes: int) -> bytes:

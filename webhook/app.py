@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
 from karpy.webhook import admission
-from karpy.serving.body import BadBody, read_json_body
+from karpy.serving.body import BadBody, read_body
 from karpy.serving.metrics import metrics_response
 
 REQUESTS = Counter("karpy_webhook_requests_total", "Admission requests answered", ["path", "allowed"])
@@ -73,11 +73,10 @@ def _admission_blueprint(settings: Settings) -> Blueprint:
 
 
 def _admission_view(path: str, handler: admission.Handler, settings: Settings) -> Callable[[], Any]:
-    def view() -> tuple[Response, int]:
+    def view() -> Response | tuple[Response, int]:
         started = time.perf_counter()
         try:
-            body = read_json_body(request, max_bytes=settings.max_body_bytes)
-            answer, verdict = admission.review(body, handler)
+            answer, verdict = admission.review_bytes(read_body(request, max_bytes=settings.max_body_bytes), handler)
         except RecursionError:
             BAD_REQUESTS.labels(path).inc()
             return jsonify(error="Bad Request", message="JSON nested too deeply"), 400
@@ -85,9 +84,12 @@ def _admission_view(path: str, handler: admission.Handler, settings: Settings) -
             BAD_REQUESTS.labels(path).inc()
             status = e.status if isinstance(e, BadBody) else 400
             return jsonify(error=HTTP_STATUS_CODES[status], message=str(e)), status
+        except ValueError as e:                             # not JSON
+            BAD_REQUESTS.labels(path).inc()
+            return jsonify(error="Bad Request", message=f"body is not valid JSON: {e}"), 400
         REQUESTS.labels(path, str(verdict.allowed).lower()).inc()
         LATENCY.labels(path).observe(time.perf_counter() - started)
-        return jsonify(answer), 200
+        return Response(answer, status=200, mimetype="application/json")
 
     return view
 
