@@ -3,11 +3,13 @@
 Starts `karpy webhook` (gunicorn, TLS) on a free loopback port, then runs
 concurrent HTTPS clients (several processes, each with keep-alive
 connections, as the API server holds them) for --seconds against the
-validate and mutate paths, and prints requests/s and latency percentiles per
-path. The clients share the machine's cores with the server, so the figures
-are a floor for what the server alone would do.
+admission paths (Provisioner and AWSNodeTemplate, validate and mutate), and
+prints requests/s and latency percentiles per path with the machine's load
+average (1 min) at the end of each row. The clients share the machine's
+cores with the server (and with whatever else runs: read the figures with
+the load), so the figures are a floor for what the server alone would do.
 
-    python3 bench/webhook.py [--seconds 20] [--clients 8] [--workers 2]
+    python3 bench/webhook.py [--seconds 20] [--clients 8] [--workers 2] [--threads 32]
 """
 
 from __future__ import annotations
@@ -30,6 +32,15 @@ from pathlib import Path
 PATHS = {
     "validate": "/validate-karpenter-sh-v1alpha5-provisioner",
     "mutate": "/mutate-karpenter-sh-v1alpha5-provisioner",
+    "validate-ant": "/validate-karpenter-k8s-aws-v1alpha1-awsnodetemplate",
+    "mutate-ant": "/mutate-karpenter-k8s-aws-v1alpha1-awsnodetemplate",
+}
+AWSNODETEMPLATE = {
+    "apiVersion": "karpenter.k8s.aws/v1alpha1", "kind": "AWSNodeTemplate",
+    "metadata": {"name": "default", "uid": "5b0c3d1e-2f4a-4c8b-9e6d-7a1f2b3c4d5e", "resourceVersion": "99"},
+    "spec": {"subnetSelector": {"karpenter.sh/discovery": "my-cluster"},
+             "securityGroupSelector": {"karpenter.sh/discovery": "my-cluster"},
+             "tags": {"team": "payments"}, "amiFamily": "AL2"},
 }
 PROVISIONER = {
     "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner",
@@ -47,12 +58,16 @@ PROVISIONER = {
 }
 
 
-def review_body() -> bytes:
+def review_body(path: str = PATHS["validate"]) -> bytes:
+    if "awsnodetemplate" in path:
+        obj, group, version, kind, plural = AWSNODETEMPLATE, "karpenter.k8s.aws", "v1alpha1", "AWSNodeTemplate", "awsnodetemplates"
+    else:
+        obj, group, version, kind, plural = PROVISIONER, "karpenter.sh", "v1alpha5", "Provisioner", "provisioners"
     return json.dumps({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "object": PROVISIONER,
-                    "kind": {"group": "karpenter.sh", "version": "v1alpha5", "kind": "Provisioner"},
-                    "resource": {"group": "karpenter.sh", "version": "v1alpha5", "resource": "provisioners"},
+        "request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "object": obj,
+                    "kind": {"group": group, "version": version, "kind": kind},
+                    "resource": {"group": group, "version": version, "resource": plural},
                     "userInfo": {"username": "kubernetes-admin"}},
     }).encode()
 
@@ -61,7 +76,7 @@ def client(port: int, ca: str, path: str, deadline: float, out: "mp.Queue[tuple[
     """One keep-alive HTTPS connection posting reviews until `deadline`; reports latencies."""
     context = ssl.create_default_context(cafile=ca)
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
-    body = review_body()
+    body = review_body(path)
     headers = {"Content-Type": "application/json"}
     latencies, errors = [], 0
     while time.monotonic() < deadline:
@@ -127,8 +142,8 @@ def run(args: argparse.Namespace, path_name: str, port: int, ca: str, *, warmup:
     latencies = sorted(x for _, lat, _ in results for x in lat)
     errors = sum(e for _, _, e in results)
     rate = len(latencies) / args.seconds
-    print(f"{path_name:<9} {rate:>9.0f} {percentile(latencies, 50) * 1000:>9.2f} {percentile(latencies, 99) * 1000:>9.2f} "
-          f"{latencies[-1] * 1000:>9.2f} {len(latencies):>9} {errors:>7}")
+    print(f"{path_name:<12} {rate:>9.0f} {percentile(latencies, 50) * 1000:>9.2f} {percentile(latencies, 99) * 1000:>9.2f} "
+          f"{latencies[-1] * 1000:>9.2f} {len(latencies):>9} {errors:>7} {os.getloadavg()[0]:>5.1f}", flush=True)
 
 
 def main() -> int:
@@ -136,13 +151,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=8, help="concurrent keep-alive connections (one process each)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=32)
     args = parser.parse_args()
     server, port, ca = start_server(args.workers, args.threads)
     try:
         print(f"karpy webhook: {args.workers} gunicorn worker(s) x {args.threads} thread(s), TLS; "
               f"{args.clients} client connection(s), {args.seconds:.0f} s per path, {os.cpu_count()} core(s)")
-        print(f"{'path':<9} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'requests':>9} {'errors':>7}")
+        print(f"{'path':<12} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'requests':>9} {'errors':>7} {'load':>5}")
         run(args, "validate", port, ca, warmup=True)  # connections, caches, first-request imports
         for name in PATHS:
             run(args, name, port, ca)
