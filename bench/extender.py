@@ -171,7 +171,7 @@ def main() -> int:
                 for verb in ("filter", "prioritize"):
                     bodies = changing(body, marker) if mode == "Nodes~1" else [body]
                     count, latencies = measure(ext_port, f"/scheduler/{verb}", bodies, args.seconds)
-                    cuts = statistics.quantiles(latencies, n=100)
+                    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
                     print(f"{size:6d} {mode:>9} {verb:>10} {len(body) / 1e6:8.2f} {count / args.seconds:8.1f} "
                           f"{cuts[49]:7.2f} {cuts[98]:7.2f} {max(latencies):7.2f} {os.getloadavg()[0]:5.1f}", flush=True)
         print(json.dumps({"logs": str(work)}))
