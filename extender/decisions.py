@@ -192,7 +192,7 @@ def _why_not(pod: PodNeeds, facts: NodeFacts) -> list[tuple[str, str]]:
     """(kind, message) for each reason `pod` cannot go to this node; [] when it can."""
     if facts.removal:
         return [(REMOVING, facts.removal)]
-    if facts.labels is not None and not pod.selects(facts.name, facts.labels):
+    if facts.labels is not None and (pod.node_selector or pod.affinity_terms) and not pod.selects(facts.name, facts.labels):
         return [(SELECTOR, "node didn't match Pod's node affinity/selector")]
     if facts.unschedulable and not tolerates(pod.tolerations, UNSCHEDULABLE_TAINT):
         return [(UNSCHEDULABLE, "node is unschedulable (cordoned)")]
@@ -212,11 +212,14 @@ def _why_not(pod: PodNeeds, facts: NodeFacts) -> list[tuple[str, str]]:
 
 def _insufficient(requests: Resources, facts: NodeFacts) -> list[str]:
     """The resources the pod asks more of than the node has left (allocatable minus what bound pods request)."""
-    if facts.allocatable is None:
+    allocatable = facts.allocatable
+    if allocatable is None:
         return []
     used = facts.used or {}
-    allocatable = facts.allocatable
-    return [r for r, amount in requests.items() if amount > 0 and amount > allocatable.get(r, 0) - used.get(r, 0)]
+    for r, amount in requests.items():
+        if amount > 0 and amount > allocatable.get(r, 0) - used.get(r, 0):     # rare: only then list them all
+            return [r for r, amount in requests.items() if amount > 0 and amount > allocatable.get(r, 0) - used.get(r, 0)]
+    return []
 
 
 def _fits_beside_promises(pod: str, requests: Resources, facts: NodeFacts) -> bool:
