@@ -164,7 +164,8 @@ def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pen
             removal = f"node expires in {max(expires_in, 0):.0f}s (ttlSecondsUntilExpired) and karpy removes it"
         elif empty_left is not None and empty_left <= min(horizon, EMPTINESS_HORIZON_SECONDS):
             removal = f"node is empty and karpy removes it in {max(empty_left, 0):.0f}s (ttlSecondsAfterEmpty)"
-    promised = {k: pending[k] for k in shape.launched_for if k in pending} if shape.launched_for else {}
+    # one lookup per key: `pending` may be the watch's live index, changing between a test and a read
+    promised = {k: r for k in shape.launched_for if (r := pending.get(k)) is not None} if shape.launched_for else {}
     near_expiry = expires_in is not None and lifetimes is not None and lifetimes.until_expired is not None and \
         expires_in <= min(NEAR_EXPIRY_SECONDS, lifetimes.until_expired / 10)
     return NodeFacts(name=shape.name, removal=removal, allocatable=shape.allocatable, used=used,
