@@ -8,9 +8,11 @@ calls an extender one pod at a time) sends filter and prioritize calls for
 true), N full Node objects (`Nodes`, nodeCacheCapable: false) as
 kube-scheduler resends them while they do not change, and N full Nodes of
 which one changed since the previous call (`Nodes~1`). It prints calls/s,
-p50, p99 and max latency and the request size, with the machine's load
-average (1 min) measured at the end of each row: client and server share
-the machine's cores with whatever else runs, so read the figures with it.
+p50, p99 and max latency, the request size, the extender's CPU time per call
+(which, unlike latency, does not grow with what else runs on the machine),
+and the machine's load average (1 min) at the end of each row: client and
+server share the machine's cores with whatever else runs, so read the
+latencies with the load.
 
     python3 bench/extender.py [--nodes 100,1000,5000] [--seconds 5]
 """
@@ -33,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis.crds import definitions  # noqa: E402
-from bench.measure import free_port  # noqa: E402
+from bench.measure import cpu_seconds, free_port  # noqa: E402
 from karpy.kubeclient.raw import RawClient, api_client, path_of  # noqa: E402
 
 
@@ -154,7 +156,7 @@ def main() -> int:
         print(f"karpy extender, 1 worker x 32 threads, watching {len(nodes)} nodes and {len(nodes) * 2} bound pods; "
               f"one client, {args.seconds:.0f} s per row, {os.cpu_count()} core(s)")
         print(f"{'nodes':>6} {'mode':>9} {'verb':>10} {'body MB':>8} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
-              f"{'max ms':>7} {'load':>5}")
+              f"{'max ms':>7} {'cpu ms':>7} {'load':>5}")
         marker = b"9" * 12
         for size in sizes:
             subset = nodes[:size]
@@ -170,10 +172,13 @@ def main() -> int:
                 body = json.dumps(extender_args).encode()
                 for verb in ("filter", "prioritize"):
                     bodies = changing(body, marker) if mode == "Nodes~1" else [body]
+                    cpu_before = cpu_seconds(processes[-1].pid)
                     count, latencies = measure(ext_port, f"/scheduler/{verb}", bodies, args.seconds)
+                    cpu_ms = (cpu_seconds(processes[-1].pid) - cpu_before) / count * 1000
                     cuts = statistics.quantiles(latencies, n=100, method="inclusive")
                     print(f"{size:6d} {mode:>9} {verb:>10} {len(body) / 1e6:8.2f} {count / args.seconds:8.1f} "
-                          f"{cuts[49]:7.2f} {cuts[98]:7.2f} {max(latencies):7.2f} {os.getloadavg()[0]:5.1f}", flush=True)
+                          f"{cuts[49]:7.2f} {cuts[98]:7.2f} {max(latencies):7.2f} {cpu_ms:7.2f} {os.getloadavg()[0]:5.1f}",
+                          flush=True)
         print(json.dumps({"logs": str(work)}))
         return 0
     finally:

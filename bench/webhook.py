@@ -4,10 +4,12 @@ Starts `karpy webhook` (gunicorn, TLS) on a free loopback port, then runs
 concurrent HTTPS clients (several processes, each with keep-alive
 connections, as the API server holds them) for --seconds against the
 admission paths (Provisioner and AWSNodeTemplate, validate and mutate), and
-prints requests/s and latency percentiles per path with the machine's load
-average (1 min) at the end of each row. The clients share the machine's
-cores with the server (and with whatever else runs: read the figures with
-the load), so the figures are a floor for what the server alone would do.
+prints requests/s and latency percentiles per path, the server's CPU time
+per request (which, unlike latency, does not grow with what else runs on
+the machine), and the machine's load average (1 min) at the end of each
+row. The clients share the machine's cores with the server (and with
+whatever else runs: read the figures with the load), so the figures are a
+floor for what the server alone would do.
 
     python3 bench/webhook.py [--seconds 20] [--clients 8] [--workers 2] [--threads 32]
 """
@@ -28,6 +30,10 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.measure import cpu_seconds  # noqa: E402
 
 PATHS = {
     "validate": "/validate-karpenter-sh-v1alpha5-provisioner",
@@ -128,8 +134,9 @@ def start_server(workers: int, threads: int) -> tuple[subprocess.Popen[bytes], i
     raise SystemExit("karpy webhook did not start")
 
 
-def run(args: argparse.Namespace, path_name: str, port: int, ca: str, *, warmup: bool = False) -> None:
+def run(args: argparse.Namespace, path_name: str, port: int, ca: str, server_pid: int, *, warmup: bool = False) -> None:
     out: "mp.Queue[tuple[str, list[float], int]]" = mp.Queue()
+    cpu_before = cpu_seconds(server_pid)
     deadline = time.monotonic() + (2 if warmup else args.seconds)
     procs = [mp.Process(target=client, args=(port, ca, PATHS[path_name], deadline, out)) for _ in range(args.clients)]
     for p in procs:
@@ -137,13 +144,15 @@ def run(args: argparse.Namespace, path_name: str, port: int, ca: str, *, warmup:
     results = [out.get() for _ in procs]
     for p in procs:
         p.join()
+    cpu = cpu_seconds(server_pid) - cpu_before
     if warmup:
         return
     latencies = sorted(x for _, lat, _ in results for x in lat)
     errors = sum(e for _, _, e in results)
     rate = len(latencies) / args.seconds
     print(f"{path_name:<12} {rate:>9.0f} {percentile(latencies, 50) * 1000:>9.2f} {percentile(latencies, 99) * 1000:>9.2f} "
-          f"{latencies[-1] * 1000:>9.2f} {len(latencies):>9} {errors:>7} {os.getloadavg()[0]:>5.1f}", flush=True)
+          f"{latencies[-1] * 1000:>9.2f} {len(latencies):>9} {errors:>7} {cpu / len(latencies) * 1e6:>7.0f} "
+          f"{os.getloadavg()[0]:>5.1f}", flush=True)
 
 
 def main() -> int:
@@ -157,10 +166,10 @@ def main() -> int:
     try:
         print(f"karpy webhook: {args.workers} gunicorn worker(s) x {args.threads} thread(s), TLS; "
               f"{args.clients} client connection(s), {args.seconds:.0f} s per path, {os.cpu_count()} core(s)")
-        print(f"{'path':<12} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'requests':>9} {'errors':>7} {'load':>5}")
-        run(args, "validate", port, ca, warmup=True)  # connections, caches, first-request imports
+        print(f"{'path':<12} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'requests':>9} {'errors':>7} {'cpu us':>7} {'load':>5}")
+        run(args, "validate", port, ca, server.pid, warmup=True)  # connections, caches, first-request imports
         for name in PATHS:
-            run(args, name, port, ca)
+            run(args, name, port, ca, server.pid)
     finally:
         server.terminate()
         server.wait(timeout=10)
