@@ -10,6 +10,7 @@ callers that walk the result catch RecursionError the same way.
 from __future__ import annotations
 
 from flask import Request
+from gunicorn.http.errors import NoMoreData, ParseException
 from werkzeug.exceptions import ClientDisconnected
 
 
@@ -31,12 +32,14 @@ def read_body(req: Request, *, max_bytes: int) -> bytes:
     try:
         if req.content_length is not None:   # one read: werkzeug's stream would copy a large body 64 KiB at a time
             raw = req.environ["wsgi.input"].read(req.content_length)
-        else:
-            raw = req.get_data(cache=False)
+        else:                                # chunked: read no more than one byte past the limit
+            raw = req.stream.read(max_bytes + 1)
+    except (ParseException, NoMoreData) as e:  # gunicorn reads chunked bodies as the application reads them
+        raise BadBody(f"body ended early or is not valid chunked encoding: {e}") from None
     except ClientDisconnected:
         raw = b""
         if req.content_length is None:
-            raise BadBody("body not received in time", 408) from None
+            raise BadBody("body ended before it was complete (sent too slowly, or not valid chunked encoding)") from None
     if req.content_length is not None and len(raw) < req.content_length:   # the server's read deadline passed
         raise BadBody(f"body not received in time: {len(raw)} of {req.content_length} bytes", 408)
     if len(raw) > max_bytes:

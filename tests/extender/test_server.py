@@ -128,3 +128,14 @@ def test_a_node_sent_again_unchanged_and_then_changed_is_judged_by_what_it_says_
     n["status"]["allocatable"]["cpu"] = "4"
     grown = extender.post("/scheduler/filter", json=args(pod("p2", cpu="2"), [n], names=False)).json()
     assert grown["FailedNodes"] == {} and grown["Nodes"]["items"] == [n]
+
+
+def test_a_body_that_is_not_valid_chunked_encoding_is_a_4xx(extender: Server) -> None:
+    context = ssl.create_default_context(cafile=str(extender.ca))
+    host, port = extender.base_url.removeprefix("https://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(f"POST /scheduler/filter HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Transfer-Encoding: chunked\r\n\r\nzz\r\n{{\"not\": \"a chunk size\"}}\r\n0\r\n\r\n".encode())
+        head = tls.recv(4096).decode(errors="replace")
+    assert head.startswith("HTTP/1.1 400"), head[:200]
+    assert extender.get("/healthz").status_code == 200

@@ -133,3 +133,14 @@ def test_metrics_count_requests_and_denials(webhook_server: Server) -> None:
     assert 'karpy_webhook_requests_total{allowed="false",path="/validate-karpenter-sh-v1alpha5-provisioner"}' in text
     assert "karpy_webhook_request_duration_seconds_bucket" in text
     assert "karpy_webhook_bad_requests_total" in text
+
+
+def test_a_body_that_is_not_valid_chunked_encoding_is_a_400(webhook_server: Server) -> None:
+    context = ssl.create_default_context(cafile=str(webhook_server.ca))
+    host, port = webhook_server.base_url.removeprefix("https://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(f"POST {VALIDATE} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Transfer-Encoding: chunked\r\n\r\nzz\r\n{{\"not\": \"a chunk size\"}}\r\n0\r\n\r\n".encode())
+        head = tls.recv(4096).decode(errors="replace")
+    assert head.startswith("HTTP/1.1 400"), head[:200]
+    assert webhook_server.get("/healthz").status_code == 200
