@@ -3,10 +3,16 @@
 Starts `karpy sim` (API only) holding N ready Nodes (half of them karpy's,
 some due for removal, some launched for pending pods) and pods bound to them,
 then `karpy extender --kubeconfig` watching it. One client (kube-scheduler
-calls an extender one pod at a time) sends filter and prioritize calls with
-N full Node objects (nodeCacheCapable: false), then with N names
-(nodeCacheCapable: true), for --seconds each, and prints calls/s, p50 and
-p99 and the request size. Client and server share the machine's 2 cores.
+calls an extender one pod at a time) sends filter and prioritize calls for
+--seconds each, in three modes: N names (`NodeNames`, nodeCacheCapable:
+true), N full Node objects (`Nodes`, nodeCacheCapable: false) as
+kube-scheduler resends them while they do not change, and N full Nodes of
+which one changed since the previous call (`Nodes~1`). It prints calls/s,
+p50, p99 and max latency, the request size, the extender's CPU time per call
+(which, unlike latency, does not grow with what else runs on the machine),
+and the machine's load average (1 min) at the end of each row: client and
+server share the machine's cores with whatever else runs, so read the
+latencies with the load.
 
     python3 bench/extender.py [--nodes 100,1000,5000] [--seconds 5]
 """
@@ -15,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis.crds import definitions  # noqa: E402
-from bench.measure import free_port  # noqa: E402
+from bench.measure import cpu_seconds, free_port  # noqa: E402
 from karpy.kubeclient.raw import RawClient, api_client, path_of  # noqa: E402
 
 
@@ -76,11 +84,13 @@ def pod(name: str, node_name: str | None) -> dict[str, Any]:
                      "containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]}}
 
 
-def measure(port: int, path: str, body: bytes, seconds: float) -> tuple[int, list[float]]:
+def measure(port: int, path: str, bodies: "itertools.cycle[bytes] | list[bytes]", seconds: float) -> tuple[int, list[float]]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    for body in itertools.cycle(bodies) if isinstance(bodies, list) else bodies:
+        if time.monotonic() >= deadline:
+            break
         started = time.perf_counter()
         conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
         response = conn.getresponse()
@@ -90,6 +100,12 @@ def measure(port: int, path: str, body: bytes, seconds: float) -> tuple[int, lis
             raise SystemExit(f"{path}: HTTP {response.status}: {data[:200]!r}")
     conn.close()
     return len(latencies), latencies
+
+
+def changing(body: bytes, marker: bytes) -> "itertools.cycle[bytes]":
+    """The same request again and again with one Node's label different each time (a Node that changed)."""
+    variants = [body.replace(marker, f"{k:0{len(marker)}d}".encode()) for k in range(64)]
+    return itertools.cycle(variants)
 
 
 def main() -> int:
@@ -137,21 +153,32 @@ def main() -> int:
             except OSError:
                 time.sleep(0.1)
         incoming = pod("incoming", None)
-        print(f"karpy extender, 1 worker x 8 threads, watching {len(nodes)} nodes and {len(nodes) * 2} bound pods; "
-              f"one client, {args.seconds:.0f} s per row")
-        print(f"{'nodes':>6} {'mode':>6} {'verb':>10} {'body MB':>8} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7}")
+        print(f"karpy extender, 1 worker x 32 threads, watching {len(nodes)} nodes and {len(nodes) * 2} bound pods; "
+              f"one client, {args.seconds:.0f} s per row, {os.cpu_count()} core(s)")
+        print(f"{'nodes':>6} {'mode':>9} {'verb':>10} {'body MB':>8} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+              f"{'max ms':>7} {'cpu ms':>7} {'load':>5}")
+        marker = b"9" * 12
         for size in sizes:
             subset = nodes[:size]
-            for mode in ("Nodes", "NodeNames"):
+            for mode in ("NodeNames", "Nodes", "Nodes~1"):
+                full = mode != "NodeNames"
+                items = [dict(n) for n in subset]
+                if mode == "Nodes~1":
+                    items[0] = json.loads(json.dumps(items[0]))
+                    items[0]["metadata"]["labels"]["bench/version"] = marker.decode()
                 extender_args = {"Pod": incoming,
-                                 "Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": subset} if mode == "Nodes" else None,
-                                 "NodeNames": [n["metadata"]["name"] for n in subset] if mode == "NodeNames" else None}
+                                 "Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": items} if full else None,
+                                 "NodeNames": [n["metadata"]["name"] for n in subset] if not full else None}
                 body = json.dumps(extender_args).encode()
                 for verb in ("filter", "prioritize"):
-                    count, latencies = measure(ext_port, f"/scheduler/{verb}", body, args.seconds)
-                    cuts = statistics.quantiles(latencies, n=100)
+                    bodies = changing(body, marker) if mode == "Nodes~1" else [body]
+                    cpu_before = cpu_seconds(processes[-1].pid)
+                    count, latencies = measure(ext_port, f"/scheduler/{verb}", bodies, args.seconds)
+                    cpu_ms = (cpu_seconds(processes[-1].pid) - cpu_before) / count * 1000
+                    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
                     print(f"{size:6d} {mode:>9} {verb:>10} {len(body) / 1e6:8.2f} {count / args.seconds:8.1f} "
-                          f"{cuts[49]:7.2f} {cuts[98]:7.2f}", flush=True)
+                          f"{cuts[49]:7.2f} {cuts[98]:7.2f} {max(latencies):7.2f} {cpu_ms:7.2f} {os.getloadavg()[0]:5.1f}",
+                          flush=True)
         print(json.dumps({"logs": str(work)}))
         return 0
     finally:

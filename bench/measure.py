@@ -1,8 +1,9 @@
 """What the benchmarks share: a free loopback port, waiting for a process to come up, a process's peak resident
-memory, a counter from /metrics."""
+memory and CPU time, a counter from /metrics."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 import urllib.request
@@ -35,6 +36,24 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by a process and its descendants (a gunicorn master and its workers).
+
+    Unlike wall-clock latency on a shared machine, this does not grow with what else runs."""
+    total, pending = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick          # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, IndexError, ValueError):
+            continue                                                      # gone meanwhile
+    return total
 
 
 def metric(port: int, name: str) -> dict[str, float]:

@@ -3,11 +3,15 @@
 Starts `karpy webhook` (gunicorn, TLS) on a free loopback port, then runs
 concurrent HTTPS clients (several processes, each with keep-alive
 connections, as the API server holds them) for --seconds against the
-validate and mutate paths, and prints requests/s and latency percentiles per
-path. The clients share the machine's cores with the server, so the figures
-are a floor for what the server alone would do.
+admission paths (Provisioner and AWSNodeTemplate, validate and mutate), and
+prints requests/s and latency percentiles per path, the server's CPU time
+per request (which, unlike latency, does not grow with what else runs on
+the machine), and the machine's load average (1 min) at the end of each
+row. The clients share the machine's cores with the server (and with
+whatever else runs: read the figures with the load), so the figures are a
+floor for what the server alone would do.
 
-    python3 bench/webhook.py [--seconds 20] [--clients 8] [--workers 2]
+    python3 bench/webhook.py [--seconds 20] [--clients 8] [--workers 2] [--threads 32]
 """
 
 from __future__ import annotations
@@ -27,9 +31,22 @@ import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.measure import cpu_seconds  # noqa: E402
+
 PATHS = {
     "validate": "/validate-karpenter-sh-v1alpha5-provisioner",
     "mutate": "/mutate-karpenter-sh-v1alpha5-provisioner",
+    "validate-ant": "/validate-karpenter-k8s-aws-v1alpha1-awsnodetemplate",
+    "mutate-ant": "/mutate-karpenter-k8s-aws-v1alpha1-awsnodetemplate",
+}
+AWSNODETEMPLATE = {
+    "apiVersion": "karpenter.k8s.aws/v1alpha1", "kind": "AWSNodeTemplate",
+    "metadata": {"name": "default", "uid": "5b0c3d1e-2f4a-4c8b-9e6d-7a1f2b3c4d5e", "resourceVersion": "99"},
+    "spec": {"subnetSelector": {"karpenter.sh/discovery": "my-cluster"},
+             "securityGroupSelector": {"karpenter.sh/discovery": "my-cluster"},
+             "tags": {"team": "payments"}, "amiFamily": "AL2"},
 }
 PROVISIONER = {
     "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner",
@@ -47,12 +64,16 @@ PROVISIONER = {
 }
 
 
-def review_body() -> bytes:
+def review_body(path: str = PATHS["validate"]) -> bytes:
+    if "awsnodetemplate" in path:
+        obj, group, version, kind, plural = AWSNODETEMPLATE, "karpenter.k8s.aws", "v1alpha1", "AWSNodeTemplate", "awsnodetemplates"
+    else:
+        obj, group, version, kind, plural = PROVISIONER, "karpenter.sh", "v1alpha5", "Provisioner", "provisioners"
     return json.dumps({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "object": PROVISIONER,
-                    "kind": {"group": "karpenter.sh", "version": "v1alpha5", "kind": "Provisioner"},
-                    "resource": {"group": "karpenter.sh", "version": "v1alpha5", "resource": "provisioners"},
+        "request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "object": obj,
+                    "kind": {"group": group, "version": version, "kind": kind},
+                    "resource": {"group": group, "version": version, "resource": plural},
                     "userInfo": {"username": "kubernetes-admin"}},
     }).encode()
 
@@ -61,7 +82,7 @@ def client(port: int, ca: str, path: str, deadline: float, out: "mp.Queue[tuple[
     """One keep-alive HTTPS connection posting reviews until `deadline`; reports latencies."""
     context = ssl.create_default_context(cafile=ca)
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
-    body = review_body()
+    body = review_body(path)
     headers = {"Content-Type": "application/json"}
     latencies, errors = [], 0
     while time.monotonic() < deadline:
@@ -113,8 +134,9 @@ def start_server(workers: int, threads: int) -> tuple[subprocess.Popen[bytes], i
     raise SystemExit("karpy webhook did not start")
 
 
-def run(args: argparse.Namespace, path_name: str, port: int, ca: str, *, warmup: bool = False) -> None:
+def run(args: argparse.Namespace, path_name: str, port: int, ca: str, server_pid: int, *, warmup: bool = False) -> None:
     out: "mp.Queue[tuple[str, list[float], int]]" = mp.Queue()
+    cpu_before = cpu_seconds(server_pid)
     deadline = time.monotonic() + (2 if warmup else args.seconds)
     procs = [mp.Process(target=client, args=(port, ca, PATHS[path_name], deadline, out)) for _ in range(args.clients)]
     for p in procs:
@@ -122,13 +144,15 @@ def run(args: argparse.Namespace, path_name: str, port: int, ca: str, *, warmup:
     results = [out.get() for _ in procs]
     for p in procs:
         p.join()
+    cpu = cpu_seconds(server_pid) - cpu_before
     if warmup:
         return
     latencies = sorted(x for _, lat, _ in results for x in lat)
     errors = sum(e for _, _, e in results)
     rate = len(latencies) / args.seconds
-    print(f"{path_name:<9} {rate:>9.0f} {percentile(latencies, 50) * 1000:>9.2f} {percentile(latencies, 99) * 1000:>9.2f} "
-          f"{latencies[-1] * 1000:>9.2f} {len(latencies):>9} {errors:>7}")
+    print(f"{path_name:<12} {rate:>9.0f} {percentile(latencies, 50) * 1000:>9.2f} {percentile(latencies, 99) * 1000:>9.2f} "
+          f"{latencies[-1] * 1000:>9.2f} {len(latencies):>9} {errors:>7} {cpu / len(latencies) * 1e6:>7.0f} "
+          f"{os.getloadavg()[0]:>5.1f}", flush=True)
 
 
 def main() -> int:
@@ -136,16 +160,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=8, help="concurrent keep-alive connections (one process each)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=32)
     args = parser.parse_args()
     server, port, ca = start_server(args.workers, args.threads)
     try:
         print(f"karpy webhook: {args.workers} gunicorn worker(s) x {args.threads} thread(s), TLS; "
               f"{args.clients} client connection(s), {args.seconds:.0f} s per path, {os.cpu_count()} core(s)")
-        print(f"{'path':<9} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'requests':>9} {'errors':>7}")
-        run(args, "validate", port, ca, warmup=True)  # connections, caches, first-request imports
+        print(f"{'path':<12} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'requests':>9} {'errors':>7} {'cpu us':>7} {'load':>5}")
+        run(args, "validate", port, ca, server.pid, warmup=True)  # connections, caches, first-request imports
         for name in PATHS:
-            run(args, name, port, ca)
+            run(args, name, port, ca, server.pid)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -19,9 +19,11 @@ from typing import Any, Callable
 from flask import Flask, Response, request
 from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
 
-from karpy.extender.decisions import NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
+from karpy.extender.decisions import NodeFacts, NodeShape, facts_of, filter_nodes, gap_reason, score_nodes
 from karpy.extender.gaps import Gaps
+from karpy.extender.shapes import Shapes
 from karpy.extender.view import ClusterView
 from karpy.extender.wire import BadArgs, ExtenderArgs, decode_args, decode_binding, encode, filter_result, host_priorities
 from karpy.kubeclient.raw import now_rfc3339
@@ -51,13 +53,23 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     gaps = view.gaps if view is not None else Gaps()
 
-    def facts(args: ExtenderArgs) -> list[NodeFacts]:
+    shapes = Shapes()
+
+    def facts(args: ExtenderArgs) -> tuple[list[str], list[NodeFacts]]:
+        """The request's node names, and the facts about each: full Nodes as sent, else the watched ones."""
         now = clock()
+        nodes: list[NodeShape | str]
+        if args.raw_nodes is not None:
+            nodes = list(shapes.of(args.raw_nodes))
+        elif view is not None:
+            nodes = [view.shape(name) or name for name in args.node_names or []]
+        else:
+            nodes = list(args.node_names or [])
+        names = [n if isinstance(n, str) else n.name for n in nodes]
         if view is not None:
-            return view.facts(args, now)
-        if args.nodes is not None:
-            return [facts_of(n, used=None, pending={}, lifetimes=None, now=now) for n in args.nodes]
-        return [NodeFacts(name=name) for name in args.names]
+            return names, view.facts(nodes, now)
+        return names, [NodeFacts(name=n) if isinstance(n, str) else facts_of(n, used=None, pending={}, lifetimes=None, now=now)
+                       for n in nodes]
 
     def verb(name: str, answer: Callable[[Any], Any]) -> Callable[[], Response]:
         def view_fn() -> Response:
@@ -70,7 +82,7 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
             except (BadBody, BadArgs) as e:
                 REQUESTS.labels(name, "bad_request").inc()
                 status = e.status if isinstance(e, BadBody) else 400
-                return _json({"error": "Bad Request" if status == 400 else "Unsupported", "message": str(e)}, status)
+                return _json({"error": HTTP_STATUS_CODES[status], "message": str(e)}, status)
             REQUESTS.labels(name, "ok").inc()
             LATENCY.labels(name).observe(time.perf_counter() - started)
             return _json(result)
@@ -79,7 +91,9 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
 
     def filter_(body: bytes) -> Any:
         args = decode_args(body)
-        passed, failed, kinds = filter_nodes(args.key, args.requests(), facts(args))
+        pod = args.needs()
+        names, node_facts = facts(args)
+        passed, failed, kinds = filter_nodes(pod, node_facts)
         if not passed and failed:                 # karpy's knowledge left no node: a capacity gap
             reason = gap_reason(len(failed), kinds)
             GAPS.inc()
@@ -88,11 +102,13 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
             else:
                 gaps.open(args.key, reason, now_rfc3339())
             log.info("Capacity gap for pod %s: %s", args.key, reason)
-        return filter_result(args, passed, failed)
+        return filter_result(args, names, passed, failed)
 
     def prioritize(body: bytes) -> Any:
         args = decode_args(body)
-        return host_priorities(args.names, score_nodes(args.key, args.requests(), facts(args)))
+        pod = args.needs()
+        names, node_facts = facts(args)
+        return host_priorities(names, score_nodes(pod, node_facts))
 
     def bind(body: bytes) -> Any:
         binding = decode_binding(body)

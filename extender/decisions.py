@@ -1,10 +1,15 @@
 """What the extender decides, from facts about nodes: which nodes a pod may use, and how much it should want each.
 
-kube-scheduler sees only what the API says. karpy also knows which nodes it
-is about to remove (expiry due within the horizon, emptiness within seconds, or draining)
-and which capacity on a launching node it promised to the pods it launched
-that node for. A node that fails here fails with a reason kube-scheduler
-shows; a pod no node is left for is a capacity gap. Pure: no I/O, no clock.
+Every constraint the extender can see is judged, as kube-scheduler's own
+filters judge it: the pod's nodeSelector and required node affinity, the
+node's NoSchedule/NoExecute taints and `spec.unschedulable`, and resource
+fit (allocatable minus the requests of the pods bound there, when the
+extender watches the cluster). karpy also knows which nodes it is about to
+remove (expiry due within the horizon, emptiness within seconds, or
+draining) and which capacity on a launching node it promised to the pods it
+launched that node for. A node that fails here fails with a reason
+kube-scheduler shows; a pod no node is left for is a capacity gap at once.
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import datetime as dt
 from typing import Any, Mapping
 
 from karpy.apis import labels as wk
+from karpy.apis.pods import object_key, pod_requests
+from karpy.apis.requirements import Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources, share
+from karpy.apis.selectors import Taint, tolerates
 from karpy.controller.clock import parse_time
 from karpy.controller.node.expiration import seconds_left
 
@@ -26,8 +34,12 @@ EMPTINESS_HORIZON_SECONDS = 5.0
 NEAR_EXPIRY_SECONDS = 3600.0                 # nodes expiring within this (or the last tenth of their life) score last
 
 # failure kinds, as kube-scheduler's summary counts them ("2 node(s) are being removed by karpy")
-REMOVING = "are being removed by karpy"
-PROMISED = "have their free capacity promised to pods karpy launched them for"
+REMOVING = "node(s) are being removed by karpy"
+PROMISED = "node(s) have their free capacity promised to pods karpy launched them for"
+SELECTOR = "node(s) didn't match Pod's node affinity/selector"
+UNSCHEDULABLE = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +50,8 @@ class Lifetimes:
     until_expired: float | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class NodeFacts:
+@dataclasses.dataclass(slots=True)
+class NodeFacts:          # built per node per call: a frozen dataclass would pay a setattr call per field
     name: str
     removal: str | None = None                 # why karpy is removing it (or will within the horizon)
     allocatable: Resources | None = None       # None: not known (a name only, and no cluster)
@@ -47,51 +59,168 @@ class NodeFacts:
     promised: Mapping[str, Resources] = dataclasses.field(default_factory=dict)   # pod -> requests, not bound yet
     expires_in: float | None = None
     near_expiry: bool = False
+    labels: Mapping[str, str] | None = None    # None: not known
+    taints: tuple[Taint, ...] = ()             # the NoSchedule and NoExecute ones
+    unschedulable: bool = False
 
 
-def facts_of(node: Mapping[str, Any], *, used: Resources | None, pending: Mapping[str, Resources],
-             lifetimes: Lifetimes | None, now: dt.datetime, horizon: float = REMOVAL_HORIZON_SECONDS) -> NodeFacts:
-    """Facts about one Node object. `pending` holds the requests of unbound pods by "ns/name" (those karpy
-    launched this node for count as promised); `lifetimes` are its provisioner's TTLs, if known."""
+@dataclasses.dataclass(frozen=True)
+class PodNeeds:
+    """What a pod asks of a node, read once per call."""
+
+    key: str                                   # "namespace/name"
+    requests: Resources = dataclasses.field(default_factory=Resources)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    affinity_terms: tuple[Requirements, ...] = ()   # required node affinity: any one term must hold; () = no constraint
+
+    def selects(self, name: str, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        if not self.affinity_terms:
+            return True
+        with_name = {**labels, _NAME_FIELD: name}
+        return any(term.allows_labels(with_name) for term in self.affinity_terms)
+
+
+_NAME_FIELD = "metadata.name"         # matchFields' one key, judged as if it were a label
+
+
+def needs_of(pod: Mapping[str, Any]) -> PodNeeds:
+    """Raises QuantityError (a request that does not parse) or ValueError (an affinity term that does not)."""
+    spec = pod.get("spec") or {}
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = []
+    for term in (required or {}).get("nodeSelectorTerms") or []:
+        term = term or {}
+        if not term.get("matchExpressions") and not term.get("matchFields"):
+            continue                   # an empty term matches no node; kube-scheduler skips it among others
+        terms.append(Requirements.from_node_selector_requirements(
+            [*(term.get("matchExpressions") or []), *(term.get("matchFields") or [])]))
+    if required is not None and (required.get("nodeSelectorTerms") or []) and not terms:
+        terms.append(Requirements.from_node_selector_requirements([{"key": _NAME_FIELD, "operator": "In", "values": []}]))
+    return PodNeeds(key=object_key(pod), requests=pod_requests(spec),
+                    tolerations=tuple(t for t in spec.get("tolerations") or [] if isinstance(t, Mapping)),
+                    node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+                    affinity_terms=tuple(terms))
+
+
+def blocking_taints(raw: Any) -> tuple[Taint, ...]:
+    """The NoSchedule and NoExecute taints of a Node's `spec.taints`."""
+    return tuple(Taint.parse(t) for t in raw or [] if isinstance(t, Mapping) and t.get("effect") in _BLOCKING_EFFECTS)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What a Node object says that the decisions read, computed once per version of the Node (by the watch,
+    or once per distinct Node a request carries) so that a call pays only for what depends on the moment."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Resources | None
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ours: bool = False                        # labelled with a karpy provisioner
+    provisioner: str | None = None
+    deleting: bool = False
+    created: dt.datetime | None = None
+    empty_since: dt.datetime | None = None
+    launched_for: tuple[str, ...] = ()
+
+
+def shape_of(node: Mapping[str, Any]) -> NodeShape:
+    """Raises QuantityError when an allocatable amount does not parse."""
     meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    ours = wk.PROVISIONER_NAME in (meta.get("labels") or {})
+    spec, status = node.get("spec") or {}, node.get("status")
+    provisioner = labels.get(wk.PROVISIONER_NAME)
+    return NodeShape(
+        name=meta.get("name", ""), labels=labels,
+        allocatable=Resources.parse(status.get("allocatable")) if status else None,
+        taints=blocking_taints(spec.get("taints")), unschedulable=bool(spec.get("unschedulable")),
+        ours=provisioner is not None, provisioner=provisioner, deleting=bool(meta.get("deletionTimestamp")),
+        created=parse_time(meta.get("creationTimestamp")), empty_since=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
+        launched_for=tuple(k.strip() for k in str(annotations.get(wk.LAUNCHED_FOR, "")).split(",") if k.strip()),
+    )
+
+
+def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pending: Mapping[str, Resources],
+             lifetimes: Lifetimes | None, now: dt.datetime, horizon: float = REMOVAL_HORIZON_SECONDS) -> NodeFacts:
+    """Facts about one Node (its object, or its shape). `pending` holds the requests of unbound pods by "ns/name"
+    (those karpy launched this node for count as promised); `lifetimes` are its provisioner's TTLs, if known."""
+    shape = node if isinstance(node, NodeShape) else shape_of(node)
+    if not (shape.deleting or shape.ours or shape.launched_for):     # most nodes: nothing depends on the moment
+        return NodeFacts(shape.name, None, shape.allocatable, used, {}, None, False, shape.labels, shape.taints,
+                         shape.unschedulable)
     removal = None
     expires_in = None
-    if meta.get("deletionTimestamp"):
+    if shape.deleting:
         removal = "node is being deleted (cordoned and draining)"
-    elif ours and lifetimes is not None:
-        expires_in = seconds_left(ttl=lifetimes.until_expired, created=parse_time(meta.get("creationTimestamp")), now=now)
-        empty_left = seconds_left(ttl=lifetimes.after_empty, created=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
-                                  now=now)
+    elif shape.ours and lifetimes is not None:
+        expires_in = seconds_left(ttl=lifetimes.until_expired, created=shape.created, now=now)
+        empty_left = seconds_left(ttl=lifetimes.after_empty, created=shape.empty_since, now=now)
         if expires_in is not None and expires_in <= horizon:
             removal = f"node expires in {max(expires_in, 0):.0f}s (ttlSecondsUntilExpired) and karpy removes it"
         elif empty_left is not None and empty_left <= min(horizon, EMPTINESS_HORIZON_SECONDS):
             removal = f"node is empty and karpy removes it in {max(empty_left, 0):.0f}s (ttlSecondsAfterEmpty)"
-    launched_for = [k.strip() for k in str(annotations.get(wk.LAUNCHED_FOR, "")).split(",") if k.strip()]
-    promised = {k: pending[k] for k in launched_for if k in pending}
-    allocatable = Resources.parse((node.get("status") or {}).get("allocatable")) if node.get("status") else None
+    # one lookup per key: `pending` may be the watch's live index, changing between a test and a read
+    promised = {k: r for k in shape.launched_for if (r := pending.get(k)) is not None} if shape.launched_for else {}
     near_expiry = expires_in is not None and lifetimes is not None and lifetimes.until_expired is not None and \
         expires_in <= min(NEAR_EXPIRY_SECONDS, lifetimes.until_expired / 10)
-    return NodeFacts(name=meta.get("name", ""), removal=removal, allocatable=allocatable, used=used,
-                     promised=promised, expires_in=expires_in, near_expiry=near_expiry)
+    return NodeFacts(name=shape.name, removal=removal, allocatable=shape.allocatable, used=used,
+                     promised=promised, expires_in=expires_in, near_expiry=near_expiry,
+                     labels=shape.labels, taints=shape.taints, unschedulable=shape.unschedulable)
 
 
-def filter_nodes(pod: str, requests: Resources, nodes: list[NodeFacts]) -> tuple[list[str], dict[str, str], collections.Counter[str]]:
-    """The nodes `pod` ("ns/name") may use, the others with their reasons, and the count of each kind of failure."""
+def filter_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> tuple[list[str], dict[str, str], collections.Counter[str]]:
+    """The nodes `pod` may use, the others with their reasons, and the count of each kind of failure."""
     passed: list[str] = []
     failed: dict[str, str] = {}
     kinds: collections.Counter[str] = collections.Counter()
     for facts in nodes:
-        if facts.removal:
-            failed[facts.name], kinds[REMOVING] = facts.removal, kinds[REMOVING] + 1
-        elif not _fits_beside_promises(pod, requests, facts):
-            others = len([k for k in facts.promised if k != pod])
-            failed[facts.name] = f"node's free capacity is promised to {others} pod(s) karpy launched it for"
-            kinds[PROMISED] += 1
+        reasons = _why_not(pod, facts)
+        if reasons:
+            failed[facts.name] = "; ".join(message for _, message in reasons)
+            for kind, _ in reasons:
+                kinds[kind] += 1
         else:
             passed.append(facts.name)
     return passed, failed, kinds
+
+
+def _why_not(pod: PodNeeds, facts: NodeFacts) -> list[tuple[str, str]]:
+    """(kind, message) for each reason `pod` cannot go to this node; [] when it can."""
+    if facts.removal:
+        return [(REMOVING, facts.removal)]
+    if facts.labels is not None and (pod.node_selector or pod.affinity_terms) and not pod.selects(facts.name, facts.labels):
+        return [(SELECTOR, "node didn't match Pod's node affinity/selector")]
+    if facts.unschedulable and not tolerates(pod.tolerations, UNSCHEDULABLE_TAINT):
+        return [(UNSCHEDULABLE, "node is unschedulable (cordoned)")]
+    for taint in facts.taints:
+        if not tolerates(pod.tolerations, taint):
+            kind = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}" if taint.value else \
+                f"node(s) had untolerated taint {{{taint.key}}}"
+            return [(kind, f"node has taint {taint} the pod does not tolerate")]
+    short = _insufficient(pod.requests, facts)
+    if short:
+        return [(f"Insufficient {r}", f"Insufficient {r}") for r in short]
+    if not _fits_beside_promises(pod.key, pod.requests, facts):
+        others = len([k for k in facts.promised if k != pod.key])
+        return [(PROMISED, f"node's free capacity is promised to {others} pod(s) karpy launched it for")]
+    return []
+
+
+def _insufficient(requests: Resources, facts: NodeFacts) -> list[str]:
+    """The resources the pod asks more of than the node has left (allocatable minus what bound pods request)."""
+    allocatable = facts.allocatable
+    if allocatable is None:
+        return []
+    used = facts.used or {}
+    for r, amount in requests.items():
+        if amount > 0 and amount > allocatable.get(r, 0) - used.get(r, 0):     # rare: only then list them all
+            return [r for r, amount in requests.items() if amount > 0 and amount > allocatable.get(r, 0) - used.get(r, 0)]
+    return []
 
 
 def _fits_beside_promises(pod: str, requests: Resources, facts: NodeFacts) -> bool:
@@ -108,30 +237,34 @@ def _fits_beside_promises(pod: str, requests: Resources, facts: NodeFacts) -> bo
 
 def gap_reason(total: int, kinds: collections.Counter[str]) -> str:
     """kube-scheduler's way of saying why no node is left: "0/3 nodes are available: 3 node(s) are ..."."""
-    detail = ", ".join(f"{count} node(s) {kind}" for kind, count in sorted(kinds.items()))
+    detail = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
     return f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available."
 
 
-def score_nodes(pod: str, requests: Resources, nodes: list[NodeFacts]) -> dict[str, int]:
+def score_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> dict[str, int]:
     """0..10 per node: 10 for the node karpy launched for this pod; then tighter packing scores higher (1..9),
     so emptier nodes drain and go; nodes near expiry (or being removed) score 0."""
     scores: dict[str, int] = {}
     for facts in nodes:
-        if pod in facts.promised:
+        if pod.key in facts.promised:
             scores[facts.name] = 10
         elif facts.removal or facts.near_expiry:
             scores[facts.name] = 0
         else:
-            scores[facts.name] = 1 + round(8 * _fullness_after(requests, facts))
+            scores[facts.name] = 1 + round(8 * _fullness_after(pod.requests, facts))
     return scores
 
 
 def _fullness_after(requests: Resources, facts: NodeFacts) -> float:
     """Mean share of cpu and memory in use once the pod is placed (0.5 when not known)."""
-    if facts.allocatable is None or facts.used is None:
+    allocatable, used = facts.allocatable, facts.used
+    if allocatable is None or used is None:
         return 0.5
-    after = facts.used + requests
-    for promised in facts.promised.values():
-        after = after + promised
-    shares = [share(after.get(r, 0), facts.allocatable[r]) for r in (CPU, MEMORY) if facts.allocatable.get(r, 0) > 0]
-    return sum(shares) / len(shares) if shares else 0.5
+    total, count = 0.0, 0
+    for r in (CPU, MEMORY):
+        capacity = allocatable.get(r, 0)
+        if capacity > 0:          # exact: amounts past float's range cannot overflow
+            after = used.get(r, 0) + requests.get(r, 0) + sum(p.get(r, 0) for p in facts.promised.values())
+            total += share(after, capacity)
+            count += 1
+    return total / count if count else 0.5

@@ -21,9 +21,9 @@ from karpy.apis.conditions import unschedulable
 from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
-from karpy.extender.decisions import Lifetimes, NodeFacts, facts_of
+from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, shape_of
 from karpy.extender.gaps import Gaps
-from karpy.extender.wire import BindingArgs, ExtenderArgs
+from karpy.extender.wire import BindingArgs
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339
 
@@ -50,6 +50,8 @@ class ClusterView:
         self._used: dict[str, Resources] = {}                 # node -> requests of the pods bound to it
         self._where: dict[str, tuple[str, Resources]] = {}    # pod -> (node it is bound to, its requests)
         self._pending: dict[str, Resources] = {}              # unbound pods -> requests
+        self._shapes: dict[str, NodeShape] = {}               # node -> what its object says, as of its last change
+        self.nodes.handlers.append(self._on_node)
         self.pods.handlers.append(self._on_pod)
         self.gap_events.handlers.append(self._on_gap_event)
 
@@ -65,6 +67,16 @@ class ClusterView:
             informer.stop()
 
     # --- keeping the indexes --------------------------------------------------------------
+    def _on_node(self, kind: str, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        if kind == "DELETED":
+            self._shapes.pop(name, None)
+            return
+        try:
+            self._shapes[name] = shape_of(node)
+        except QuantityError:
+            self._shapes.pop(name, None)          # the API server would not have stored it: nothing known
+
     def _on_pod(self, kind: str, pod: Obj) -> None:
         key = object_key(pod)
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
@@ -106,22 +118,25 @@ class ClusterView:
         spec = obj.get("spec") or {}
         return Lifetimes(after_empty=spec.get("ttlSecondsAfterEmpty"), until_expired=spec.get("ttlSecondsUntilExpired"))
 
-    def facts(self, args: ExtenderArgs, now: dt.datetime) -> list[NodeFacts]:
-        """Facts for each node of the request; a full Node as sent, else the watched one, else only its name."""
-        with self._lock:
-            pending = dict(self._pending)
-            used = dict(self._used)
-        nodes: list[Obj | str] = list(args.nodes) if args.nodes is not None else \
-            [self.nodes.get("", name) or name for name in args.names]
+    def shape(self, name: str) -> NodeShape | None:
+        """The watched Node's shape, or None when no such Node is known."""
+        return self._shapes.get(name)
+
+    def facts(self, nodes: list[NodeShape | str], now: dt.datetime) -> list[NodeFacts]:
+        """Facts for each node (a shape, or a name nothing is known of) with what is bound there and promised.
+
+        Reads the indexes in place, without copying them: a pod bound meanwhile shows or not, as it would a moment
+        earlier or later."""
+        lifetimes: dict[str | None, Lifetimes | None] = {}
         result = []
         for node in nodes:
             if isinstance(node, str):
                 result.append(NodeFacts(name=node))
                 continue
-            name = node["metadata"]["name"]
-            provisioner = (node["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
-            result.append(facts_of(node, used=used.get(name, Resources()), pending=pending,
-                                   lifetimes=self.lifetimes(provisioner), now=now))
+            if node.provisioner not in lifetimes:
+                lifetimes[node.provisioner] = self.lifetimes(node.provisioner)
+            result.append(facts_of(node, used=self._used.get(node.name) or Resources(), pending=self._pending,
+                                   lifetimes=lifetimes[node.provisioner], now=now))
         return result
 
     def report_gap(self, pod: Obj, reason: str) -> None:

@@ -5,9 +5,11 @@
 shape raises BadArgs naming the field. Pure.
 
 A filter call with full Nodes is megabytes, and turning all of it into
-Python objects is most of the cost of answering. So each Node is read only
-as far as the decisions need (name, labels, annotations, timestamps,
-allocatable), and the ones that pass are answered back byte for byte.
+Python objects is most of the cost of answering. So the body is only split
+into its Nodes' bytes; each Node is read (`decode_node`) only as far as the
+decisions need (name, labels, annotations, timestamps, taints,
+allocatable), and only when its bytes were not seen before; the ones that
+pass are answered back byte for byte.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from karpy.apis.pods import object_key, pod_requests
+from karpy.apis.pods import object_key
 from karpy.apis.quantity import QuantityError
-from karpy.apis.resources import Resources
+from karpy.extender.decisions import PodNeeds, needs_of
 
 Obj = dict[str, Any]
 
@@ -41,9 +43,15 @@ class _NodeStatus(TypedDict, total=False):
     allocatable: dict[str, Any]
 
 
+class _NodeSpec(TypedDict, total=False):
+    taints: list[dict[str, Any]]
+    unschedulable: bool
+
+
 class _Node(TypedDict, total=False):
     """The part of a Node the decisions read; the rest is skipped, not built."""
     metadata: _NodeMetadata
+    spec: _NodeSpec
     status: _NodeStatus
 
 
@@ -66,23 +74,21 @@ _AT = re.compile(r"^(.*) - at `\$\.?(.*)`$")
 @dataclasses.dataclass(frozen=True)
 class ExtenderArgs:
     pod: Obj
-    nodes: list[Obj] | None           # full Nodes (nodeCacheCapable: false), as far as the decisions read them
-    node_names: list[str] | None      # names only (nodeCacheCapable: true)
-    raw_nodes: list[msgspec.Raw] | None = None   # the full Nodes as sent, for the answer
+    raw_nodes: list[msgspec.Raw] | None   # full Nodes (nodeCacheCapable: false), each as sent
+    node_names: list[str] | None          # names only (nodeCacheCapable: true)
 
     @property
     def key(self) -> str:
         return object_key(self.pod)
 
-    @property
-    def names(self) -> list[str]:
-        return self.node_names if self.node_names is not None else [n["metadata"]["name"] for n in self.nodes or []]
-
-    def requests(self) -> Resources:
+    def needs(self) -> PodNeeds:
+        """What the pod asks of a node; BadArgs naming the field that cannot be read."""
         try:
-            return pod_requests(self.pod.get("spec") or {})
+            return needs_of(self.pod)
         except QuantityError as e:
             raise BadArgs(f"Pod.{e}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise BadArgs(f"Pod.spec.affinity.nodeAffinity: {e}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +105,8 @@ def decode_args(raw: bytes) -> ExtenderArgs:
         body = _ARGS.decode(raw)
     except msgspec.ValidationError as e:
         raise BadArgs(_located(e, "ExtenderArgs")) from None
-    except msgspec.DecodeError as e:
-        raise BadArgs(f"body is not valid JSON: {e}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise BadArgs(_not_json(e)) from None
     pod = body.get("Pod")
     if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict) or not isinstance(pod["metadata"].get("name"), str):
         raise BadArgs("Pod: required, an object with metadata.name")
@@ -112,20 +118,30 @@ def decode_args(raw: bytes) -> ExtenderArgs:
     if nodes is not None:
         if "items" not in nodes:
             raise BadArgs("Nodes.items: expected a list of Node objects")
-        raw_nodes = nodes["items"]
-        slim = []
-        for i, r in enumerate(raw_nodes):
-            try:
-                node = _NODE.decode(r)
-            except msgspec.ValidationError as e:
-                raise BadArgs(_located(e, f"Nodes.items[{i}]")) from None
-            if not isinstance((node.get("metadata") or {}).get("name"), str):
-                raise BadArgs(f"Nodes.items[{i}]: expected a Node with metadata.name")
-            slim.append(node)
-        return ExtenderArgs(pod=pod, nodes=slim, node_names=None, raw_nodes=raw_nodes)
+        return ExtenderArgs(pod=pod, raw_nodes=nodes["items"], node_names=None)
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadArgs("NodeNames: expected a list of strings")
-    return ExtenderArgs(pod=pod, nodes=None, node_names=names)
+    return ExtenderArgs(pod=pod, raw_nodes=None, node_names=names)
+
+
+def decode_node(raw: msgspec.Raw | bytes, index: int) -> Obj:
+    """The part of the `index`th Node of a request that the decisions read; BadArgs naming it when it is no Node."""
+    try:
+        node = _NODE.decode(raw)
+    except msgspec.ValidationError as e:
+        raise BadArgs(_located(e, f"Nodes.items[{index}]")) from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise BadArgs(f"Nodes.items[{index}]: {_not_json(e)}") from None
+    if not isinstance((node.get("metadata") or {}).get("name"), str):
+        raise BadArgs(f"Nodes.items[{index}]: expected a Node with metadata.name")
+    return dict(node)
+
+
+def _not_json(e: ValueError) -> str:
+    """msgspec checks UTF-8 only inside strings, and says so with a UnicodeDecodeError."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"body is not valid JSON: not UTF-8 at byte {e.start}"
+    return f"body is not valid JSON: {e}"
 
 
 def _located(e: msgspec.ValidationError, where: str) -> str:
@@ -146,8 +162,8 @@ def encode(payload: Any) -> bytes:
 def decode_binding(raw: bytes) -> BindingArgs:
     try:
         body = msgspec.json.decode(raw)
-    except msgspec.DecodeError as e:
-        raise BadArgs(f"body is not valid JSON: {e}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise BadArgs(_not_json(e)) from None
     if not isinstance(body, dict):
         raise BadArgs(f"expected an ExtenderBindingArgs object, got {type(body).__name__}")
     fields = ("PodName", "PodNamespace", "PodUID", "Node")
@@ -157,13 +173,13 @@ def decode_binding(raw: bytes) -> BindingArgs:
     return BindingArgs(*(body[f] for f in fields))
 
 
-def filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str]) -> Obj:
-    """Answer in the form asked: Nodes for Nodes, NodeNames for NodeNames."""
+def filter_result(args: ExtenderArgs, names: list[str], passed: list[str], failed: dict[str, str]) -> Obj:
+    """Answer in the form asked: Nodes for Nodes, NodeNames for NodeNames. `names` are the request's nodes' names."""
     result: Obj = {"FailedNodes": failed, "FailedAndUnresolvableNodes": {}, "Error": ""}
-    if args.nodes is not None:
+    if args.raw_nodes is not None:
         keep = set(passed)
         result["Nodes"] = {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
-                           "items": [raw for n, raw in zip(args.nodes, args.raw_nodes or []) if n["metadata"]["name"] in keep]}
+                           "items": [raw for name, raw in zip(names, args.raw_nodes) if name in keep]}
         result["NodeNames"] = None
     else:
         result["Nodes"] = None

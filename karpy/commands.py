@@ -283,6 +283,12 @@ def _tls_files(cert_dir: Path) -> tuple[Path, Path]:
     for f in (certfile, keyfile):
         if not f.is_file():
             raise UsageError(f"--cert-dir {cert_dir}: {f.name} not found (run 'karpy certs generate --out-dir {cert_dir}')")
+    from karpy.serving.tls import TLSMaterialError, check_serving_pair
+
+    try:
+        check_serving_pair(certfile, keyfile)
+    except TLSMaterialError as e:
+        raise UsageError(f"--cert-dir {cert_dir}: {e}") from None
     return certfile, keyfile
 
 
@@ -300,15 +306,18 @@ def webhook(args: argparse.Namespace) -> int:
     log.info("Serving admission webhook on https://%s:%d", host, sock.getsockname()[1])
     settings = Settings(aws=args.cloud_provider == "aws")
     serve(lambda: create_app(settings), sock=sock, certfile=str(certfile), keyfile=str(keyfile),
-          workers=args.workers, threads=args.threads)
+          workers=args.workers, threads=args.threads, header_timeout=args.header_timeout, body_timeout=args.body_timeout)
     return 0
 
 
 def extender(args: argparse.Namespace) -> int:
+    from karpy.serving.server import bind, prepare_metrics_dir, serve
+
+    prepare_metrics_dir()                     # before anything imports prometheus_client (kubeclient does)
     import kubernetes
 
+    from karpy.extender.app import create_app
     from karpy.kubeclient.raw import load_configuration
-    from karpy.serving.server import bind, prepare_metrics_dir, serve
 
     certfile, keyfile = _tls_files(Path(args.cert_dir)) if args.cert_dir else (None, None)
     watched = bool(args.kubeconfig or args.in_cluster or os.environ.get("KUBECONFIG"))
@@ -318,8 +327,6 @@ def extender(args: argparse.Namespace) -> int:
             cluster = load_configuration(args.kubeconfig, kubernetes.client.Configuration())
         except kubernetes.config.ConfigException as e:
             raise UsageError(f"reading the cluster configuration: {e}") from None
-    prepare_metrics_dir()
-    from karpy.extender.app import create_app  # after the metrics directory is set
 
     try:
         sock = bind(host := listen_host(args.host), args.port)
@@ -342,5 +349,6 @@ def extender(args: argparse.Namespace) -> int:
         return create_app(view=view)
 
     serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,
-          workers=args.workers, threads=args.threads, preload=not watched)
+          workers=args.workers, threads=args.threads, preload=not watched, header_timeout=args.header_timeout,
+          body_timeout=args.body_timeout)
     return 0

@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
     hook.add_argument("--cloud-provider", choices=["aws", "fake"], default="aws", help="whose rules and defaults apply")
     hook.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    hook.add_argument("--threads", type=int, default=8, help="threads per worker")
+    hook.add_argument("--threads", type=int, default=32, help="threads per worker (a slow client holds one until its deadline)")
+    _read_timeouts(hook, body=10.0)                # the API server gives up on a webhook after timeoutSeconds (10 s)
     hook.set_defaults(run=commands.webhook)
 
     ext = sub.add_parser("extender", help="serve the kube-scheduler extender (filter, prioritize, bind, capacity gaps)")
@@ -122,9 +123,17 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--in-cluster", action="store_true",
                      help="watch the cluster found as the controller finds it ($KUBECONFIG, in-cluster, ~/.kube/config)")
     ext.add_argument("--workers", type=int, default=1, help="gunicorn worker processes (each watches the cluster)")
-    ext.add_argument("--threads", type=int, default=8, help="threads per worker")
+    ext.add_argument("--threads", type=int, default=32, help="threads per worker (a slow client holds one until its deadline)")
+    _read_timeouts(ext, body=30.0)                 # filter bodies of tens of MB
     ext.set_defaults(run=commands.extender)
     return parser
+
+
+def _read_timeouts(server: argparse.ArgumentParser, *, body: float) -> None:
+    server.add_argument("--header-timeout", type=float, default=10.0,
+                        help="seconds a client has to send a request's headers (TLS handshake included) before 408")
+    server.add_argument("--body-timeout", type=float, default=body,
+                        help="seconds a client has to send a request's body after its headers before 408")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

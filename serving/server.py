@@ -2,32 +2,57 @@
 
 `serve()` runs a Flask app factory under gunicorn's master/worker model
 with the settings below and nothing from a `./gunicorn.conf.py` or
-GUNICORN_CMD_ARGS, so what runs is what the flags say. gthread workers keep
-TLS connections alive between requests (the API server reuses them), which
-matters more under admission load than the worker count.
+GUNICORN_CMD_ARGS, so what runs is what the flags say.
+
+The worker is gthread with read deadlines (`serving.worker`): connections
+stay alive between requests (the API server and kube-scheduler reuse them),
+idle ones wait in the worker's poller, and a client that sends its request
+slowly loses it at the header or body deadline instead of holding a thread.
+Threads are many (32 by default) because a thread waiting on a socket costs
+little and each one a slow client holds is one fewer for everyone else; the
+work itself is CPU-bound, so the process count, not the thread count, is what
+uses the cores. One TLS context per worker process (gunicorn builds one per
+connection) lets clients resume their TLS sessions instead of paying a full
+handshake on every new connection.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
+import ssl
 import tempfile
 from typing import Any, Callable
 
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
+from karpy.serving.worker import with_deadlines
+
 GRACEFUL_TIMEOUT_SECONDS = 3  # inside the 5 s every karpy server has to stop
+HEADER_TIMEOUT_SECONDS = 10.0
+BODY_TIMEOUT_SECONDS = 30.0
+_CONTEXTS: dict[tuple[str, str], ssl.SSLContext] = {}
+
+
+def _one_tls_context(config: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+    """gunicorn's TLS context, built once per process: session tickets and the session cache live in it."""
+    key = (config.certfile, config.keyfile)
+    if key not in _CONTEXTS:
+        _CONTEXTS[key] = default_factory()
+    return _CONTEXTS[key]
 
 
 def gunicorn_settings(
-    *, sock: socket.socket, certfile: str | None, keyfile: str | None, workers: int, threads: int, preload: bool = True
+    *, sock: socket.socket, certfile: str | None, keyfile: str | None, workers: int, threads: int, preload: bool = True,
+    header_timeout: float = HEADER_TIMEOUT_SECONDS, body_timeout: float = BODY_TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
     """The complete gunicorn configuration karpy's servers run with."""
     settings: dict[str, Any] = {
         "bind": [f"fd://{sock.fileno()}"],
         "workers": workers,
-        "worker_class": "gthread",
+        "worker_class": with_deadlines(header_timeout=header_timeout, body_timeout=body_timeout),
         "threads": threads,
         "keepalive": 30,                  # the API server keeps admission connections open
         "timeout": 30,                    # a worker silent this long is restarted
@@ -43,7 +68,7 @@ def gunicorn_settings(
         "worker_tmp_dir": worker_tmp_dir(),  # heartbeat files: RAM where there is some, never the (read-only) image
     }
     if certfile and keyfile:
-        settings.update(certfile=certfile, keyfile=keyfile)
+        settings.update(certfile=certfile, keyfile=keyfile, ssl_context=_one_tls_context)
     return settings
 
 
@@ -79,7 +104,10 @@ def worker_tmp_dir() -> str:
 
 
 def prepare_metrics_dir() -> str:
-    """Point prometheus_client at a fresh multiprocess directory; call before importing apps."""
+    """Point prometheus_client at a fresh multiprocess directory; call before anything imports
+    prometheus_client (it picks its value store once, at import): workers' metrics would vanish."""
+    if "prometheus_client" in sys.modules and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        raise RuntimeError("prometheus_client was imported before its multiprocess directory was set")
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(prefix="karpy-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
     return path
@@ -87,9 +115,10 @@ def prepare_metrics_dir() -> str:
 
 def serve(
     app_factory: Callable[[], Flask], *, sock: socket.socket, certfile: str | None = None,
-    keyfile: str | None = None, workers: int = 2, threads: int = 8, preload: bool = True,
+    keyfile: str | None = None, workers: int = 2, threads: int = 32, preload: bool = True,
+    header_timeout: float = HEADER_TIMEOUT_SECONDS, body_timeout: float = BODY_TIMEOUT_SECONDS,
 ) -> None:
     """Serve until SIGTERM/SIGINT; returns after gunicorn's graceful stop."""
     settings = gunicorn_settings(sock=sock, certfile=certfile, keyfile=keyfile, workers=workers, threads=threads,
-                                 preload=preload)
+                                 preload=preload, header_timeout=header_timeout, body_timeout=body_timeout)
     _Embedded(app_factory, settings).run()

@@ -105,3 +105,22 @@ def test_the_extender_binds_through_pods_binding_and_prefers_the_node_launched_f
     r = requests.post(extender.url + "/scheduler/bind", timeout=5,
                       json={"PodName": "missing", "PodNamespace": "default", "PodUID": "u", "Node": "other-1"})
     assert r.status_code == 200 and "404" in r.json()["Error"]
+
+
+def test_filter_with_full_nodes_subtracts_the_pods_bound_there(cluster: tuple[Kube, Extender]) -> None:
+    kube, extender = cluster
+    busy = node("busy", allocatable={"cpu": "4", "memory": "16Gi", "pods": "20"})
+    kube.core.create_node(busy)
+    kube.core.create_namespaced_pod("default", pod("tenant", cpu="3", owner=None, node_name="busy"))
+
+    def judged(cpu: str) -> dict[str, Any]:
+        return requests.post(extender.url + "/scheduler/filter", timeout=5, json={
+            "Pod": pod(f"new-{cpu}", cpu=cpu, owner=None), "NodeNames": None,
+            "Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": [busy]}}).json()
+
+    eventually(lambda: judged("2")["FailedNodes"] == {"busy": "Insufficient cpu"}, timeout=10)
+    assert [n["metadata"]["name"] for n in judged("1")["Nodes"]["items"]] == ["busy"]
+    assert "default/new-2" in extender.gaps()
+    named = requests.post(extender.url + "/scheduler/filter", timeout=5, json={
+        "Pod": pod("named", cpu="2", owner=None), "Nodes": None, "NodeNames": ["busy"]}).json()
+    assert named["FailedNodes"] == {"busy": "Insufficient cpu"}          # the watched Node, in NodeNames mode too

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from karpy.apis.resources import Resources
-from karpy.extender.decisions import Lifetimes, NodeFacts, facts_of, filter_nodes, gap_reason, score_nodes
+from karpy.extender.decisions import Lifetimes, NodeFacts, PodNeeds, facts_of, filter_nodes, gap_reason, score_nodes
 from tests.builders import node
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -37,7 +37,7 @@ def test_nodes_karpy_removes_soon_fail_with_the_reason() -> None:
         facts(karpy_node("young", created=at(60))),
         facts(node("not-karpy", created=at(10**6))),
     ]
-    passed, failed, kinds = filter_nodes("default/web", Resources.of(cpu="100m"), nodes)
+    passed, failed, kinds = filter_nodes(PodNeeds("default/web", Resources.of(cpu="100m")), nodes)
     assert passed == ["empty-later", "empty-soon", "young", "not-karpy"]
     assert failed["draining"] == "node is being deleted (cordoned and draining)"
     assert "ttlSecondsAfterEmpty" in failed["empty-due"] and "5s" in failed["empty-due"]
@@ -47,7 +47,7 @@ def test_nodes_karpy_removes_soon_fail_with_the_reason() -> None:
 
 def test_without_the_provisioners_ttls_only_deletion_counts() -> None:
     n = karpy_node("empty", annotations={"karpenter.sh/emptiness-timestamp": at(10**5)})
-    assert filter_nodes("default/web", Resources(), [facts(n, lives=None)])[0] == ["empty"]
+    assert filter_nodes(PodNeeds("default/web", Resources()), [facts(n, lives=None)])[0] == ["empty"]
 
 
 def test_capacity_promised_to_other_pods_is_kept_for_them() -> None:
@@ -55,14 +55,14 @@ def test_capacity_promised_to_other_pods_is_kept_for_them() -> None:
                            allocatable={"cpu": "4", "memory": "8Gi", "pods": "10"})
     pending = {"default/a": Resources.of(cpu="2"), "default/b": Resources.of(cpu="1500m")}
     f = facts(launching, pending=pending)
-    assert filter_nodes("default/a", Resources.of(cpu="2"), [f])[0] == ["launching"]       # its own node
-    assert filter_nodes("default/small", Resources.of(cpu="500m"), [f])[0] == ["launching"]  # fits beside both
-    passed, failed, kinds = filter_nodes("default/big", Resources.of(cpu="1"), [f])
+    assert filter_nodes(PodNeeds("default/a", Resources.of(cpu="2")), [f])[0] == ["launching"]       # its own node
+    assert filter_nodes(PodNeeds("default/small", Resources.of(cpu="500m")), [f])[0] == ["launching"]  # fits beside both
+    passed, failed, kinds = filter_nodes(PodNeeds("default/big", Resources.of(cpu="1")), [f])
     assert passed == [] and "promised to 2 pod(s)" in failed["launching"]
     assert "have their free capacity promised" in gap_reason(1, kinds)
     # once a pod is bound it is no longer pending: its promise is kept by the binding itself
     bound = facts(launching, used="2", pending={"default/b": Resources.of(cpu="1500m")})
-    assert filter_nodes("default/big", Resources.of(cpu="500m"), [bound])[0] == ["launching"]
+    assert filter_nodes(PodNeeds("default/big", Resources.of(cpu="500m")), [bound])[0] == ["launching"]
 
 
 def test_scores_put_the_promised_node_first_then_tighter_packing_and_near_expiry_last() -> None:
@@ -74,7 +74,7 @@ def test_scores_put_the_promised_node_first_then_tighter_packing_and_near_expiry
         facts(karpy_node("idle", allocatable=big, created=at(60)), used="0"),
         facts(karpy_node("old", allocatable=big, created=at(3300)), used="6"),      # 300 s left of 3600
     ]
-    scores = score_nodes("default/web", Resources.of(cpu="1", memory="1Gi"), nodes)
+    scores = score_nodes(PodNeeds("default/web", Resources.of(cpu="1", memory="1Gi")), nodes)
     assert scores["promised"] == 10
     assert scores["busy"] > scores["idle"] >= 1
     assert scores["old"] == 0
@@ -83,8 +83,80 @@ def test_scores_put_the_promised_node_first_then_tighter_packing_and_near_expiry
 
 def test_names_alone_pass_and_score_in_the_middle() -> None:
     only_names = [NodeFacts(name="n1"), NodeFacts(name="n2")]
-    assert filter_nodes("default/web", Resources.of(cpu="1"), only_names)[0] == ["n1", "n2"]
-    assert score_nodes("default/web", Resources.of(cpu="1"), only_names) == {"n1": 5, "n2": 5}
+    assert filter_nodes(PodNeeds("default/web", Resources.of(cpu="1")), only_names)[0] == ["n1", "n2"]
+    assert score_nodes(PodNeeds("default/web", Resources.of(cpu="1")), only_names) == {"n1": 5, "n2": 5}
+
+
+def needs(**spec: object) -> PodNeeds:
+    from karpy.extender.decisions import needs_of
+    from tests.builders import pod
+
+    return needs_of(pod("web", **spec))  # type: ignore[arg-type]
+
+
+def judge(p: PodNeeds, *nodes: dict, used: dict[str, str] | None = None) -> tuple[list[str], dict[str, str], str]:
+    node_facts = [facts_of(n, used=Resources.of(**(used or {}).get(n["metadata"]["name"], {})) if used else None,  # type: ignore[arg-type]
+                           pending={}, lifetimes=None, now=NOW) for n in nodes]
+    passed, failed, kinds = filter_nodes(p, node_facts)
+    return passed, failed, gap_reason(len(failed), kinds)
+
+
+def test_a_node_whose_allocatable_is_below_the_request_fails_with_insufficient_cpu() -> None:
+    small = node("small", allocatable={"cpu": "1930m", "memory": "7Gi", "pods": "29"})
+    passed, failed, reason = judge(needs(cpu="3"), small)
+    assert passed == [] and failed == {"small": "Insufficient cpu"}
+    assert reason == "0/1 nodes are available: 1 Insufficient cpu."
+    assert judge(needs(cpu="1930m"), small)[0] == ["small"]
+
+
+def test_requests_of_pods_bound_there_are_subtracted_from_allocatable() -> None:
+    n = node("n", allocatable={"cpu": "4", "memory": "8Gi", "pods": "3"})
+    assert judge(needs(cpu="2"), n, used={"n": {"cpu": "3"}})[1] == {"n": "Insufficient cpu"}
+    assert judge(needs(cpu="1"), n, used={"n": {"cpu": "3"}})[0] == ["n"]
+    assert judge(needs(cpu="1", memory="1Gi"), n, used={"n": {"cpu": "3", "memory": "7500Mi"}})[1] == {"n": "Insufficient memory"}
+    full = judge(needs(cpu="100m"), n, used={"n": {"pods": "3"}})                    # every pod slot taken
+    assert full[1] == {"n": "Insufficient pods"}
+    gpu = judge(needs(cpu="100m", requests={"nvidia.com/gpu": "1"}), n)              # a resource the node lacks
+    assert gpu[1] == {"n": "Insufficient nvidia.com/gpu"}
+
+
+def test_untolerated_noschedule_and_noexecute_taints_fail_and_prefer_noschedule_does_not() -> None:
+    tainted = node("gpu", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+    evicting = node("bad", taints=[{"key": "broken", "effect": "NoExecute"}])
+    soft = node("soft", taints=[{"key": "spare", "effect": "PreferNoSchedule"}])
+    passed, failed, reason = judge(needs(), tainted, evicting, soft)
+    assert passed == ["soft"] and set(failed) == {"gpu", "bad"}
+    assert reason == ("0/2 nodes are available: 1 node(s) had untolerated taint {broken}, "
+                      "1 node(s) had untolerated taint {dedicated: gpu}.")
+    tolerant = needs(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+                                  {"operator": "Exists", "effect": "NoExecute"}])
+    assert judge(tolerant, tainted, evicting, soft)[0] == ["gpu", "bad", "soft"]
+
+
+def test_cordoned_nodes_fail_unless_the_pod_tolerates_the_unschedulable_taint() -> None:
+    cordoned = node("cordoned", unschedulable=True)
+    assert judge(needs(), cordoned)[2] == "0/1 nodes are available: 1 node(s) were unschedulable."
+    tolerant = needs(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}])
+    assert judge(tolerant, cordoned)[0] == ["cordoned"]
+
+
+def test_node_selector_and_required_node_affinity_are_judged_against_the_nodes_labels() -> None:
+    a = node("a", zone="us-east-1a", labels={"team": "web"})
+    b = node("b", zone="us-east-1b")
+    assert judge(needs(nodeSelector={"team": "web"}), a, b)[0] == ["a"]
+    assert judge(needs(nodeSelector={"team": "web"}), b)[2] == \
+        "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]},
+    ]}}}
+    assert judge(needs(affinity=affinity), a, b, node("c", zone="us-east-1c"))[0] == ["a", "b"]
+    not_in = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}]}}}
+    assert judge(needs(affinity=not_in), a, b)[0] == ["b"]
+    preferred_only = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "team", "operator": "In", "values": ["x"]}]}}]}}
+    assert judge(needs(affinity=preferred_only), a, b)[0] == ["a", "b"]
 
 
 def test_scores_and_promises_stay_exact_with_amounts_past_float_range() -> None:
@@ -93,9 +165,9 @@ def test_scores_and_promises_stay_exact_with_amounts_past_float_range() -> None:
                       promised={"default/other": Resources.of(memory="1e399")})
     full = NodeFacts(name="full", allocatable=vast, used=Resources.of(cpu="4", memory="1e400"))
     ask = Resources.of(cpu="1", memory="1e399")
-    scores = score_nodes("default/p", ask, [roomy, full])
+    scores = score_nodes(PodNeeds("default/p", ask), [roomy, full])
     assert 1 <= scores["roomy"] < scores["full"] == 9
-    passed, _, _ = filter_nodes("default/p", ask, [roomy])
+    passed, _, _ = filter_nodes(PodNeeds("default/p", ask), [roomy])
     assert passed == ["roomy"]
-    passed, failed, _ = filter_nodes("default/p", Resources.of(memory="9e399"), [roomy])
+    passed, failed, _ = filter_nodes(PodNeeds("default/p", Resources.of(memory="9e399")), [roomy])
     assert passed == [] and "roomy" in failed

@@ -103,3 +103,39 @@ def test_probes_and_metrics(extender: Server) -> None:
     metrics = extender.get("/metrics").text
     assert 'karpy_extender_requests_total{outcome="ok",verb="filter"}' in metrics
     assert "karpy_extender_request_duration_seconds_bucket" in metrics
+
+
+def test_full_nodes_too_small_for_the_pod_are_filtered_and_the_pod_is_a_gap_at_once(extender: Server) -> None:
+    small = [node("s1", allocatable={"cpu": "1930m", "memory": "7Gi", "pods": "29"}),
+             node("s2", allocatable={"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                  taints=[{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}])]
+    answer = extender.post("/scheduler/filter", json=args(pod("big", namespace="team-b", cpu="3"), small, names=False)).json()
+    assert answer["Nodes"]["items"] == []
+    assert answer["FailedNodes"]["s1"] == "Insufficient cpu"
+    assert "dedicated=batch:NoSchedule" in answer["FailedNodes"]["s2"]
+    gap = next(g for g in extender.get("/capacity-gaps").json() if g["pod"] == "team-b/big")
+    assert gap["reason"] == ("0/2 nodes are available: 1 Insufficient cpu, "
+                             "1 node(s) had untolerated taint {dedicated: batch}.")
+    fits = extender.post("/scheduler/filter", json=args(pod("small", cpu="1"), small, names=False)).json()
+    assert [n["metadata"]["name"] for n in fits["Nodes"]["items"]] == ["s1"]
+
+
+def test_a_node_sent_again_unchanged_and_then_changed_is_judged_by_what_it_says_now(extender: Server) -> None:
+    n = node("grows", allocatable={"cpu": "1", "memory": "4Gi", "pods": "10"})
+    first = extender.post("/scheduler/filter", json=args(pod("p2", cpu="2"), [n], names=False)).json()
+    again = extender.post("/scheduler/filter", json=args(pod("p2", cpu="2"), [n], names=False)).json()
+    assert first["FailedNodes"] == again["FailedNodes"] == {"grows": "Insufficient cpu"}
+    n["status"]["allocatable"]["cpu"] = "4"
+    grown = extender.post("/scheduler/filter", json=args(pod("p2", cpu="2"), [n], names=False)).json()
+    assert grown["FailedNodes"] == {} and grown["Nodes"]["items"] == [n]
+
+
+def test_a_body_that_is_not_valid_chunked_encoding_is_a_4xx(extender: Server) -> None:
+    context = ssl.create_default_context(cafile=str(extender.ca))
+    host, port = extender.base_url.removeprefix("https://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(f"POST /scheduler/filter HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Transfer-Encoding: chunked\r\n\r\nzz\r\n{{\"not\": \"a chunk size\"}}\r\n0\r\n\r\n".encode())
+        head = tls.recv(4096).decode(errors="replace")
+    assert head.startswith("HTTP/1.1 400"), head[:200]
+    assert extender.get("/healthz").status_code == 200

@@ -45,7 +45,16 @@ BAD_BODIES = [
     pytest.param(b"[" * 5_000 + b"]" * 5_000, 400, "nested too deeply", id="deep-nesting"),
     pytest.param(b'{"a": ' * 3000 + b"1" + b"}" * 3000, 400, "nested too deeply", id="deep-object-nesting"),
     pytest.param(b"\xff\xfe\x00garbage", 400, "not valid JSON", id="binary"),
+    pytest.param(json.dumps(admission_review(provisioner())).encode().replace(b'"uid": "', b'"uid": "\xc3\x28'), 400, "not UTF-8",
+                 id="bad-bytes-in-a-string"),
 ]
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/no-such-path"])
+def test_bad_bytes_on_other_paths_get_a_4xx_with_json(client: FlaskClient, path: str) -> None:
+    response = client.post(path + "?x=%ff", data=b"\xff\xfe\x00garbage", content_type="application/json")
+    assert 400 <= response.status_code < 500
+    assert response.get_json()["message"]
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -124,3 +133,14 @@ def test_metrics_count_requests_and_denials(webhook_server: Server) -> None:
     assert 'karpy_webhook_requests_total{allowed="false",path="/validate-karpenter-sh-v1alpha5-provisioner"}' in text
     assert "karpy_webhook_request_duration_seconds_bucket" in text
     assert "karpy_webhook_bad_requests_total" in text
+
+
+def test_a_body_that_is_not_valid_chunked_encoding_is_a_400(webhook_server: Server) -> None:
+    context = ssl.create_default_context(cafile=str(webhook_server.ca))
+    host, port = webhook_server.base_url.removeprefix("https://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(f"POST {VALIDATE} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Transfer-Encoding: chunked\r\n\r\nzz\r\n{{\"not\": \"a chunk size\"}}\r\n0\r\n\r\n".encode())
+        head = tls.recv(4096).decode(errors="replace")
+    assert head.startswith("HTTP/1.1 400"), head[:200]
+    assert webhook_server.get("/healthz").status_code == 200

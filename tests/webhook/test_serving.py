@@ -42,3 +42,28 @@ def test_serving_certificate_is_verified_by_clients(webhook_server: object) -> N
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(webhook_server.base_url + "/healthz", verify=True, timeout=5)  # system CAs do not know ours
     assert webhook_server.get("/readyz").text == "ok"
+
+
+def test_a_client_that_reconnects_resumes_its_tls_session(webhook_server: object) -> None:
+    import socket
+    import ssl
+
+    from tests.conftest import Server
+
+    assert isinstance(webhook_server, Server)
+    host, port = webhook_server.base_url.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=str(webhook_server.ca))
+
+    def get_healthz(session: ssl.SSLSession | None) -> tuple[ssl.SSLSession | None, bool]:
+        with socket.create_connection((host, int(port)), timeout=5) as raw, \
+                context.wrap_socket(raw, server_hostname=host, session=session) as tls:
+            tls.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := tls.recv(4096):      # TLS 1.3 tickets arrive after the handshake, with the answer
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200")
+            return tls.session, tls.session_reused
+
+    session, reused = get_healthz(None)
+    assert not reused
+    assert get_healthz(session)[1]          # the one worker's one TLS context knows the ticket it issued
