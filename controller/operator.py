@@ -21,6 +21,7 @@ from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.leader import LeaderElector
 from karpy.controller.node.emptiness import Emptiness
@@ -52,6 +53,7 @@ class Settings:
     leader_namespace: str = "default"
     consolidation: ConsolidationSettings = ConsolidationSettings()
     interruption_queue: str | None = None         # SQS queue name (aws)
+    packing: PackingOptions = PackingOptions()    # how new nodes are packed (--node-cost-per-hour)
 
 
 class Operator:
@@ -71,7 +73,7 @@ class Operator:
             self.cloud = cloud or FakeCloudProvider(self.client, catalog)
             source = catalog
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
-        self.provisioner = Provisioner(self.state, self.cloud, source)
+        self.provisioner = Provisioner(self.state, self.cloud, source, packing=settings.packing)
         self.loops = [
             Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),

@@ -41,6 +41,7 @@ from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
 
 MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's demand, plus one small type per class
+EFFICIENCY_BAND = 0.03           # types this close in price per unit of demand count as equally efficient
 MIP_NODE_LIMIT = 2000
 MIP_REL_GAP = 1e-3
 
@@ -151,7 +152,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         groups.setdefault(e.group, []).append(e)
     budget = options.seconds_for(len(rest))
     for key in sorted(groups):
-        placed = _pack_group(groups[key], topology=topology, open_node=open_node,
+        placed = _pack_group(groups[key], anchored, topology=topology, open_node=open_node,
                              node_cost=options.node_cost_per_hour, seconds=budget)
         if placed is None:
             return None
@@ -165,16 +166,12 @@ def _fits_pins(node: NewNode, pins: Requirements) -> bool:
 
 def _try_add(node: NewNode, pod: PodInfo, topology: Topology) -> bool:
     """Add `pod` to `node` if that keeps the node's price; otherwise leave the node as it was."""
-    before = (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
-              len(node.pods), dict(node.domains), node.template.remaining)
-    price = node.price()
+    before = _state(node)
     if node.add(pod, topology) is not None:
         return False
-    if node.price() <= price + 1e-12:
+    if node.price() <= before[-1] + 1e-12:  # type: ignore[operator]
         return True
-    (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
-     count, node.domains, node.template.remaining) = before
-    del node.pods[count:]
+    _restore(node, before)
     return False
 
 
@@ -211,8 +208,40 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
     return rest
 
 
-def _pack_group(group: list[_Loose], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-                node_cost: float, seconds: float) -> list[NewNode] | None:
+def _grow_cheapest(nodes: list[NewNode], pod: PodInfo, topology: Topology, *, alone: float | None) -> bool:
+    """Add `pod` to the node whose price grows least, if that is less than `alone` (a node of its own)."""
+    need = nodes[0].template.rows.of(pod) if nodes else None
+    if need is None or alone is None:
+        return False
+    best, best_growth = None, alone
+    for node in nodes:
+        if not (node.grow_room() >= need).all():
+            continue
+        grown = node.price_with(need)
+        if grown is not None and grown - node.price() < best_growth - 1e-12:
+            best, best_growth = node, grown - node.price()
+    if best is None:
+        return False
+    before = _state(best)
+    if best.add(pod, topology) is None and best.price() <= before[-1] + best_growth + 1e-9:
+        return True
+    _restore(best, before)
+    return False
+
+
+def _state(node: NewNode) -> tuple[object, ...]:
+    return (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
+            len(node.pods), dict(node.domains), node.template.remaining, node.price())
+
+
+def _restore(node: NewNode, state: tuple[object, ...]) -> None:
+    (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,  # type: ignore[assignment]
+     count, node.domains, node.template.remaining, _) = state
+    del node.pods[count:]  # type: ignore[misc]
+
+
+def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topology,
+                open_node: Callable[[NodeTemplate], NewNode], node_cost: float, seconds: float) -> list[NewNode] | None:
     """New nodes for one group's pods (one provisioner, one set of requirements), or None when
     some pod fits nowhere (the greedy's plan then stands)."""
     t = group[0].template
@@ -256,6 +285,9 @@ def _pack_group(group: list[_Loose], *, topology: Topology, open_node: Callable[
     for e in leftovers:
         if any(_try_add(n, e.pod, topology) for n in fresh):
             continue
+        if _grow_cheapest(fresh + [n for n in anchored if _fits_pins(n, pins)], e.pod, topology,
+                          alone=t.cheapest_price_for(t.rows.of(e.pod))):  # type: ignore[arg-type]
+            continue
         node = open_node(t)
         node.narrow(pins)
         if node.add(e.pod, topology) is not None:
@@ -285,10 +317,19 @@ def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, coun
         return offers[i].price_per_hour  # type: ignore[attr-defined, no-any-return]
 
     def efficiency(i: int) -> float:
-        holds = (alloc[i][asked] / demand[asked]).min() if asked.any() else 1.0
-        return price(i) / holds if holds > 0 else float("inf")
+        share = holds(i)
+        return price(i) / share if share > 0 else float("inf")
 
-    ranked = sorted(usable, key=lambda i: (efficiency(i), price(i), t.instance_types[i].name))
+    def holds(i: int) -> float:
+        return float((alloc[i][asked] / demand[asked]).min()) if asked.any() else 1.0
+
+    # a type that holds the whole demand is worth a column only as the cheapest such; among types
+    # within a few percent of the best price per unit of demand, smaller ones leave less room unused
+    whole = [i for i in usable if holds(i) >= 1.0]
+    usable = [i for i in usable if holds(i) < 1.0] + sorted(whole, key=lambda i: (price(i), t.instance_types[i].name))[:1]
+    best = min(efficiency(i) for i in usable)
+    ranked = sorted(usable, key=lambda i: (int(efficiency(i) / best / EFFICIENCY_BAND) if best > 0 else 0, price(i),
+                                           t.instance_types[i].name))
     chosen = set(ranked[:MAX_TYPES_PER_GROUP])
     by_price = sorted(usable, key=lambda i: (price(i), t.instance_types[i].name))
     for row in need:
@@ -331,6 +372,15 @@ def _solve(types: list[int], alloc: np.ndarray, need: np.ndarray, count: np.ndar
             for c in range(m):
                 if (c, j) in x_index and need[c][r] > 0:
                     rows_i.append(row), cols_i.append(x_index[(c, j)]), vals.append(need[c][r] / alloc[i][r])
+            lower.append(-np.inf), upper.append(0.0)
+            row += 1
+    for (c, j), v in sorted(x_index.items()):            # no more of a class per node than fit one node alone
+        i = types[j]
+        asked = need[c] > 0
+        per_node = np.floor((alloc[i][asked] / need[c][asked]).min()) if asked.any() else count[c]
+        if per_node < count[c]:
+            rows_i.append(row), cols_i.append(v), vals.append(1.0)
+            rows_i.append(row), cols_i.append(j), vals.append(-float(per_node))
             lower.append(-np.inf), upper.append(0.0)
             row += 1
     if t.remaining is not None:                          # the provisioner's limits, on the types' capacity
