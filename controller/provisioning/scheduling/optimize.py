@@ -328,8 +328,13 @@ def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, coun
     whole = [i for i in usable if holds(i) >= 1.0]
     usable = [i for i in usable if holds(i) < 1.0] + sorted(whole, key=lambda i: (price(i), t.instance_types[i].name))[:1]
     best = min(efficiency(i) for i in usable)
-    ranked = sorted(usable, key=lambda i: (int(efficiency(i) / best / EFFICIENCY_BAND) if best > 0 else 0, price(i),
-                                           t.instance_types[i].name))
+
+    def band(i: int) -> float:
+        if not 0 < best < float("inf"):
+            return 0.0
+        return float(np.floor(efficiency(i) / best / EFFICIENCY_BAND))   # inf for a type missing a resource
+
+    ranked = sorted(usable, key=lambda i: (band(i), price(i), t.instance_types[i].name))
     chosen = set(ranked[:MAX_TYPES_PER_GROUP])
     by_price = sorted(usable, key=lambda i: (price(i), t.instance_types[i].name))
     for row in need:
