@@ -40,6 +40,7 @@ from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
 
+GROWTH_CANDIDATES = 32           # anchored nodes a leftover pod may grow, besides the group's new nodes
 MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's demand, plus one small type per class
 EFFICIENCY_BAND = 0.03           # types this close in price per unit of demand count as equally efficient
 MIP_NODE_LIMIT = 2000
@@ -56,7 +57,7 @@ class PackingOptions:
 
     def seconds_for(self, pods: int) -> float:
         """The solver's time budget: grows with the batch, capped so a plan stays interactive."""
-        return min(10.0, 1.0 + pods / 2500)
+        return min(4.0, 0.5 + pods / 5000)
 
 
 def total_cost(nodes: Sequence[NewNode], node_cost_per_hour: float = 0.0) -> float:
@@ -150,7 +151,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     groups: dict[tuple[str, str, str], list[_Loose]] = {}
     for e in rest:
         groups.setdefault(e.group, []).append(e)
-    budget = options.seconds_for(len(rest))
+    budget = options.seconds_for(len(rest)) / max(1, len(groups))
     for key in sorted(groups):
         placed = _pack_group(groups[key], anchored, topology=topology, open_node=open_node,
                              node_cost=options.node_cost_per_hour, seconds=budget)
@@ -195,9 +196,10 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
             hopeless.add(kind)                # rooms only shrink: its twins will not fit either
             rest.append(e)
             continue
+        wanted = [(key, r.any_value()) for key, r in e.pins.items()]
         for i in found.tolist():
             node = anchored[i]
-            if (kind, i) in rejected or not _fits_pins(node, e.pins):
+            if (kind, i) in rejected or any(node.domains.get(key) != value for key, value in wanted):
                 continue
             if _try_add(node, e.pod, topology):
                 free[i] = node.template.allocatable[node.cheapest()] - node.used
@@ -282,10 +284,11 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
     leftovers = [e for e in group if id(e.pod) not in placed]
     for node in fresh:
         node.refit()                          # a cheaper type may hold what the node ended up with
+    neighbours = [n for n in anchored if n.template is t and _fits_pins(n, pins)][:GROWTH_CANDIDATES]
     for e in leftovers:
         if any(_try_add(n, e.pod, topology) for n in fresh):
             continue
-        if _grow_cheapest(fresh + [n for n in anchored if _fits_pins(n, pins)], e.pod, topology,
+        if _grow_cheapest(fresh + neighbours, e.pod, topology,
                           alone=t.cheapest_price_for(t.rows.of(e.pod))):  # type: ignore[arg-type]
             continue
         node = open_node(t)
