@@ -5,7 +5,8 @@ a fifth each of generic pods, zone-spread pods, hostname-spread pods, zone
 self-affinity pods and hostname anti-affinity pods, with random cpu (100m ..
 1500m), memory (100Mi .. 4Gi) and labels (a..g), seed 42, against the 400
 fake instance types and one unconstrained provisioner. For each size it
-prints, for the core alone and for the whole `karpy plan` process: seconds,
+prints, for the greedy packer alone, for the core (greedy, then the optimiser)
+and for the whole `karpy plan` process: seconds,
 pods/s, new nodes, unschedulable pods, $/h, and the ratio of $/h to a lower
 bound:
 
@@ -38,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from karpy.apis.resources import CPU, MEMORY  # noqa: E402
 from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
 from karpy.controller.plan.inputs import load  # noqa: E402
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions  # noqa: E402
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler  # noqa: E402
 
 CPUS = ["100m", "250m", "500m", "1000m", "1500m"]
@@ -109,14 +111,32 @@ def lower_bound(pods: list[dict[str, Any]], snapshot_pods: list[Any]) -> float:
     return 0.1 * cpu + 0.1 * memory_gb + overhead
 
 
-def run_core(path: Path, pods: list[dict[str, Any]]) -> dict[str, Any]:
-    loaded = load([str(path)], catalog="fake-400")
+def run_core(path: Path, pods: list[dict[str, Any]], *, optimize: bool = True, catalog: str = "fake-400") -> dict[str, Any]:
+    loaded = load([str(path)], catalog=catalog)
     started = time.perf_counter()
-    results = Scheduler(loaded.snapshot).solve()
+    results = Scheduler(loaded.snapshot, packing=PackingOptions(optimize=optimize)).solve()
     seconds = time.perf_counter() - started
     price = sum(n.offering.price_per_hour for n in results.new_nodes)
     return {"seconds": seconds, "nodes": len(results.new_nodes), "unschedulable": len(results.unschedulable),
-            "price": price, "bound": lower_bound(pods, loaded.snapshot.pods)}
+            "price": price, "bound": lower_bound(pods, loaded.snapshot.pods) if catalog == "fake-400" else float("nan")}
+
+
+# The realistic mix: ten shapes from 250m/512Mi to 2 cpu/8Gi, 212 pods, one on-demand amd64 provisioner, `aws` catalog.
+SHAPES = [("250m", "512Mi"), ("250m", "1Gi"), ("500m", "1Gi"), ("500m", "2Gi"), ("1", "2Gi"), ("1", "4Gi"),
+          ("1500m", "3Gi"), ("1500m", "6Gi"), ("2", "4Gi"), ("2", "8Gi")]
+
+
+def realistic_mix() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = [{
+        "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
+        "spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                                  {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}]
+    for i, (cpu, memory) in enumerate(SHAPES):
+        for k in range(22 if i < 2 else 21):
+            docs.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"mix-{i}-{k}", "namespace": "default"},
+                         "spec": {"containers": [{"name": "app", "image": "pause",
+                                                  "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}})
+    return docs
 
 
 def run_process(path: Path) -> dict[str, Any]:
@@ -136,6 +156,12 @@ def main() -> int:
     parser.add_argument("--no-process", action="store_true", help="measure the core only")
     args = parser.parse_args()
     built_in("fake-400")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "mix.yaml"
+        path.write_text(yaml.safe_dump_all(realistic_mix(), sort_keys=False))
+        greedy, best = run_core(path, [], optimize=False, catalog="aws"), run_core(path, [], catalog="aws")
+        print(f"realistic mix (212 pods, aws, on-demand amd64): greedy ${greedy['price']:.2f}/h on {greedy['nodes']} node(s), "
+              f"optimiser ${best['price']:.2f}/h on {best['nodes']} node(s) in {best['seconds']:.2f} s")
     print(f"{'pods':>6} {'what':<8} {'seconds':>8} {'pods/s':>8} {'nodes':>6} {'unsched':>7} {'$/h':>10} "
           f"{'$/h/pod':>8} {'bound':>10} {'ratio':>6} {'peak MiB':>9}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,7 +170,7 @@ def main() -> int:
             path = Path(tmp) / f"pods-{size}.yaml"
             path.write_text(yaml.safe_dump_all([PROVISIONER] + pods, sort_keys=False))
             core = run_core(path, pods)
-            rows = [("core", core)]
+            rows = [("greedy", run_core(path, pods, optimize=False)), ("core", core)]
             if not args.no_process:
                 rows.append(("process", run_process(path)))
             for what, r in rows:

@@ -20,6 +20,7 @@ from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.garbagecollection import GarbageCollection
@@ -50,6 +51,7 @@ class Settings:
     leader_namespace: str = "default"
     consolidation: ConsolidationSettings = ConsolidationSettings()
     interruption_queue: str | None = None         # SQS queue name (aws)
+    packing: PackingOptions = PackingOptions()    # how new nodes are packed (--node-cost-per-hour)
 
 
 class Operator:
@@ -75,7 +77,7 @@ class Operator:
         if self.elector is not None:
             self.cloud = FencedCloud(self.cloud, self.elector.still_leading)
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
-        self.provisioner = Provisioner(self.state, self.cloud, source)
+        self.provisioner = Provisioner(self.state, self.cloud, source, packing=settings.packing)
         self.loops = [
             Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),

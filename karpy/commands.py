@@ -77,8 +77,11 @@ def plan(args: argparse.Namespace) -> int:
     from karpy.controller.plan.inputs import PlanInputError, load
     from karpy.controller.consolidation.decisions import Consolidator
     from karpy.controller.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
+    from karpy.controller.provisioning.scheduling.optimize import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 
+    if args.node_cost_per_hour < 0:
+        raise UsageError("--node-cost-per-hour must not be negative")
     try:
         loaded = load(args.filename, catalog=args.catalog)
     except PlanInputError as e:
@@ -96,7 +99,7 @@ def plan(args: argparse.Namespace) -> int:
         else:
             print(consolidation_table(consolidation))
         return 0
-    results = Scheduler(loaded.snapshot).solve()
+    results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour)).solve()
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
@@ -145,9 +148,12 @@ def controller(args: argparse.Namespace) -> int:
 
     from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
     from karpy.controller.operator import Operator, Settings
+    from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 
     cloud_factory = None
     catalog = None
+    if args.node_cost_per_hour < 0:
+        raise UsageError("--node-cost-per-hour must not be negative")
     config_errors: tuple[type[Exception], ...] = (OSError, kubernetes.config.ConfigException)
     if args.interruption_queue and args.cloud_provider != "aws":
         raise UsageError("--interruption-queue needs --cloud-provider aws")
@@ -165,7 +171,8 @@ def controller(args: argparse.Namespace) -> int:
                         leader_elect=args.leader_elect,
                         leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
-                                                            min_node_age_seconds=args.consolidation_min_node_age))
+                                                            min_node_age_seconds=args.consolidation_min_node_age),
+                        packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
     except config_errors as e:

@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="multi-document YAML or JSON (repeatable; - reads standard input)")
     plan.add_argument("--catalog", default="aws", help="built-in catalog (aws, fake-400) or an InstanceTypeCatalog file")
     plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    plan.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
+                      help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
     plan.add_argument("--consolidate", action="store_true",
                       help="print what consolidation would do with the Nodes and bound pods in FILEs, and why each other node stays")
     plan.set_defaults(run=commands.plan)
@@ -82,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--aws-region", help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION)")
     ctl.add_argument("--interruption-queue", metavar="NAME",
                      help="SQS queue of EC2 interruption events (spot warnings, scheduled changes, state changes) (aws)")
+    ctl.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
+                     help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
     ctl.add_argument("--consolidation-stabilization", type=float, default=15.0,
                      help="seconds between deciding a consolidation action and re-validating it before it is taken")
     ctl.add_argument("--consolidation-min-node-age", type=float, default=60.0,

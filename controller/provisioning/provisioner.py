@@ -24,6 +24,7 @@ from karpy.apis.conditions import unschedulable
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider, InsufficientCapacity, NodeRequest
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
 from karpy.controller.state import ClusterState
@@ -67,8 +68,9 @@ def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
 
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
-                 parallelism: int = 32) -> None:
+                 parallelism: int = 32, packing: PackingOptions = PackingOptions()) -> None:
         self.state = state
+        self.packing = packing
         self.cloud = cloud
         self._catalog = catalog          # or where to read it: the AWS provider's comes from EC2, cached
         # launches side by side, enough of them for the AWS provider to batch a burst into few CreateFleet calls
@@ -94,7 +96,7 @@ class Provisioner:
         log.info("Found %d provisionable pod(s)", len(provisionable))
         snapshot = self.state.snapshot(self.catalog, self.state.bound_pods() + provisionable)
         started = time.perf_counter()
-        results = Scheduler(snapshot, name_node=self.node_name).solve()
+        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve()
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
         self.state.failures.report_results(results, self.state.provisioners.items())
         if results.new_nodes:
@@ -136,7 +138,8 @@ class Provisioner:
             nodes.append(n)
         going = {n["metadata"]["name"] for n in nodes}
         pods = [p for p in snapshot.pods if p.node_name in going]
-        results = Scheduler(dataclasses.replace(snapshot, nodes=nodes, pods=pods), name_node=self.node_name).solve()
+        results = Scheduler(dataclasses.replace(snapshot, nodes=nodes, pods=pods), name_node=self.node_name,
+                            packing=self.packing).solve()
         list(self._pool.map(lambda planned: self._launch(planned, bind=False), results.new_nodes))
         return len(results.new_nodes)
 

@@ -9,6 +9,7 @@ import pytest
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.fake import Faults
 from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
@@ -18,7 +19,8 @@ def test_launches_a_node_and_binds_the_pods_at_once(env: Env, caplog: pytest.Log
     env.apply(provisioner("default", taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}], labels={"team": "a"}),
               *[unschedulable_pod(f"web-{i}", cpu="1", tolerations=[{"key": "team", "operator": "Exists"}]) for i in range(3)])
     caplog.set_level(logging.INFO, logger="controller.provisioning")
-    Provisioner(env.state, env.cloud, CATALOG).reconcile()
+    # a per-node cost makes one large node the choice (two small ones would cost less by price alone)
+    Provisioner(env.state, env.cloud, CATALOG, packing=PackingOptions(node_cost_per_hour=0.5)).reconcile()
     assert len(env.cloud.create_calls) == 1
     nodes = [n for n in env.client.get(path_of("v1", "nodes"))["items"]]
     assert len(nodes) == 1

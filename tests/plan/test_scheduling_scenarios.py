@@ -38,10 +38,11 @@ def on_demand(name: str = "default", **spec: Any) -> dict[str, Any]:
 
 
 def test_the_demo_fits_ten_one_cpu_pods_on_one_cheap_node(plan: Plan) -> None:
+    # the demo runs its controller with a per-node cost, which favours one larger node over ten tiny ones
     run = plan(provisioner("default", requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
                                                       "values": ["spot", "on-demand"]}], limits={"resources": {"cpu": 1000}},
                            ttlSecondsAfterEmpty=30),
-               deployment("inflate", replicas=10, cpu="1"))
+               deployment("inflate", replicas=10, cpu="1"), args=("--node-cost-per-hour", "0.05"))
     assert run.code == 0, run.err
     out = run.json
     assert out["summary"] == {"pods": 10, "scheduled": 10, "newNodes": 1, "pricePerHour": out["nodes"][0]["pricePerHour"]}

@@ -11,6 +11,7 @@ hold all of them. `add()` on either places a pod or says why not. Pure.
 
 from __future__ import annotations
 
+import copy
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -293,6 +294,47 @@ class NewNode:
         self.domains.update(reqs.single_values())
         topology.record(pod, self.domains)
         return None
+
+    def clone(self) -> NewNode:
+        """An independent copy (pods, domains and options its own), to try a re-packing on."""
+        twin = copy.copy(self)
+        twin.pods, twin.domains, twin.options = list(self.pods), dict(self.domains), self.options.copy()
+        return twin
+
+    def keep_only(self, pods: Sequence[PodInfo]) -> None:
+        """Drop every other pod (they are planned elsewhere); what the node requests and its options follow.
+        Its requirements stay as narrowed, so the pods that stay keep every promise made to them."""
+        t = self.template
+        self.pods = list(pods)
+        self.used = np.zeros(len(t.rows.index), dtype=np.int64)
+        self.requests = Resources(t.daemon_overhead)
+        self.host_ports = frozenset()
+        for pod in self.pods:
+            self.used = self.used + t.rows.of(pod)  # type: ignore[operator]
+            self.requests = self.requests + pod.requests
+            self.host_ports = self.host_ports | pod.host_ports
+        self.refit()
+
+    def refit(self) -> None:
+        """Make every instance type that holds the node's pods (within the remaining limits) an option again."""
+        t = self.template
+        options = t.compatible(self.requirements)[0] & (t.allocatable >= self.used).all(axis=1)
+        if t.remaining is not None:
+            options = options & t.within(t.remaining + self.reserved)
+        self.options = options
+        self._reserve()
+
+    def narrow(self, requirements: Requirements, *, only: int | None = None) -> None:
+        """Take on `requirements` before any pod comes (the pods to come need them) and, given `only`,
+        keep that instance type alone as the option."""
+        self.requirements = self.requirements.intersection(requirements)
+        options = self.options & self.template.compatible(self.requirements)[0]
+        if only is not None:
+            alone = np.zeros_like(options)
+            alone[only] = options[only]
+            options = alone
+        self.options = options
+        self._reserve()
 
     def _reserve(self) -> None:
         """Hold the capacity of the cheapest option against the template's remaining limits."""

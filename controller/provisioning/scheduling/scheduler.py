@@ -27,6 +27,7 @@ from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.provisioning.scheduling.nodes import (STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows,
                                                            FLOAT_LIMIT, estimate)
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions, repack
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -173,9 +174,12 @@ def sort_key(pod: PodInfo) -> tuple[int, int, str]:
 
 
 class Scheduler:
-    def __init__(self, snapshot: ClusterSnapshot, *, name_node: Callable[[str, int], str] = node_name) -> None:
-        """`name_node(provisioner, index)` names planned nodes (stable names by default, for plans)."""
+    def __init__(self, snapshot: ClusterSnapshot, *, name_node: Callable[[str, int], str] = node_name,
+                 packing: PackingOptions = PackingOptions()) -> None:
+        """`name_node(provisioner, index)` names planned nodes (stable names by default, for plans);
+        `packing` says whether (and how) the new nodes are re-packed by the optimiser."""
         self.snapshot = snapshot
+        self.packing = packing
         self._name_node = name_node
         self.well_known = wk.WELL_KNOWN_LABELS | snapshot.catalog.known_label_keys()
         live = [p for p in snapshot.provisioners if not p.metadata.deletion_timestamp]
@@ -345,6 +349,9 @@ class Scheduler:
             if failures_in_a_row > len(queue):
                 break                        # a whole pass without progress: the rest stay pending
             queue.append(pod)
+        # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
+        self.new_nodes = repack(self.new_nodes, topology=self.topology, options=self.packing,
+                                open_node=lambda t: NewNode(t, self._hostname(t.name)))
         return Results(
             new_nodes=[self._finalize(n) for n in self.new_nodes],
             existing_nodes=[n for n in self.existing if n.pods],

@@ -110,6 +110,10 @@ class Topology:
                     g = self._affinity_group(t)
                     g.owners[domain] = g.owners.get(domain, 0) + 1
 
+    def selecting(self, pod: PodInfo) -> list[tuple[str, str]]:
+        """(kind, key) of every group whose counts `pod` joins where it lands: moving it moves them."""
+        return sorted({(g.kind, g.key) for g in self._groups.values() if g.selects(pod)})
+
     # --- deciding ---------------------------------------------------------------
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
                    existing_labels: Mapping[str, str] | None) -> tuple[dict[str, str] | None, str | None]:

@@ -1,0 +1,139 @@
+"""The optimising packer: never dearer than the greedy, deterministic, and every scheduling rule kept."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from karpy.apis.resources import Resources
+from karpy.controller.plan.inputs import load
+from karpy.controller.plan.render import plan_json
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
+from tests.builders import catalog, instance_type, pod, provisioner
+from tests.plan.conftest import Plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.scheduling import realistic_mix  # noqa: E402
+
+ZONES = ("zone-a", "zone-b")
+# prices that do not grow in step with size, so how pods are grouped matters
+CATALOG = catalog(
+    instance_type("small", cpu="2", memory="4Gi", pods="8", price=0.09, zones=ZONES),
+    instance_type("medium", cpu="4", memory="8Gi", pods="16", price=0.2, zones=ZONES),
+    instance_type("xlarge", cpu="8", memory="16Gi", pods="32", price=0.33, zones=ZONES),
+    instance_type("large", cpu="16", memory="32Gi", pods="58", price=0.7, zones=ZONES),
+)
+ANTI = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def solve(tmp_path: Path, *documents: dict[str, Any], optimize: bool = True, node_cost: float = 0.0,
+          catalog_name: str = "aws") -> Results:
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(list(documents), sort_keys=False))
+    loaded = load([str(path)], catalog=catalog_name)
+    return Scheduler(loaded.snapshot, packing=PackingOptions(optimize=optimize, node_cost_per_hour=node_cost)).solve()
+
+
+def price(results: Results) -> float:
+    return sum(n.offering.price_per_hour for n in results.new_nodes)
+
+
+def placed(results: Results) -> set[str]:
+    return {p.key for n in results.new_nodes for p in n.pods} | {p.key for n in results.existing_nodes for p in n.pods}
+
+
+def assert_nodes_hold_their_pods(results: Results) -> None:
+    for n in results.new_nodes:
+        used = Resources()
+        for p in n.pods:
+            used = used + p.requests
+        assert not used.exceeding(n.instance_type.allocatable), (n.name, n.instance_type.name)
+
+
+shapes = st.tuples(st.sampled_from(["100m", "250m", "500m", "1", "1500m", "3"]),
+                   st.sampled_from(["128Mi", "512Mi", "1Gi", "2Gi", "4Gi", "6Gi"]))
+kinds = st.sampled_from(["plain", "plain", "plain", "anti", "zone-a"])
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out = []
+    for i, ((cpu, memory), kind) in enumerate(draw(st.lists(st.tuples(shapes, kinds), min_size=1, max_size=24))):
+        extra: dict[str, Any] = {}
+        labels = {"app": "web"}
+        if kind == "anti":
+            labels, extra = {"app": "db"}, {"affinity": ANTI}
+        elif kind == "zone-a":
+            extra = {"nodeSelector": {"topology.kubernetes.io/zone": "zone-a"}}
+        out.append(pod(f"p-{i}", cpu=cpu, memory=memory, labels=labels, **extra))
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches())
+def test_the_optimiser_is_never_dearer_than_the_greedy_and_breaks_no_rule(tmp_path: Path, batch: list[dict[str, Any]]) -> None:
+    docs = [CATALOG, provisioner("default"), *batch]
+    greedy, best = solve(tmp_path, *docs, optimize=False), solve(tmp_path, *docs)
+    assert price(best) <= price(greedy) + 1e-9
+    assert placed(best) == placed(greedy)
+    assert best.unschedulable.keys() == greedy.unschedulable.keys()
+    assert_nodes_hold_their_pods(best)
+    db_nodes = [n.name for n in best.new_nodes for p in n.pods if p.labels.get("app") == "db"]
+    assert len(db_nodes) == len(set(db_nodes))                       # anti-affinity: one per node
+    for n in best.new_nodes:
+        if any(p.node_selector for p in n.pods):
+            assert n.offering.zone == "zone-a"
+    assert plan_json(solve(tmp_path, *docs)) == plan_json(best)       # deterministic
+
+
+def test_the_realistic_mix_costs_less_than_the_greedy_plan(tmp_path: Path) -> None:
+    greedy, best = solve(tmp_path, *realistic_mix(), optimize=False), solve(tmp_path, *realistic_mix())
+    assert len(placed(best)) == 212 and not best.unschedulable
+    assert price(best) < 0.95 * price(greedy)
+    assert_nodes_hold_their_pods(best)
+
+
+def test_a_node_cost_favours_fewer_larger_nodes(tmp_path: Path) -> None:
+    docs = [CATALOG, provisioner("default")] + [pod(f"p-{i}", cpu="1500m", memory="1Gi") for i in range(8)]
+    cheapest, fewer = solve(tmp_path, *docs), solve(tmp_path, *docs, node_cost=0.5)
+    assert len(fewer.new_nodes) < len(cheapest.new_nodes)
+    assert price(cheapest) <= price(fewer)
+
+
+def test_pods_with_anti_affinity_keep_the_greedy_placement(tmp_path: Path) -> None:
+    docs = [CATALOG, provisioner("default")] + [pod(f"db-{i}", cpu="1", labels={"app": "db"}, affinity=ANTI)
+                                                 for i in range(3)] + [pod(f"w-{i}", cpu="250m") for i in range(6)]
+    greedy, best = solve(tmp_path, *docs, optimize=False), solve(tmp_path, *docs)
+    where = {p.key: n.name for n in best.new_nodes for p in n.pods}
+    before = {p.key: n.name for n in greedy.new_nodes for p in n.pods}
+    assert {where[f"default/db-{i}"] for i in range(3)} == {before[f"default/db-{i}"] for i in range(3)}
+    assert len({where[f"default/db-{i}"] for i in range(3)}) == 3
+
+
+def test_taints_max_pods_and_limits_hold_after_optimising(tmp_path: Path) -> None:
+    tainted = provisioner("gpu", weight=10, taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+    capped = provisioner("default", kubeletConfiguration={"maxPods": 3}, limits={"resources": {"cpu": "40"}})
+    docs = [CATALOG, tainted, capped] + [pod(f"p-{i}", cpu="100m") for i in range(10)] + [
+        pod("tolerant", cpu="100m", tolerations=[{"key": "dedicated", "operator": "Exists"}])]
+    best = solve(tmp_path, *docs)
+    for n in best.new_nodes:
+        keys = [p.key for p in n.pods]
+        if n.provisioner == "gpu":
+            assert keys == ["default/tolerant"]
+        assert len(keys) <= 3
+    assert sum(int(n.instance_type.capacity["cpu"]) for n in best.new_nodes if n.provisioner == "default") <= 40_000
+    assert not best.unschedulable
+
+
+def test_plan_takes_a_node_cost(plan: Plan) -> None:
+    docs = [CATALOG, provisioner("default")] + [pod(f"p-{i}", cpu="1500m", memory="1Gi") for i in range(8)]
+    many, few = plan(*docs), plan(*docs, args=("--node-cost-per-hour", "0.5"))
+    assert few.json["summary"]["newNodes"] < many.json["summary"]["newNodes"]
+    assert plan(*docs, args=("--node-cost-per-hour", "-1")).code == 2
