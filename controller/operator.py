@@ -22,6 +22,7 @@ from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
 from karpy.controller.interruption.controller import InterruptionHandler
+from karpy.controller.launch.launcher import Launcher
 from karpy.controller.leader import LeaderElector
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
@@ -52,6 +53,7 @@ class Settings:
     leader_namespace: str = "default"
     consolidation: ConsolidationSettings = ConsolidationSettings()
     interruption_queue: str | None = None         # SQS queue name (aws)
+    registration_timeout_seconds: float = 900.0   # a launched node not Ready by then is given up (Karpenter: 15 min)
 
 
 class Operator:
@@ -71,21 +73,26 @@ class Operator:
             self.cloud = cloud or FakeCloudProvider(self.client, catalog)
             source = catalog
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
-        self.provisioner = Provisioner(self.state, self.cloud, source)
+        self.launcher = Launcher(self.state, self.cloud, lambda: self.provisioner.catalog)
+        self.provisioner = Provisioner(self.state, self.cloud, source, launcher=self.launcher)
         self.loops = [
             Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
-            Loop("garbagecollection", GarbageCollection(self.state, self.cloud).reconcile, resync_seconds=120),
+            Loop("launch", self.launcher.reconcile, resync_seconds=10),
+            Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
+                                                        settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
         # consolidation looks on its own schedule: a pass simulates every candidate, too much for every pod event
         self.consolidation = Consolidation(self.state, self.cloud, lambda: self.provisioner.catalog, self.clock,
-                                           self.provisioner.node_name, settings.consolidation)
+                                           self.provisioner.node_name, settings.consolidation, launcher=self.launcher)
         self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
                                        resync_seconds=settings.consolidation.poll_seconds)
         if settings.interruption_queue:
-            sqs = self.cloud.sqs
+            sqs = self.cloud.interruption_queue()
+            if sqs is None:
+                raise AwsConfigError(f"--interruption-queue {settings.interruption_queue}: the {self.cloud.name} provider has no queue")
             try:
                 queue_url = sqs.get_queue_url(QueueName=settings.interruption_queue)["QueueUrl"]
             except (BotoCoreError, ClientError) as e:
@@ -131,6 +138,7 @@ class Operator:
         for loop in self.loops:
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
         self.state.start()
+        self.launcher.reconcile()        # finish launches a previous process left, before planning any new one
         for pod in self.state.pods.items():
             self._on_pod("ADDED", pod)
         for loop in self.loops + [self.consolidation_loop]:

@@ -219,7 +219,7 @@ def _aws_provider(args: argparse.Namespace) -> Any:
         minor = f"{version['major']}.{str(version['minor']).rstrip('+')}"
         settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
                                kubernetes_minor=minor, default_instance_profile=args.default_instance_profile)
-        return AwsCloudProvider(boto3.session.Session(), client, settings, node_templates(state))
+        return AwsCloudProvider(boto3.session.Session(), settings, node_templates(state))
 
     return build
 
