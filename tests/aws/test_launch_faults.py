@@ -41,9 +41,13 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Kube, ClusterState]]:
     c.stop()
 
 
-def process(kube: Kube, state: ClusterState, fault: Any = None) -> tuple[AwsCloudProvider, Provisioner]:
-    """What one controller process builds: its own provider (no memory of earlier launches) and launcher."""
+def process(kube: Kube, state: ClusterState, fault: Any = None, *, like: AwsCloudProvider | None = None
+            ) -> tuple[AwsCloudProvider, Provisioner]:
+    """What one controller process builds: its own provider (no memory of earlier launches) and launcher. `like`
+    lends its instance type catalog (read from EC2, the slow part) and nothing else."""
     cloud = provider(kube, launch_batch_idle_seconds=0.05)
+    if like is not None:
+        cloud.types = like.types
     launcher = Launcher(state, cloud, cloud.catalog, **({"fault": fault} if fault else {}))
     return cloud, Provisioner(state, cloud, cloud.catalog, launcher=launcher)
 
@@ -65,13 +69,13 @@ def test_a_launch_killed_at_any_point_adopts_its_instances_after_a_restart(moto:
     for i in range(3):                                   # 1.5 cpu each: one m5.large apiece, launched as one batch
         client.create(path_of("v1", "pods", "default"), unschedulable_pod(f"web-{i}", cpu="1500m"))
     eventually(lambda: len(state.pods.items()) == 3 and state.provisioners.items())
-    _, dying = process(kube, state, kill_at(point))
+    first, dying = process(kube, state, kill_at(point))
     with pytest.raises(SystemExit):
         dying.reconcile()
     dying._pool.shutdown(wait=True)                       # every launch of the batch reaches the kill point too
     assert len(client.get(CLAIMS)["items"]) == 3          # every intent was written before the cloud call
 
-    cloud, fresh = process(kube, state)                   # the restarted controller
+    cloud, fresh = process(kube, state, like=first)       # the restarted controller
     fresh.launcher.reconcile()
     fresh.reconcile()
     running = moto.instances("pending", "running")
