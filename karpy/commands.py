@@ -132,6 +132,7 @@ def controller(args: argparse.Namespace) -> int:
                         batch_idle_seconds=args.batch_idle_duration, batch_max_seconds=args.batch_max_duration,
                         metrics_port=args.metrics_port, health_port=args.health_port, leader_elect=args.leader_elect,
                         leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
+                        registration_timeout_seconds=args.registration_timeout,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
                                                             min_node_age_seconds=args.consolidation_min_node_age))
     try:
