@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
 
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.aws.provider import AwsConfigError
@@ -80,7 +81,6 @@ class Operator:
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
-            Loop("launch", self.launcher.reconcile, resync_seconds=10),
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
                                                         settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
@@ -89,6 +89,8 @@ class Operator:
                                            self.provisioner.node_name, settings.consolidation, launcher=self.launcher)
         self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
                                        resync_seconds=settings.consolidation.poll_seconds)
+        # claims are finished on their own schedule (and at start): pod and node events are provisioning's
+        self.launch_loop = Loop("launch", self.launcher.reconcile, resync_seconds=10)
         if settings.interruption_queue:
             sqs = self.cloud.interruption_queue()
             if sqs is None:
@@ -138,10 +140,13 @@ class Operator:
         for loop in self.loops:
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
         self.state.start()
-        self.launcher.reconcile()        # finish launches a previous process left, before planning any new one
+        try:                             # finish launches a previous process left, before planning any new one
+            self.launcher.reconcile()
+        except ApiException as e:
+            log.error("Reading node claims, %s; is the NodeClaim CRD (manifests/crds/) installed?", e.reason)
         for pod in self.state.pods.items():
             self._on_pod("ADDED", pod)
-        for loop in self.loops + [self.consolidation_loop]:
+        for loop in self.loops + [self.consolidation_loop, self.launch_loop]:
             loop.start()
         thread = threading.Thread(target=self._provision_forever, name="provisioning", daemon=True)
         thread.start()
@@ -150,7 +155,7 @@ class Operator:
     def stop(self) -> None:
         self.stop_event.set()
         self.batcher.stop()
-        for loop in self.loops + [self.consolidation_loop]:
+        for loop in self.loops + [self.consolidation_loop, self.launch_loop]:
             loop.stop()
         self.state.stop()
         for thread in self._threads:

@@ -91,16 +91,21 @@ class Launcher:
     def reconcile(self) -> float | None:
         """Take every claim that no thread here is working on one step further, to done or a wait."""
         again: float | None = None
-        for claim in self.claims():
-            with self._claiming(claim["metadata"]["name"]) as mine:
+        for listed in self.claims():
+            with self._claiming(listed["metadata"]["name"]) as mine:
                 if not mine:
                     continue
                 try:
+                    claim = self.state.client.get(claim_path(listed["metadata"]["name"]))   # as it is now, not as listed
                     self._advance(claim)
-                except (ApiException, OSError, RuntimeError) as e:   # one claim's trouble does not stop the others
-                    log.error("Finishing the launch of %s, %s", claim["metadata"]["name"], e)
+                except ApiException as e:
+                    if e.status != 404:                                   # gone meanwhile: nothing to finish
+                        log.error("Finishing the launch of %s, %s", listed["metadata"]["name"], e.reason)
+                        again = 5.0
+                except (OSError, RuntimeError) as e:                      # one claim's trouble does not stop the others
+                    log.error("Finishing the launch of %s, %s", listed["metadata"]["name"], e)
                     again = 5.0
-            if claim["metadata"].get("deletionTimestamp"):
+            if listed["metadata"].get("deletionTimestamp"):
                 again = min(again or 2.0, 2.0)
         return again if again is not None else 30.0
 
@@ -145,8 +150,11 @@ class Launcher:
                 self._fault("after-status")
             elif step is Step.NODE:
                 instance = instance or self._existing(claim)
-                if instance is None:
-                    return None
+                if instance is None:                     # gone before it registered: launch it again, by the same name
+                    instance = self._create(claim, request or self._request(claim))
+                    if instance is None:
+                        return None
+                    claim = self._patch_status(claim, launched_status(instance))
                 self._write_node(claim, instance)                               # 4. the Node
                 self._fault("after-node")
                 claim = self._patch_status(claim, {"nodeCreated": True})
@@ -189,13 +197,12 @@ class Launcher:
         return instance
 
     def _existing(self, claim: Obj) -> Instance | None:
-        """The instance a claim recorded (after a restart); a claim whose instance is gone is deleted."""
+        """The instance a claim recorded (after a restart), or None when the provider no longer has it."""
         try:
             return self.cloud.get(claim["status"]["providerID"])
         except InstanceNotFound:
-            log.info("Instance %s of %s is gone before its node was created; deleting the claim",
-                     claim["status"]["providerID"], claim["metadata"]["name"])
-            self.delete_claim(claim["metadata"]["name"])
+            log.info("Instance %s of %s is gone before its node was created", claim["status"]["providerID"],
+                     claim["metadata"]["name"])
             return None
 
     def _write_node(self, claim: Obj, instance: Instance) -> None:
