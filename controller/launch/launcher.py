@@ -107,20 +107,19 @@ class Launcher:
                     again = 5.0
             if listed["metadata"].get("deletionTimestamp"):
                 again = min(again or 2.0, 2.0)
-        return again if again is not None else 30.0
+        return again
 
     def claims(self) -> list[Obj]:
         """Every NodeClaim, read from the API server (not a cache: a stale read could repeat a step)."""
         return list(self.state.client.get(CLAIMS).get("items") or [])
 
-    def claimed_pods(self) -> set[tuple[str, str]]:
-        """(namespace, name) of pods that a claim not yet bound is for: capacity for them is on its way."""
-        out: set[tuple[str, str]] = set()
+    def claimed_pods(self) -> set[str]:
+        """Uids of the pods a live claim was launched for: capacity for them exists or is on its way, even while the
+        watch has not yet shown them bound. (A pod made again under the same name has a new uid.)"""
+        out: set[str] = set()
         for claim in self.claims():
-            status = claim.get("status") or {}
-            if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True) \
-                    and not status.get("podsBound"):
-                out.update((ns, name) for ns, name, _ in pods_of(claim))
+            if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True):
+                out.update(uid for _, _, uid in pods_of(claim) if uid)
         return out
 
     # --- the steps -----------------------------------------------------------------------------

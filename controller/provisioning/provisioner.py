@@ -4,8 +4,9 @@ Each batch reads the cluster state, plans with the scheduling core (the one
 `karpy plan` uses) counting nodes already launched, launches every planned
 node through the launch module (controller/launch/), which records each
 launch as a NodeClaim before the cloud call and binds its pods through
-`pods/binding` at once, as Karpenter v0.16 did. Pods a claim is already for
-are left out of the batch: their capacity is on its way.
+`pods/binding` at once, as Karpenter v0.16 did. Pods a claim was launched
+for are left out of the batch: their capacity exists or is on its way, even
+before the watch shows them bound.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Provisioner:
         provisionable = provisionable_pods(self.state)
         if provisionable:
             on_the_way = self.launcher.claimed_pods()
-            provisionable = [p for p in provisionable if (p["metadata"]["namespace"], p["metadata"]["name"]) not in on_the_way]
+            provisionable = [p for p in provisionable if p["metadata"].get("uid") not in on_the_way]
         PENDING_PODS.set(len(provisionable))
         if not provisionable:
             return
