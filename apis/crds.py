@@ -1,4 +1,4 @@
-"""CustomResourceDefinitions for Provisioner and AWSNodeTemplate, generated from the pydantic models.
+"""CustomResourceDefinitions for Provisioner, AWSNodeTemplate and NodeClaim, generated from the pydantic models.
 
 The pydantic JSON schema becomes a Kubernetes structural schema: references
 inlined, optional fields unwrapped, quantities as int-or-string, open parts
@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from karpy.apis.nodeclaim import NodeClaim
 from karpy.apis.v1alpha1 import AWSNodeTemplate
 from karpy.apis.v1alpha5 import Provisioner
 
@@ -133,6 +134,18 @@ def definitions() -> dict[str, dict[str, Any]]:
         "karpenter.k8s.aws_awsnodetemplates.yaml": crd(
             group="karpenter.k8s.aws", version="v1alpha1", kind="AWSNodeTemplate", plural="awsnodetemplates",
             singular="awsnodetemplate", short=[], model=AWSNodeTemplate, columns=[age],
+        ),
+        "karpy.dev_nodeclaims.yaml": crd(
+            group="karpy.dev", version="v1alpha1", kind="NodeClaim", plural="nodeclaims",
+            singular="nodeclaim", short=[], model=NodeClaim,
+            columns=[
+                {"name": "Provisioner", "type": "string", "jsonPath": ".spec.provisioner"},
+                {"name": "Type", "type": "string", "jsonPath": ".status.instanceType"},
+                {"name": "Zone", "type": "string", "jsonPath": ".status.zone"},
+                {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
+                {"name": "ProviderID", "type": "string", "jsonPath": ".status.providerID", "priority": 1},
+                age,
+            ],
         ),
     }
     return crds

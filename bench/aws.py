@@ -61,7 +61,7 @@ def run(url: str, kubeconfig: Path, *, launches: int, parallel: int, batch: bool
     template = prepare(url)
     settings = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint="https://cluster.example", kubernetes_minor="1.31",
                            launch_batch_idle_seconds=0.035 if batch else 0.0)
-    cloud = AwsCloudProvider(boto3.session.Session(), RawClient(api_client(str(kubeconfig))), settings, lambda _: template)
+    cloud = AwsCloudProvider(boto3.session.Session(), settings, lambda _: template)
     options = tuple(sorted((t for t in cloud.instance_types() if t.name in ("m5.large", "m5.xlarge")),
                            key=lambda t: min(o.price_per_hour for o in t.offerings)))
     requirements = Requirements([Requirement.exactly(wk.CAPACITY_TYPE, wk.CAPACITY_TYPE_ON_DEMAND)])

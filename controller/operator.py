@@ -12,6 +12,7 @@ import threading
 from typing import Any, Callable
 
 from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
 
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
@@ -19,6 +20,7 @@ from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+from karpy.controller.launch.launcher import Launcher
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.node.emptiness import Emptiness
@@ -52,6 +54,7 @@ class Settings:
     consolidation: ConsolidationSettings = ConsolidationSettings()
     interruption_queue: str | None = None         # SQS queue name (aws)
     packing: PackingOptions = PackingOptions()    # how new nodes are packed (--node-cost-per-hour)
+    registration_timeout_seconds: float = 900.0   # a launched node not Ready by then is given up (Karpenter: 15 min)
 
 
 class Operator:
@@ -77,19 +80,24 @@ class Operator:
         if self.elector is not None:
             self.cloud = FencedCloud(self.cloud, self.elector.still_leading)
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
-        self.provisioner = Provisioner(self.state, self.cloud, source, packing=settings.packing)
+        self.launcher = Launcher(self.state, self.cloud, lambda: self.provisioner.catalog)
+        self.provisioner = Provisioner(self.state, self.cloud, source, launcher=self.launcher,
+                                       packing=settings.packing)
         self.loops = [
             Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
-            Loop("garbagecollection", GarbageCollection(self.state, self.cloud).reconcile, resync_seconds=120),
+            Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
+                                                        settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
         # consolidation looks on its own schedule: a pass simulates every candidate, too much for every pod event
         self.consolidation = Consolidation(self.state, self.cloud, lambda: self.provisioner.catalog, self.clock,
-                                           self.provisioner.node_name, settings.consolidation)
+                                           self.provisioner.node_name, settings.consolidation, launcher=self.launcher)
         self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
                                        resync_seconds=settings.consolidation.poll_seconds)
+        # claims are finished on their own schedule (and at start): pod and node events are provisioning's
+        self.launch_loop = Loop("launch", self.launcher.reconcile, resync_seconds=10)
         if settings.interruption_queue:
             # AWS-only parts load here, so the fake provider runs without the `aws` extra (boto3)
             from botocore.exceptions import BotoCoreError, ClientError
@@ -97,7 +105,9 @@ class Operator:
             from karpy.controller.cloudprovider.aws.provider import AwsConfigError
             from karpy.controller.interruption.controller import InterruptionHandler
 
-            sqs = self.cloud.sqs
+            sqs = self.cloud.interruption_queue()
+            if sqs is None:
+                raise AwsConfigError(f"--interruption-queue {settings.interruption_queue}: the {self.cloud.name} provider has no queue")
             try:
                 queue_url = sqs.get_queue_url(QueueName=settings.interruption_queue)["QueueUrl"]
             except (BotoCoreError, ClientError) as e:
@@ -151,9 +161,13 @@ class Operator:
         for loop in self.loops:
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
         self.state.start()
+        try:                             # finish launches a previous process left, before planning any new one
+            self.launcher.reconcile()
+        except ApiException as e:
+            log.error("Reading node claims, %s; is the NodeClaim CRD (manifests/crds/) installed?", e.reason)
         for pod in self.state.pods.items():
             self._on_pod("ADDED", pod)
-        for loop in self.loops + [self.consolidation_loop]:
+        for loop in self.loops + [self.consolidation_loop, self.launch_loop]:
             loop.gate = self._leading
             loop.start()
         thread = threading.Thread(target=self._provision_forever, name="provisioning", daemon=True)
@@ -163,7 +177,7 @@ class Operator:
     def stop(self) -> None:
         self.stop_event.set()
         self.batcher.stop()
-        for loop in self.loops + [self.consolidation_loop]:
+        for loop in self.loops + [self.consolidation_loop, self.launch_loop]:
             loop.stop()
         self.state.stop()
         for thread in self._threads:

@@ -170,6 +170,7 @@ def controller(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port, health_port=args.health_port, host=listen_host(args.host),
                         leader_elect=args.leader_elect,
                         leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
+                        registration_timeout_seconds=args.registration_timeout,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
                                                             min_node_age_seconds=args.consolidation_min_node_age),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
@@ -270,7 +271,7 @@ def _aws_provider(args: argparse.Namespace) -> Any:
         minor = f"{version['major']}.{str(version['minor']).rstrip('+')}"
         settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
                                kubernetes_minor=minor, default_instance_profile=args.default_instance_profile)
-        return AwsCloudProvider(boto3.session.Session(), client, settings, node_templates(state))
+        return AwsCloudProvider(boto3.session.Session(), settings, node_templates(state))
 
     return build
 

@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds between deciding a consolidation action and re-validating it before it is taken")
     ctl.add_argument("--consolidation-min-node-age", type=float, default=60.0,
                      help="seconds a node must have existed before consolidation considers it")
+    ctl.add_argument("--registration-timeout", type=float, default=900.0,
+                     help="seconds a launched node may take to become Ready before it is given up and its instance terminated")
     ctl.set_defaults(run=commands.controller)
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")

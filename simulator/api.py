@@ -349,7 +349,7 @@ class API:
                 pass
 
     def _delete_dependents(self, t: ResourceType, owner: Obj) -> None:
-        if t.kind not in OWNER_KINDS:
+        if t.kind not in OWNER_KINDS and t.schema is None:     # any custom resource may own objects (a Provisioner its Nodes)
             return
         uid = owner["metadata"].get("uid")
         namespace = owner["metadata"].get("namespace")

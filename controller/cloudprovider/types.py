@@ -9,10 +9,14 @@ catalog.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
+from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
+
+if TYPE_CHECKING:
+    from karpy.controller.cloudprovider.catalog import Catalog
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -21,6 +25,12 @@ class Offering:
     capacity_type: str                    # "spot" | "on-demand"
     price_per_hour: float
     available: bool = True
+
+    def allowed_by(self, reqs: Requirements) -> bool:
+        """Pure: available now, in a zone and of a capacity type that `reqs` allow."""
+        zone, capacity_type = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
+        return self.available and (zone is None or zone.has(self.zone)) and (
+            capacity_type is None or capacity_type.has(self.capacity_type))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -59,10 +69,36 @@ class NodeRequest:
 
 @dataclasses.dataclass(frozen=True)
 class Instance:
+    """What a provider launched, with what the launch module needs to write its Node."""
+
     provider_id: str                      # "fake://default-7kq2m", "aws:///us-east-1a/i-0abc..."
-    node_name: str
-    labels: Mapping[str, str]             # instance type, zone, capacity type as launched
+    node_name: str                        # the Node's name: the claim's on fake, the private DNS name on aws
+    labels: Mapping[str, str]             # instance type, zone, capacity type (and region) as launched
+    claim_name: str = ""                  # the NodeClaim it was launched for ("" when its tag is missing)
+    capacity: Resources | None = None     # of the launched type, when the provider knows it
+    allocatable: Resources | None = None
+    price_per_hour: float | None = None
     warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)   # errors met on the way, in plain words
+
+    @property
+    def instance_type(self) -> str | None:
+        return self.labels.get(wk.INSTANCE_TYPE)
+
+    @property
+    def zone(self) -> str | None:
+        return self.labels.get(wk.ZONE)
+
+    @property
+    def capacity_type(self) -> str | None:
+        return self.labels.get(wk.CAPACITY_TYPE)
+
+
+def launched_as(it: InstanceType | None, offering_zone: str, capacity_type: str) -> dict[str, Any]:
+    """Pure: capacity, allocatable and price of `it` launched in that zone and capacity type (empty when unknown)."""
+    if it is None:
+        return {}
+    price = next((o.price_per_hour for o in it.offerings if o.zone == offering_zone and o.capacity_type == capacity_type), None)
+    return {"capacity": it.capacity, "allocatable": it.allocatable, "price_per_hour": price}
 
 
 class InstanceNotFound(LookupError):
@@ -91,5 +127,11 @@ class CloudProvider(Protocol):         # Sequence, not list[...]: in here, `list
 
     def list(self) -> Sequence[Instance]: ...
 
-    def instance_types(self, kubelet: object | None = None) -> Sequence[InstanceType]:
+    def instance_types(self, kubelet: Any | None = None) -> Sequence[InstanceType]:
         """Every type, including those with no offering available right now."""
+
+    def catalog(self) -> Catalog:
+        """The catalog the scheduling core plans with (the AWS one is read from EC2 and cached)."""
+
+    def interruption_queue(self) -> Any | None:
+        """An SQS client for spot interruption and rebalance messages, or None when the cloud has none."""

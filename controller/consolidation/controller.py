@@ -26,9 +26,10 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import ready
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import CloudProvider, InsufficientCapacity
+from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
-from karpy.controller.provisioning.provisioner import node_request, provisionable_pods
+from karpy.controller.launch.launcher import Launcher
+from karpy.controller.provisioning.provisioner import provisionable_pods
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
@@ -89,8 +90,10 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
 
 class Consolidation:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Callable[[], Catalog], clock: Clock,
-                 name_node: Callable[[str, int], str], settings: Settings = Settings()) -> None:
+                 name_node: Callable[[str, int], str], settings: Settings = Settings(), *,
+                 launcher: Launcher | None = None) -> None:
         self.state, self.cloud, self.clock = state, cloud, clock
+        self.launcher = launcher or Launcher(state, cloud, catalog)
         self._catalog = catalog
         self._name_node = name_node
         self.settings = settings
@@ -163,14 +166,13 @@ class Consolidation:
         assert action.replacement is not None
         old = action.nodes[0]
         self._cordon(old, True)                       # nothing new lands on a node that is going
-        try:
-            instance = self.cloud.create(node_request(action.replacement.planned))
-        except (InsufficientCapacity, RuntimeError, ApiException, OSError) as e:
-            log.error("Consolidation could not launch the replacement for node %s, %s", old, e)
+        new = self.launcher.launch(action.replacement.planned, bind=False)   # its pods move when `old` drains
+        if new is None:
+            log.error("Consolidation could not launch the replacement for node %s", old)
             self._cordon(old, False)
             return self.settings.poll_seconds
-        log.info("Launched replacement %s (%s) for node %s", instance.node_name, instance.provider_id, old)
-        self._replacing = _Replacing(old, instance.node_name, self.clock.now() + REPLACEMENT_TIMEOUT)
+        log.info("Launched replacement %s for node %s", new, old)
+        self._replacing = _Replacing(old, new, self.clock.now() + REPLACEMENT_TIMEOUT)
         return 1.0
 
     def _await_replacement(self) -> float | None:

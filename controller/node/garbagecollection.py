@@ -1,47 +1,96 @@
-"""Garbage collection: terminate cloud instances no Node accounts for.
+"""Garbage collection: terminate cloud instances no NodeClaim or Node accounts for, and give up on claims whose
+instance never registered.
 
-An instance launched just before a crash, whose Node was never made (or was
-removed by hand), would run and cost forever. After a grace period for
-launches in flight, any instance of this cluster whose node name has no
-Node is terminated.
+An instance launched just before a crash whose claim was then removed, or a
+Node deleted by hand without its instance, would run and cost forever. After
+a grace period for launches in flight (a claim is written before the cloud
+call, but the provider's tag and the claim's status come after it), any
+instance of this cluster whose claim and Node are both missing is
+terminated. A claim whose Node never became Ready within the registration
+timeout (Karpenter's is 15 minutes) is deleted: the launch module's
+finalizer then deletes its Node and terminates its instance.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
 
-from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
+from karpy.apis.conditions import ready
+from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound
+from karpy.controller.launch.launcher import Launcher
 from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")
 LAUNCH_GRACE_SECONDS = 60.0
+REGISTRATION_TIMEOUT_SECONDS = 15 * 60.0
 
 
-def orphans(instances: dict[str, str], node_names: set[str], first_seen: dict[str, float], now: float) -> list[str]:
-    """Pure: provider ids of instances (id -> node name) without a Node for longer than the grace period."""
-    return [pid for pid, name in instances.items() if name not in node_names and now - first_seen.get(pid, now) >= LAUNCH_GRACE_SECONDS]
+def orphans(instances: list[Instance], *, claims: set[str], provider_ids: set[str], node_names: set[str],
+            first_seen: dict[str, float], now: float, grace_seconds: float = LAUNCH_GRACE_SECONDS) -> list[str]:
+    """Pure: provider ids of instances that neither a claim (by name or recorded providerID) nor a Node accounts
+    for, unaccounted for longer than the grace period."""
+    return [i.provider_id for i in instances
+            if not accounted(i, claims=claims, provider_ids=provider_ids, node_names=node_names)
+            and now - first_seen.get(i.provider_id, now) >= grace_seconds]
+
+
+def accounted(i: Instance, *, claims: set[str], provider_ids: set[str], node_names: set[str]) -> bool:
+    return i.provider_id in provider_ids or (bool(i.claim_name) and i.claim_name in claims) or i.node_name in node_names
+
+
+def unregistered(claim: dict[str, Any], *, node: dict[str, Any] | None, now: dt.datetime, timeout_seconds: float) -> bool:
+    """Pure: the claim is older than the registration timeout and its Node never became Ready."""
+    if claim["metadata"].get("deletionTimestamp") or (node is not None and (ready(node) or node["metadata"].get("deletionTimestamp"))):
+        return False
+    created = dt.datetime.fromisoformat(claim["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return (now - created).total_seconds() >= timeout_seconds
 
 
 class GarbageCollection:
-    def __init__(self, state: ClusterState, cloud: CloudProvider, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.state, self.cloud, self.monotonic = state, cloud, monotonic
+    def __init__(self, state: ClusterState, cloud: CloudProvider, launcher: Launcher, *,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
+                 grace_seconds: float = LAUNCH_GRACE_SECONDS,
+                 registration_timeout_seconds: float = REGISTRATION_TIMEOUT_SECONDS) -> None:
+        self.state, self.cloud, self.launcher = state, cloud, launcher
+        self.monotonic, self.now = monotonic, now
+        self.grace_seconds, self.registration_timeout_seconds = grace_seconds, registration_timeout_seconds
         self._first_seen: dict[str, float] = {}
 
     def reconcile(self) -> float | None:
+        claims = self.launcher.claims()
+        self._give_up_unregistered(claims)
+        return self._collect_instances(claims)
+
+    def _give_up_unregistered(self, claims: list[dict[str, Any]]) -> None:
+        now = self.now()
+        for claim in claims:
+            node_name = (claim.get("status") or {}).get("nodeName")
+            node = self.state.nodes.get("", node_name) if node_name else None
+            if unregistered(claim, node=node, now=now, timeout_seconds=self.registration_timeout_seconds):
+                log.info("Deleting %s, whose node did not register within %ds", claim["metadata"]["name"],
+                         self.registration_timeout_seconds)
+                self.launcher.delete_claim(claim["metadata"]["name"])
+
+    def _collect_instances(self, claims: list[dict[str, Any]]) -> float | None:
         now = self.monotonic()
-        instances = {i.provider_id: i.node_name for i in self.cloud.list()}
-        names = {n["metadata"]["name"] for n in self.state.nodes.items()}
-        for pid, name in instances.items():
-            if name not in names:
-                self._first_seen.setdefault(pid, now)
-        self._first_seen = {pid: t for pid, t in self._first_seen.items() if pid in instances and instances[pid] not in names}
-        for pid in orphans(instances, names, self._first_seen, now):
-            log.info("Garbage collecting instance %s, which no node accounts for", pid)
+        instances = list(self.cloud.list())
+        names = {c["metadata"]["name"] for c in claims}
+        ids = {(c.get("status") or {}).get("providerID") for c in claims} - {None}
+        nodes = self.state.nodes.items()
+        ids |= {(n.get("spec") or {}).get("providerID") for n in nodes} - {None}
+        node_names = {n["metadata"]["name"] for n in nodes}
+        loose = {i.provider_id for i in instances if not accounted(i, claims=names, provider_ids=ids, node_names=node_names)}
+        self._first_seen = {pid: self._first_seen.get(pid, now) for pid in loose}
+        for pid in orphans(instances, claims=names, provider_ids=ids, node_names=node_names, first_seen=self._first_seen,
+                           now=now, grace_seconds=self.grace_seconds):
+            log.info("Garbage collecting instance %s, which no node claim or node accounts for", pid)
             try:
                 self.cloud.delete(pid)
             except InstanceNotFound:
                 pass
             self._first_seen.pop(pid, None)
-        return LAUNCH_GRACE_SECONDS if self._first_seen else None
+        return self.grace_seconds if self._first_seen else None

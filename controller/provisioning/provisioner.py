@@ -2,9 +2,11 @@
 
 Each batch reads the cluster state, plans with the scheduling core (the one
 `karpy plan` uses) counting nodes already launched, launches every planned
-node through the cloud provider, and binds its pods through `pods/binding`
-at once, as Karpenter v0.16 did. Launch names are chosen before the launch,
-so a retry after a crash finds the node it already made.
+node through the launch module (controller/launch/), which records each
+launch as a NodeClaim before the cloud call and binds its pods through
+`pods/binding` at once, as Karpenter v0.16 did. Pods a claim was launched
+for are left out of the batch: their capacity exists or is on its way, even
+before the watch shows them bound.
 """
 
 from __future__ import annotations
@@ -17,26 +19,24 @@ import time
 from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Gauge, Histogram
 
 from karpy.apis import labels as wk
 from karpy.apis.conditions import unschedulable
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import CloudProvider, InsufficientCapacity, NodeRequest
+from karpy.controller.cloudprovider.types import CloudProvider
+from karpy.controller.launch.launcher import Launcher, node_request
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
-from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
+from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.provisioning")
 PENDING_PODS = Gauge("karpy_provisioner_pending_pods", "Provisionable pods seen in the last batch")
-NODES_LAUNCHED = Counter("karpy_nodes_created_total", "Nodes launched", ["provisioner"])
-LAUNCH_ERRORS = Counter("karpy_cloudprovider_errors_total", "Failed launches", ["provisioner", "error"])
 SCHEDULING_SECONDS = Histogram("karpy_provisioner_scheduling_duration_seconds", "Time to plan a batch")
-LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launch one node")
+__all__ = ["Provisioner", "is_provisionable", "node_request", "provisionable_pods"]
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
@@ -51,15 +51,6 @@ def is_provisionable(pod: dict[str, Any], gap_reported: bool = False) -> bool:
     return gap_reported or unschedulable(pod) is not None
 
 
-def node_request(planned: PlannedNode, *, annotations: dict[str, str] | None = None) -> NodeRequest:
-    """What the cloud provider launches for a planned node."""
-    labels = {k: v for k, v in planned.labels.items()
-              if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
-    return NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
-                       instance_type_options=planned.options, labels=labels,
-                       taints=tuple(t.to_manifest() for t in planned.taints), annotations=dict(annotations or {}))
-
-
 def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
     """The pods in the cache that wait for capacity karpy should launch."""
     gaps = state.gap_pod_uids()
@@ -68,11 +59,13 @@ def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
 
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
-                 parallelism: int = 32, packing: PackingOptions = PackingOptions()) -> None:
+                 parallelism: int = 32, launcher: Launcher | None = None,
+                 packing: PackingOptions = PackingOptions()) -> None:
         self.state = state
         self.packing = packing
         self.cloud = cloud
         self._catalog = catalog          # or where to read it: the AWS provider's comes from EC2, cached
+        self.launcher = launcher or Launcher(state, cloud, lambda: self.catalog)
         # launches side by side, enough of them for the AWS provider to batch a burst into few CreateFleet calls
         self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="launch")
 
@@ -84,12 +77,15 @@ class Provisioner:
         """A fresh name for a node to launch: the provisioner's name and five random letters."""
         while True:
             name = f"{provisioner}-{''.join(secrets.choice(ALPHABET) for _ in range(5))}"
-            if self.state.nodes.get("", name) is None:
+            if self.state.nodes.get("", name) is None:    # a clash with a claim's name fails that launch, retried
                 return name
 
     def reconcile(self) -> None:
         """Plan and launch for every provisionable pod now in the cache."""
         provisionable = provisionable_pods(self.state)
+        if provisionable:
+            on_the_way = self.launcher.claimed_pods()
+            provisionable = [p for p in provisionable if p["metadata"].get("uid") not in on_the_way]
         PENDING_PODS.set(len(provisionable))
         if not provisionable:
             return
@@ -105,8 +101,8 @@ class Provisioner:
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
                      len(results.new_nodes), pods, " ".join(options))
         # launches are independent: do them side by side, as Karpenter does in goroutines
-        list(self._pool.map(self._launch, results.new_nodes))
-        self._await_cache([n.name for n in results.new_nodes])
+        launched = list(self._pool.map(self.launcher.launch, results.new_nodes))
+        self._await_cache([n for n in launched if n])
         for key, reason in results.unschedulable.items():
             if key in results.failed_pods:
                 continue                    # reported once, above
@@ -140,51 +136,8 @@ class Provisioner:
         pods = [p for p in snapshot.pods if p.node_name in going]
         results = Scheduler(dataclasses.replace(snapshot, nodes=nodes, pods=pods), name_node=self.node_name,
                             packing=self.packing).solve()
-        list(self._pool.map(lambda planned: self._launch(planned, bind=False), results.new_nodes))
-        return len(results.new_nodes)
-
-    def _launch(self, planned: PlannedNode, *, bind: bool = True) -> None:
-        # the extender keeps this capacity for these pods until they are bound
-        request = node_request(planned, annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
-        started = time.perf_counter()
-        try:
-            instance = self.cloud.create(request)
-        except InsufficientCapacity as e:
-            LAUNCH_ERRORS.labels(planned.provisioner, "InsufficientCapacity").inc()
-            log.error("Could not launch node, %s; %d pod(s) stay pending", e, len(planned.pods))
-            self._tell(planned, "LaunchFailed", f"Could not launch a node for this pod: {e}")
-            return
-        except (RuntimeError, ValueError, ApiException, OSError) as e:   # ValueError: a template that cannot work
-            LAUNCH_ERRORS.labels(planned.provisioner, type(e).__name__).inc()
-            log.error("Could not launch node %s, %s", planned.name, e)
-            self._tell(planned, "LaunchFailed", f"Could not launch a node for this pod: {e}")
-            return
-        LAUNCH_SECONDS.observe(time.perf_counter() - started)
-        NODES_LAUNCHED.labels(planned.provisioner).inc()
-        log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
-                 instance.node_name, instance.labels.get(wk.INSTANCE_TYPE), instance.labels.get(wk.ZONE),
-                 instance.labels.get(wk.CAPACITY_TYPE))
-        for warning in instance.warnings:
-            self._tell(planned, "LaunchRetried", f"{warning}; launched {instance.labels.get(wk.INSTANCE_TYPE)} "
-                       f"as node {instance.node_name}")
-        if bind:
-            bound = sum(1 for pod in planned.pods if self._bind(pod, instance.node_name))  # sequential within a node
-            log.info("Bound %d pod(s) to node %s", bound, instance.node_name)
-
-    def _tell(self, planned: PlannedNode, reason: str, message: str) -> None:
-        """A Warning Event on each pod the node was for: `kubectl describe pod` shows why it waits."""
-        for pod in planned.pods:
-            events.record(self.state.client, {"apiVersion": "v1", "kind": "Pod", **pod.raw}, reason=reason,
-                          message=message, component="karpy", event_type="Warning")
-
-    def _bind(self, pod: PodInfo, node: str) -> bool:
-        try:
-            self.state.client.bind(pod.namespace, pod.name, node)
-            return True
-        except ApiException as e:
-            if e.status not in (404, 409):    # gone, or kube-scheduler bound it first: both fine
-                log.error("Binding pod %s to node %s, %s", pod.key, node, e.reason)
-            return False
+        launched = list(self._pool.map(lambda planned: self.launcher.launch(planned, bind=False), results.new_nodes))
+        return sum(1 for n in launched if n)
 
     def _update_status(self) -> None:
         """status.resources: the capacity of every node each provisioner launched."""

@@ -21,7 +21,6 @@ from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.v1alpha1 import AWS, AWSSettings
 from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
 from karpy.controller.cloudprovider.types import NodeRequest
-from karpy.kubeclient.raw import RawClient
 from tests.aws.faults import FaultProxy
 from tests.simulator.conftest import Kube, start
 
@@ -113,8 +112,7 @@ def kube(tmp_path: Path) -> Iterator[Kube]:
 
 def provider(kube: Kube, template: AWSSettings = TEMPLATE, **settings: float) -> AwsCloudProvider:
     """The provider as the controller builds it, reaching AWS wherever AWS_ENDPOINT_URL says (moto, or the proxy)."""
-    return AwsCloudProvider(boto3.session.Session(), RawClient(kube.api_client), dataclasses.replace(SETTINGS, **settings),
-                            lambda _: template)
+    return AwsCloudProvider(boto3.session.Session(), dataclasses.replace(SETTINGS, **settings), lambda _: template)
 
 
 def request(cloud: AwsCloudProvider, name: str, *types: str, capacity_type: str = wk.CAPACITY_TYPE_ON_DEMAND) -> NodeRequest:

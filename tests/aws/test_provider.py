@@ -1,4 +1,5 @@
-"""The AWS provider with boto3 against a moto server on loopback, creating Nodes in a local cluster."""
+"""The AWS provider with boto3 against a moto server on loopback. It returns what it launched and writes no
+Kubernetes object: the Node it describes is the launch module's to write."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from karpy.apis import labels as wk
 from karpy.apis.v1alpha1 import AWS, AWSNodeTemplateSpec
 from karpy.controller.cloudprovider.aws.provider import AwsConfigError
 from karpy.controller.cloudprovider.types import InstanceNotFound
+from karpy.controller.cloudprovider.aws.provider import NODE_CLAIM_TAG
+from karpy.controller.launch.claims import claim_manifest, launched_status, node_manifest
 from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto, provider, request
 from tests.simulator.conftest import Kube
 
-def test_launches_with_create_fleet_and_creates_the_node(moto: Moto, kube: Kube) -> None:
+def test_launches_with_create_fleet_and_returns_what_the_node_needs(moto: Moto, kube: Kube) -> None:
     cloud = provider(kube)
-    instance = cloud.create(request(cloud, "default-abcde", "m5.large", "m5.xlarge"))
+    asked = request(cloud, "default-abcde", "m5.large", "m5.xlarge")
+    instance = cloud.create(asked)
     (launched,) = moto.instances("running")
     assert launched["InstanceType"] == "m5.large"                          # the cheapest option
     assert launched["SubnetId"] in moto.subnets.values()
@@ -26,8 +30,13 @@ def test_launches_with_create_fleet_and_creates_the_node(moto: Moto, kube: Kube)
     assert instance.provider_id == f"aws:///{zone}/{launched['InstanceId']}"
     assert instance.node_name == launched["PrivateDnsName"]
 
-    node = RawClient(kube.api_client).get(path_of("v1", "nodes", name=instance.node_name))
-    assert node["spec"]["providerID"] == instance.provider_id
+    assert RawClient(kube.api_client).get(path_of("v1", "nodes"))["items"] == []          # the provider writes no Node
+    assert instance.claim_name == "default-abcde" and tags[NODE_CLAIM_TAG] == "default-abcde"
+    m5 = next(t for t in asked.instance_type_options if t.name == "m5.large")
+    assert instance.capacity == m5.capacity and instance.allocatable == m5.allocatable and instance.price_per_hour
+    claim = claim_manifest(asked, pods=[("default", "web", None)], bind=True, owner=None)
+    node = node_manifest({**claim, "status": launched_status(instance)}, instance, m5)
+    assert node["metadata"]["name"] == instance.node_name and node["spec"]["providerID"] == instance.provider_id
     assert node["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
     labels = node["metadata"]["labels"]
     assert labels[wk.INSTANCE_TYPE] == "m5.large" and labels[wk.ZONE] == zone and labels["team"] == "payments"

@@ -30,7 +30,7 @@ def karpy_node(name: str, instance_type: str = "large") -> dict[str, Any]:
 def consolidation(env: Env) -> Consolidation:
     env.clock = FakeClock(dt.datetime.now(dt.timezone.utc))
     names = iter(f"default-new{i}" for i in range(100))
-    return Consolidation(env.state, env.cloud, lambda: env.cloud.catalog, env.clock, lambda p, i: next(names), SETTINGS)
+    return Consolidation(env.state, env.cloud, env.cloud.catalog, env.clock, lambda p, i: next(names), SETTINGS)
 
 
 def live_nodes(env: Env) -> dict[str, dict[str, Any]]:

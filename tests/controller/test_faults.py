@@ -1,37 +1,61 @@
-"""Faults: a controller that dies mid-launch and starts again launches nothing twice."""
+"""Faults: a controller that dies at any point of a launch and starts again launches nothing twice, leaks
+nothing, and binds every pod. The 'kill' stops the launch at the point (the fault hook raises SystemExit, as
+the process would vanish); the 'restart' is a fresh launcher and provisioner against the same cluster and
+the same cloud."""
 
 from __future__ import annotations
 
-from karpy.controller.cloudprovider.fake import FakeCloudProvider
-from karpy.controller.cloudprovider.types import Instance, NodeRequest
+import pytest
+
+from karpy.apis import nodeclaim as api
+from karpy.controller.launch.launcher import KILL_POINTS, Launcher
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.kubeclient.raw import path_of
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 
 
-class DiesAfterLaunch(FakeCloudProvider):
-    """The real fake provider, but the process 'dies' right after the instance exists."""
+def kill_at(point: str):  # type: ignore[no-untyped-def]
+    def fault(at: str) -> None:
+        if at == point:
+            raise SystemExit(f"killed at {point}")
+    return fault
 
-    def create(self, request: NodeRequest) -> Instance:
-        super().create(request)
-        raise SystemExit("killed mid-launch")
+
+def restart(env: Env) -> Provisioner:
+    """What a restarted controller does first: finish every claim, then provision."""
+    launcher = Launcher(env.state, env.cloud, lambda: CATALOG)
+    launcher.reconcile()
+    fresh = Provisioner(env.state, env.cloud, CATALOG, launcher=launcher)
+    fresh.reconcile()
+    return fresh
 
 
-def test_restart_after_a_crash_mid_launch_reuses_the_launched_node(env: Env) -> None:
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_launch_killed_at_any_point_is_finished_by_the_next_process_without_duplicates_or_leaks(env: Env, point: str) -> None:
     env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="500m") for i in range(3)])
-    crashing = DiesAfterLaunch(env.client, CATALOG)
-    try:
-        Provisioner(env.state, crashing, CATALOG).reconcile()
-    except SystemExit:
-        pass
-    launched = [n["metadata"]["name"] for n in env.client.get(path_of("v1", "nodes"))["items"]]
-    assert len(launched) == 1
-    env.settle(lambda: env.state.nodes.get("", launched[0]) is not None)
-    Provisioner(env.state, env.cloud, CATALOG).reconcile()        # the restarted controller
-    assert env.cloud.create_calls == []                           # the node being launched holds the pods
-    assert [n["metadata"]["name"] for n in env.client.get(path_of("v1", "nodes"))["items"]] == launched
-    # kube-scheduler (the local cluster's) places them once the node is Ready
-    env.settle(lambda: all(env.client.get(path_of("v1", "pods", "default", f"web-{i}"))["spec"].get("nodeName") == launched[0]
-                           for i in range(3)))
-    assert [i.node_name for i in env.cloud.list()] == launched    # one instance, owned by one node: nothing leaked
+    dying = Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG,
+                                                                        fault=kill_at(point)))
+    with pytest.raises(SystemExit):
+        dying.reconcile()
+    claims = env.client.get(path_of(api.GROUP_VERSION, api.PLURAL))["items"]
+    assert len(claims) == 1                                            # the intent was written before the cloud call
+    restart(env)
+    nodes = env.client.get(path_of("v1", "nodes"))["items"]
+    assert [n["metadata"]["name"] for n in nodes] == [claims[0]["metadata"]["name"]]
+    assert len(env.cloud.launched) == 1                                # one instance ever launched: no duplicate
+    assert [i.provider_id for i in env.cloud.list()] == [nodes[0]["spec"]["providerID"]]   # and none without its node
+    env.settle(lambda: all(env.client.get(path_of("v1", "pods", "default", f"web-{i}"))["spec"].get("nodeName")
+                           == nodes[0]["metadata"]["name"] for i in range(3)))
+    claim = env.client.get(path_of(api.GROUP_VERSION, api.PLURAL, name=claims[0]["metadata"]["name"]))
+    assert claim["status"]["providerID"] == nodes[0]["spec"]["providerID"] and claim["status"]["podsBound"] is True
+
+
+def test_pods_a_claim_is_for_are_not_planned_again_while_it_is_unfinished(env: Env) -> None:
+    env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m"))
+    dying = Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG,
+                                                                        fault=kill_at("before-create")))
+    with pytest.raises(SystemExit):
+        dying.reconcile()
+    Provisioner(env.state, env.cloud, CATALOG).reconcile()            # a batch before the claims were finished
+    assert env.cloud.create_calls == [] and len(env.client.get(path_of(api.GROUP_VERSION, api.PLURAL))["items"]) == 1

@@ -86,12 +86,3 @@ def test_nodes_are_initialized_once_ready_without_startup_taints(env: Env) -> No
     env.settle(lambda: not env.state.nodes.get("", "booting")["spec"].get("taints"))
     init.reconcile()
     assert env.client.get(path_of("v1", "nodes", name="booting"))["metadata"]["labels"][wk.INITIALIZED] == "true"
-
-
-def test_instances_without_nodes_are_garbage_collected_after_a_grace_period() -> None:
-    from karpy.controller.node.garbagecollection import LAUNCH_GRACE_SECONDS, orphans
-
-    instances = {"fake://a": "a", "fake://b": "b"}
-    assert orphans(instances, {"a"}, {"fake://b": 100.0}, 100.0 + LAUNCH_GRACE_SECONDS - 1) == []
-    assert orphans(instances, {"a"}, {"fake://b": 100.0}, 100.0 + LAUNCH_GRACE_SECONDS) == ["fake://b"]
-    assert orphans(instances, {"a", "b"}, {}, 1e9) == []

@@ -5,7 +5,9 @@ Launches that ask for the same thing (template, overrides, capacity type, tags) 
 other, and at most `max_wait` after the first, become one CreateFleet with TotalTargetCapacity = their number,
 as Karpenter batches them; each caller gets one of the instances. Every call carries a ClientToken and tags
 its instances with it, so a retry never launches twice: before sending again, the instances already tagged
-with the token are looked up and used.
+with the token are looked up and used. Every instance of a call also carries one `karpy.dev/batch/<claim>` tag
+per claim of the batch, and the claims (sorted) get the instances (sorted by id) in order, so a controller
+restarted between CreateFleet and tagging each instance with its claim finds the one meant for it (`assigned`).
 """
 
 from __future__ import annotations
@@ -27,12 +29,37 @@ from karpy.controller.cloudprovider.types import CloudError
 
 log = logging.getLogger("controller.cloudprovider.aws")
 LAUNCH_TOKEN_TAG = "karpy.dev/launch-token"
+BATCH_TAG_PREFIX = "karpy.dev/batch/"
+MAX_BATCH = 40                            # an instance takes at most 50 tags; one per claim of its batch, and a few more
 ATTEMPTS = 5
 BACKOFF_SECONDS = 0.2                     # doubled each attempt, with jitter, at most MAX_BACKOFF_SECONDS
 MAX_BACKOFF_SECONDS = 5.0
 LOST_ANSWER = (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError,
                botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError)
 Obj = dict[str, Any]
+
+
+def batch_tag(claim: str) -> str:
+    """The tag key that says an instance came from a CreateFleet call made (in part) for NodeClaim `claim`."""
+    return BATCH_TAG_PREFIX + claim
+
+
+def assigned(claim: str, instances: list[Obj]) -> Obj | None:
+    """Pure: of the instances whose batch tags name `claim`, the one its batch gave it, or None (EC2 launched
+    fewer instances than the batch asked for). A batch is the instances of one launch token."""
+    batches: dict[str, list[Obj]] = {}
+    for i in instances:
+        tags = {t["Key"]: t["Value"] for t in i.get("Tags") or []}
+        if batch_tag(claim) in tags:
+            batches.setdefault(tags.get(LAUNCH_TOKEN_TAG, ""), []).append(i)
+    for members in batches.values():
+        claims = sorted(t["Key"].removeprefix(BATCH_TAG_PREFIX) for t in members[0].get("Tags") or []
+                        if t["Key"].startswith(BATCH_TAG_PREFIX))
+        ordered = sorted(members, key=lambda i: i["InstanceId"])
+        slot = claims.index(claim)
+        if slot < len(ordered):
+            return ordered[slot]
+    return None
 
 
 @dataclasses.dataclass
@@ -74,24 +101,26 @@ class FleetLauncher:
         if self.idle <= 0:
             batch = _Batch(request, [claim])
             self._send(batch)
-            return self._share(batch, 0)
+            return self._share(batch, claim)
         key = json.dumps(request, sort_keys=True)
         with self._lock:
             batch = self._open.get(key)
+            if batch is not None and len(batch.claims) >= MAX_BATCH:
+                batch = None                    # full: it goes as it is, this claim starts the next one
             leader = batch is None
             if batch is None:
                 batch = self._open[key] = _Batch(request, first=self.clock())
-            slot = len(batch.claims)
             batch.claims.append(claim)
             batch.last = self.clock()
         if leader:
             self._wait_for_quiet(batch)
             with self._lock:
-                del self._open[key]
+                if self._open.get(key) is batch:
+                    del self._open[key]
             self._send(batch)
         else:
             batch.done.wait()
-        return self._share(batch, slot)
+        return self._share(batch, claim)
 
     def _wait_for_quiet(self, batch: _Batch) -> None:
         while True:
@@ -116,9 +145,11 @@ class FleetLauncher:
             batch.done.set()
 
     @staticmethod
-    def _share(batch: _Batch, slot: int) -> Launched:
+    def _share(batch: _Batch, claim: str) -> Launched:
+        """The claims, sorted, get the instances, sorted by id: the order `assigned` finds again after a restart."""
         if batch.error is not None:
             raise batch.error
+        slot = sorted(batch.claims).index(claim)
         return Launched(batch.instances[slot] if slot < len(batch.instances) else None, batch.errors)
 
     def _call(self, request: Obj, claims: list[str]) -> Obj:
@@ -129,10 +160,12 @@ class FleetLauncher:
         for spec in body.get("TagSpecifications") or []:
             if spec["ResourceType"] == "instance":
                 spec["Tags"].append({"Key": LAUNCH_TOKEN_TAG, "Value": token})
+                spec["Tags"].extend({"Key": batch_tag(c), "Value": "true"} for c in sorted(claims))
         for attempt in range(ATTEMPTS):
             last = attempt == ATTEMPTS - 1
             if attempt:                             # the answer to an earlier try may have been lost
-                found = sorted(i["InstanceId"] for i in self.find([{"Name": f"tag:{LAUNCH_TOKEN_TAG}", "Values": [token]}]))
+                found = sorted(i["InstanceId"] for i in self.find([{"Name": f"tag:{LAUNCH_TOKEN_TAG}", "Values": [token]},
+                                                                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]))
                 if found:
                     log.info("Found %d instance(s) launched by an earlier CreateFleet try (token %s)", len(found), token)
                     return {"Instances": [{"InstanceIds": found}], "Errors": []}

@@ -9,9 +9,11 @@ calls CreateFleet `instant` with the allowed instance type x subnet
 overrides, cheapest first; identical launches at the same moment share one
 call (fleet.py). Offerings EC2 reports as out of capacity are skipped for 3
 minutes and the launch is retried at once with the rest. Each instance is
-tagged with the name planned for it, so a retry finds it instead of
-launching a second. The Node is created right after launch, named after
-the instance's private DNS name; the kubelet adopts it when it joins.
+tagged with the NodeClaim it was launched for (at launch, by fleet.py, and
+then with its own claim tag), so a retry, even by a restarted controller,
+finds it instead of launching a second. The provider returns what it
+launched and writes no Kubernetes object: the launch module creates the
+Node, named after the instance's private DNS name.
 """
 
 from __future__ import annotations
@@ -26,12 +28,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import botocore.config
 import botocore.exceptions
-from kubernetes.client.exceptions import ApiException
-
 from karpy.apis import labels as wk
 from karpy.apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
 from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error
-from karpy.controller.cloudprovider.aws.fleet import FleetLauncher
+from karpy.controller.cloudprovider.aws.fleet import FleetLauncher, assigned, batch_tag
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
 from karpy.controller.cloudprovider.aws.launch import (MAX_OVERRIDES, al2_user_data, ami_parameter, bottlerocket_user_data,
@@ -39,14 +39,12 @@ from karpy.controller.cloudprovider.aws.launch import (MAX_OVERRIDES, al2_user_d
                                                  launch_template_data, launch_template_name)
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
-                                            NodeRequest)
-from karpy.controller.provisioning.scheduling.nodes import offering_allowed
-from karpy.kubeclient.raw import RawClient, path_of
+                                                  NodeRequest, launched_as)
 
 log = logging.getLogger("controller.cloudprovider.aws")
 UNAVAILABLE_SECONDS = 180.0
 DISCOVERY_TTL_SECONDS = 60.0     # subnets, security groups and AMIs found by selector or parameter
-NODE_CLAIM_TAG = "karpy.dev/node-claim"          # the node name planned before launch: the idempotency key
+NODE_CLAIM_TAG = "karpy.dev/node-claim"          # the NodeClaim's name, chosen before launch: the idempotency key
 LIVE_STATES = ["pending", "running"]
 RETRIES = botocore.config.Config(retries={"mode": "adaptive", "max_attempts": 8})   # throttling: back off and retry
 
@@ -87,7 +85,7 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
 class AwsCloudProvider:
     name = "aws"
 
-    def __init__(self, session: Any, client: RawClient, settings: AwsSettings,
+    def __init__(self, session: Any, settings: AwsSettings,
                  templates: Callable[[str], AWSSettings], *, clock: Callable[[], float] = time.monotonic) -> None:
         self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
         self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
@@ -95,9 +93,9 @@ class AwsCloudProvider:
         # CreateFleet is retried by the fleet launcher, which looks for a lost launch before sending again
         fleet_client = session.client("ec2", region_name=settings.region, config=botocore.config.Config(
             retries={"total_max_attempts": 1}, read_timeout=settings.fleet_timeout_seconds))
-        self.fleet = FleetLauncher(fleet_client, describe=self._describe, find=self._live_instances,
+        self.fleet = FleetLauncher(fleet_client, describe=self._describe, find=self._instances_matching,
                                    idle=settings.launch_batch_idle_seconds, max_wait=settings.launch_batch_max_seconds)
-        self.client, self.settings, self.templates, self.clock = client, settings, templates, clock
+        self.settings, self.templates, self.clock = settings, templates, clock
         # one try, short timeouts: the shipped table stands in until the Pricing API answers
         pricing = session.client("pricing", region_name=pricing_region(settings.region), config=botocore.config.Config(
             retries={"total_max_attempts": 1}, connect_timeout=3, read_timeout=10))
@@ -115,6 +113,10 @@ class AwsCloudProvider:
     def instance_types(self, kubelet: Any | None = None) -> Sequence[InstanceType]:
         return self.catalog().instance_types(kubelet)
 
+    def interruption_queue(self) -> Any | None:
+        """The SQS client the interruption controller reads its queue with."""
+        return self.sqs
+
     # --- launch --------------------------------------------------------------------------------
     def create(self, request: NodeRequest) -> Instance:
         with _plainly(f"launching node {request.node_name}"):
@@ -123,7 +125,7 @@ class AwsCloudProvider:
     def _create(self, request: NodeRequest) -> Instance:
         found = self._claimed(request.node_name)
         if found is not None:                    # launched before a crash or a retry: adopt, never twice
-            return self._register(request, found)
+            return self._launched(request, found)
         template = self.templates(request.provisioner)
         subnets = self._subnets(template)
         groups = self._security_groups(template)
@@ -146,7 +148,7 @@ class AwsCloudProvider:
                 # the name planned for it: a retry of this launch finds the instance instead of making another
                 self.ec2.create_tags(Resources=[launched.instance["InstanceId"]],
                                      Tags=[{"Key": NODE_CLAIM_TAG, "Value": request.node_name}])
-                return dataclasses.replace(self._register(request, launched.instance), warnings=tuple(warnings))
+                return dataclasses.replace(self._launched(request, launched.instance), warnings=tuple(warnings))
             log.info("CreateFleet launched nothing for %s; retrying with the remaining options", request.node_name)
         raise InsufficientCapacity("; ".join([*warnings, f"EC2 had no capacity for {request.node_name} after 3 attempts"]))
 
@@ -159,7 +161,7 @@ class AwsCloudProvider:
             for o in it.offerings:
                 if o.zone not in subnets or self._unavailable.get((it.name, o.zone, o.capacity_type), 0) > now:
                     continue
-                if not offering_allowed(o, allowed):
+                if not o.allowed_by(allowed):
                     continue
                 by_type[o.capacity_type].append((it.name, subnets[o.zone], o.zone, o.price_per_hour))
         # spot whenever the pods allow it and EC2 has it (Karpenter's rule), on-demand otherwise
@@ -324,15 +326,28 @@ class AwsCloudProvider:
         return sorted(g["GroupId"] for g in groups)
 
     # --- instances -----------------------------------------------------------------------------
-    def _claimed(self, node_name: str) -> dict[str, Any] | None:
-        found = self._live_instances([{"Name": f"tag:{NODE_CLAIM_TAG}", "Values": [node_name]}])
-        return found[0] if found else None
+    def _claimed(self, claim: str) -> dict[str, Any] | None:
+        """The live instance launched for NodeClaim `claim`: tagged with it, or, when the controller stopped
+        between CreateFleet and tagging, the one fleet.py's batch tags assign to it (which is then tagged)."""
+        found = self._live_instances([{"Name": f"tag:{NODE_CLAIM_TAG}", "Values": [claim]}])
+        if found:
+            return found[0]
+        batch = self._instances_matching([{"Name": "tag-key", "Values": [batch_tag(claim)]}])
+        instance = assigned(claim, batch)
+        if instance is None or instance["State"]["Name"] not in LIVE_STATES:
+            return None
+        log.info("Found instance %s launched for %s before a restart", instance["InstanceId"], claim)
+        self.ec2.create_tags(Resources=[instance["InstanceId"]], Tags=[{"Key": NODE_CLAIM_TAG, "Value": claim}])
+        return instance
 
     def _live_instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The pending or running instances that match `filters`."""
+        return self._instances_matching([*filters, {"Name": "instance-state-name", "Values": LIVE_STATES}])
+
+    def _instances_matching(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every instance that matches `filters`, in any state."""
         out = []
-        live = {"Name": "instance-state-name", "Values": LIVE_STATES}
-        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=[*filters, live]):
+        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page["Reservations"]:
                 out.extend(reservation["Instances"])
         return out
@@ -348,45 +363,19 @@ class AwsCloudProvider:
     def _instance(self, described: dict[str, Any]) -> Instance:
         zone = described["Placement"]["AvailabilityZone"]
         tags = {t["Key"]: t["Value"] for t in described.get("Tags") or []}
-        labels = {wk.INSTANCE_TYPE: described["InstanceType"], wk.ZONE: zone,
+        labels = {wk.INSTANCE_TYPE: described["InstanceType"], wk.ZONE: zone, wk.REGION: self.settings.region,
                   wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT if described.get("InstanceLifecycle") == "spot" else wk.CAPACITY_TYPE_ON_DEMAND}
         if wk.PROVISIONER_NAME in tags:
             labels[wk.PROVISIONER_NAME] = tags[wk.PROVISIONER_NAME]
-        return Instance(provider_id=f"aws:///{zone}/{described['InstanceId']}",
+        return Instance(provider_id=f"aws:///{zone}/{described['InstanceId']}", claim_name=tags.get(NODE_CLAIM_TAG, ""),
                         node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels)
 
-    def _register(self, request: NodeRequest, described: dict[str, Any]) -> Instance:
-        """Create the Node for a launched instance (finalizer, labels, taints); the kubelet adopts it on joining."""
+    def _launched(self, request: NodeRequest, described: dict[str, Any]) -> Instance:
+        """The instance as the launch module needs it: with the capacity and price of its type, when it was an option."""
         instance = self._instance(described)
-        it = next((t for t in request.instance_type_options if t.name == instance.labels[wk.INSTANCE_TYPE]), None)
-        labels = {**request.labels, **instance.labels, wk.HOSTNAME: instance.node_name, wk.REGION: self.settings.region}
-        price = None
-        if it is not None:
-            for key, value in it.requirements.single_values().items():
-                labels.setdefault(key, value)
-            price = next((o.price_per_hour for o in it.offerings if o.zone == instance.labels[wk.ZONE]
-                          and o.capacity_type == instance.labels[wk.CAPACITY_TYPE]), None)
-        body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": instance.node_name, "labels": labels, "finalizers": [wk.TERMINATION_FINALIZER],
-                         "annotations": {**request.annotations, **({wk.PRICE_PER_HOUR: str(price)} if price is not None else {})}},
-            "spec": {"providerID": instance.provider_id,
-                     "taints": [dict(t) for t in request.taints] + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
-        }
-        if it is not None:
-            body["status"] = {"capacity": it.capacity.to_manifest(), "allocatable": it.allocatable.to_manifest()}
-        try:
-            self.client.create(path_of("v1", "nodes"), body)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-            # the kubelet (or an earlier try) registered it first: karpy's labels and finalizer still belong on it
-            path = path_of("v1", "nodes", name=instance.node_name)
-            finalizers = (self.client.get(path)["metadata"].get("finalizers") or [])
-            meta = body["metadata"]
-            self.client.patch(path, {"metadata": {"labels": meta["labels"], "annotations": meta["annotations"],
-                                                  "finalizers": sorted({*finalizers, wk.TERMINATION_FINALIZER})}})
-        return instance
+        it = next((t for t in request.instance_type_options if t.name == instance.instance_type), None)
+        return dataclasses.replace(instance, claim_name=request.node_name,
+                                   **launched_as(it, instance.zone or "", instance.capacity_type or ""))
 
     def delete(self, provider_id: str) -> None:
         _, instance_id = parse_provider_id(provider_id)

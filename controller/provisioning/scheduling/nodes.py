@@ -49,8 +49,7 @@ def estimate(array: np.ndarray) -> np.ndarray:
 
 
 def offering_allowed(o: Offering, reqs: Requirements) -> bool:
-    zone, capacity_type = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
-    return o.available and (zone is None or zone.has(o.zone)) and (capacity_type is None or capacity_type.has(o.capacity_type))
+    return o.allowed_by(reqs)
 
 
 def cheapest_offering(t: InstanceType, reqs: Requirements) -> Offering | None:

@@ -1,0 +1,317 @@
+"""The one launch path: every node karpy launches (provisioning, consolidation and interruption replacements)
+goes through `Launcher.launch`, in the order of Karpenter v1's NodeClaim lifecycle:
+
+1. write a NodeClaim named for the planned node (requirements, options, pods, owner, finalizer);
+2. `cloud.create()` with the claim's name as the idempotency key (a second call adopts, never launches again);
+3. record the providerID (and the Node's name) on the claim;
+4. create the Node (labels, taints, finalizer, owner reference), or adopt the one the kubelet registered;
+5. bind the claim's pods.
+
+Each step is safe to repeat, and `reconcile` takes every claim one step further from wherever a crash left it,
+so a restarted controller finishes a launch instead of making another. A claim whose Node is gone (terminated,
+consolidated, its Provisioner deleted) is deleted, and its finalizer stays until the instance is gone.
+Registration timeouts and instances without a claim are garbage collection's (controller/node/).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import Counter, Histogram
+
+from karpy.apis import labels as wk
+from karpy.apis import nodeclaim as api
+from karpy.controller.cloudprovider.catalog import Catalog
+from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound, InsufficientCapacity, NodeRequest
+from karpy.controller.launch.claims import (Situation, Step, adoption_patch, claim_manifest, launched_status, next_step,
+                                            node_manifest, pods_of, request_of)
+from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
+from karpy.controller.state import ClusterState
+from karpy.kubeclient import events
+from karpy.kubeclient.raw import path_of
+
+log = logging.getLogger("controller.provisioning")
+NODES_LAUNCHED = Counter("karpy_nodes_created_total", "Nodes launched", ["provisioner"])
+LAUNCH_ERRORS = Counter("karpy_cloudprovider_errors_total", "Failed launches", ["provisioner", "error"])
+LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launch one node")
+CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
+FAULT_ENV = "KARPY_LAUNCH_FAULT"     # a kill point name: the process dies there (fault benchmarks)
+KILL_POINTS = ("before-create", "after-create", "after-status", "after-node", "mid-bind")
+Obj = dict[str, Any]
+
+
+def node_request(planned: PlannedNode, *, annotations: dict[str, str] | None = None) -> NodeRequest:
+    """What the cloud provider launches for a planned node."""
+    labels = {k: v for k, v in planned.labels.items()
+              if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
+    return NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
+                       instance_type_options=planned.options, labels=labels,
+                       taints=tuple(t.to_manifest() for t in planned.taints), annotations=dict(annotations or {}))
+
+
+def claim_path(name: str, subresource: str | None = None) -> str:
+    return path_of(api.GROUP_VERSION, api.PLURAL, name=name, subresource=subresource)
+
+
+class Launcher:
+    def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Callable[[], Catalog], *,
+                 fault: Callable[[str], None] | None = None) -> None:
+        """`fault` is called at each kill point (KILL_POINTS) so tests can stop a launch there; by default the
+        process exits at the point KARPY_LAUNCH_FAULT names, as a kill -9 would."""
+        self.state, self.cloud, self._catalog = state, cloud, catalog
+        self._fault = fault or _exit_at(os.environ.get(FAULT_ENV))
+        self._busy: set[str] = set()           # claims a thread of this process is moving on now
+        self._lock = threading.Lock()
+
+    # --- entry points --------------------------------------------------------------------------
+    def launch(self, planned: PlannedNode, *, bind: bool = True) -> str | None:
+        """Launch a node for `planned` (and bind its pods unless `bind` is False: replacements, whose pods still
+        run elsewhere). Returns the Node's name, or None when nothing was launched (Events on the pods say why)."""
+        # the extender keeps this capacity for these pods until they are bound
+        request = node_request(planned, annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
+        owner = self.state.provisioners.get("", planned.provisioner)
+        manifest = claim_manifest(request, pods=[(p.namespace, p.name, p.raw["metadata"].get("uid")) for p in planned.pods],
+                                  bind=bind, owner=owner)
+        with self._claiming(request.node_name) as mine:
+            if not mine:
+                return None
+            try:                                                 # 1. the intent, durably, before the cloud hears of it
+                claim = self.state.client.create(CLAIMS, manifest)
+            except ApiException as e:
+                log.error("Could not record launch of node %s, %s", request.node_name, e.reason)
+                return None
+            return self._advance(claim, request=request)
+
+    def reconcile(self) -> float | None:
+        """Take every claim that no thread here is working on one step further, to done or a wait."""
+        again: float | None = None
+        for listed in self.claims():
+            with self._claiming(listed["metadata"]["name"]) as mine:
+                if not mine:
+                    continue
+                try:
+                    claim = self.state.client.get(claim_path(listed["metadata"]["name"]))   # as it is now, not as listed
+                    self._advance(claim)
+                except ApiException as e:
+                    if e.status != 404:                                   # gone meanwhile: nothing to finish
+                        log.error("Finishing the launch of %s, %s", listed["metadata"]["name"], e.reason)
+                        again = 5.0
+                except (OSError, RuntimeError) as e:                      # one claim's trouble does not stop the others
+                    log.error("Finishing the launch of %s, %s", listed["metadata"]["name"], e)
+                    again = 5.0
+            if listed["metadata"].get("deletionTimestamp"):
+                again = min(again or 2.0, 2.0)
+        return again
+
+    def claims(self) -> list[Obj]:
+        """Every NodeClaim, read from the API server (not a cache: a stale read could repeat a step)."""
+        return list(self.state.client.get(CLAIMS).get("items") or [])
+
+    def claimed_pods(self) -> set[str]:
+        """Uids of the pods a live claim was launched for: capacity for them exists or is on its way, even while the
+        watch has not yet shown them bound. (A pod made again under the same name has a new uid.)"""
+        out: set[str] = set()
+        for claim in self.claims():
+            if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True):
+                out.update(uid for _, _, uid in pods_of(claim) if uid)
+        return out
+
+    # --- the steps -----------------------------------------------------------------------------
+    def _advance(self, claim: Obj, *, request: NodeRequest | None = None) -> str | None:
+        """Run the claim's steps in order until it is done or waits; returns its Node's name (None if none)."""
+        instance: Instance | None = None
+        for _ in range(len(Step) + 1):
+            status = claim.get("status") or {}
+            node_name = status.get("nodeName")
+            step = next_step(claim, Situation(node_exists=bool(node_name) and self._node(node_name) is not None))
+            if step is Step.DONE:
+                return node_name
+            if step is Step.FINALIZE:
+                self._finalize(claim)
+                return None
+            if step is Step.DELETE:
+                log.info("Node %s of %s is gone; deleting the claim", node_name, claim["metadata"]["name"])
+                self.delete_claim(claim["metadata"]["name"])
+                return None
+            if step is Step.CREATE:
+                self._fault("before-create")
+                instance = self._create(claim, request or self._request(claim))
+                if instance is None:
+                    return None
+                self._fault("after-create")
+                claim = self._patch_status(claim, launched_status(instance))     # 3. record what was launched
+                self._fault("after-status")
+            elif step is Step.NODE:
+                instance = instance or self._existing(claim)
+                if instance is None:                     # gone before it registered: launch it again, by the same name
+                    instance = self._create(claim, request or self._request(claim))
+                    if instance is None:
+                        return None
+                    claim = self._patch_status(claim, launched_status(instance))
+                self._write_node(claim, instance)                               # 4. the Node
+                self._fault("after-node")
+                claim = self._patch_status(claim, {"nodeCreated": True})
+            elif step is Step.BIND:
+                self._bind(claim, node_name)                                     # 5. bind
+                claim = self._patch_status(claim, {"podsBound": True})
+        return (claim.get("status") or {}).get("nodeName")
+
+    def _request(self, claim: Obj) -> NodeRequest:
+        provisioner = self.state.provisioner((claim.get("spec") or {}).get("provisioner", ""))
+        kubelet = provisioner.spec.kubelet_configuration if provisioner is not None else None
+        return request_of(claim, self._catalog().instance_types(kubelet))
+
+    def _create(self, claim: Obj, request: NodeRequest) -> Instance | None:
+        """2. create() by the claim's name; on failure the claim goes (its pods are planned again) and the pods hear why."""
+        name = claim["metadata"]["name"]
+        started = time.perf_counter()
+        try:
+            if not request.instance_type_options:
+                raise InsufficientCapacity("none of the claim's instance types is in the catalog now")
+            instance = self.cloud.create(request)
+        except InsufficientCapacity as e:
+            LAUNCH_ERRORS.labels(request.provisioner, "InsufficientCapacity").inc()
+            log.error("Could not launch node, %s; %d pod(s) stay pending", e, len(pods_of(claim)))
+            self._tell(claim, "LaunchFailed", f"Could not launch a node for this pod: {e}")
+            self.delete_claim(name)
+            return None
+        except (RuntimeError, ValueError, ApiException, OSError) as e:   # ValueError: a template that cannot work
+            LAUNCH_ERRORS.labels(request.provisioner, type(e).__name__).inc()
+            log.error("Could not launch node %s, %s", name, e)
+            self._tell(claim, "LaunchFailed", f"Could not launch a node for this pod: {e}")
+            self.delete_claim(name)
+            return None
+        LAUNCH_SECONDS.observe(time.perf_counter() - started)
+        NODES_LAUNCHED.labels(request.provisioner).inc()
+        log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
+                 instance.node_name, instance.instance_type, instance.zone, instance.capacity_type)
+        for warning in instance.warnings:
+            self._tell(claim, "LaunchRetried", f"{warning}; launched {instance.instance_type} as node {instance.node_name}")
+        return instance
+
+    def _existing(self, claim: Obj) -> Instance | None:
+        """The instance a claim recorded (after a restart), or None when the provider no longer has it."""
+        try:
+            return self.cloud.get(claim["status"]["providerID"])
+        except InstanceNotFound:
+            log.info("Instance %s of %s is gone before its node was created", claim["status"]["providerID"],
+                     claim["metadata"]["name"])
+            return None
+
+    def _write_node(self, claim: Obj, instance: Instance) -> None:
+        status = claim.get("status") or {}
+        it = next((t for t in self._catalog().instance_types() if t.name == (status.get("instanceType") or instance.instance_type)), None)
+        body = node_manifest(claim, instance, it)
+        try:
+            self.state.client.create(path_of("v1", "nodes"), body)
+            return
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        # the kubelet (or an earlier try) registered it first: karpy's labels, finalizer and owner still belong on it
+        path = path_of("v1", "nodes", name=body["metadata"]["name"])
+        patch = adoption_patch(self.state.client.get(path), body)
+        if patch is not None:
+            self.state.client.patch(path, patch)
+
+    def _bind(self, claim: Obj, node_name: str) -> None:
+        bound = 0
+        for namespace, name, uid in pods_of(claim):     # sequential within a node
+            pod = self.state.pods.get(namespace, name)
+            if pod is not None and ((pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp")):
+                continue                                 # placed elsewhere meanwhile, or leaving
+            try:
+                self.state.client.bind(namespace, name, node_name, uid=uid)
+                bound += 1
+                self._fault("mid-bind")
+            except ApiException as e:
+                if e.status not in (404, 409):           # gone, or kube-scheduler bound it first: both fine
+                    log.error("Binding pod %s/%s to node %s, %s", namespace, name, node_name, e.reason)
+        log.info("Bound %d pod(s) to node %s", bound, node_name)
+
+    def _finalize(self, claim: Obj) -> None:
+        """A deleted claim: its Node goes through termination, then the instance must be gone, then the finalizer."""
+        name, status = claim["metadata"]["name"], claim.get("status") or {}
+        node_name, provider_id = status.get("nodeName"), status.get("providerID")
+        node = self._node(node_name) if node_name else None
+        if node is not None:
+            if not node["metadata"].get("deletionTimestamp"):
+                self.state.delete_node(node_name)        # the node's finalizer drains it and terminates the instance
+            return
+        if provider_id:
+            try:
+                self.cloud.delete(provider_id)
+                return                                   # look again once it is gone
+            except InstanceNotFound:
+                pass
+        finalizers = [f for f in claim["metadata"].get("finalizers") or [] if f != wk.TERMINATION_FINALIZER]
+        try:
+            self.state.client.patch(claim_path(name), {"metadata": {"finalizers": finalizers}})
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    # --- reads and writes ----------------------------------------------------------------------
+    def _node(self, name: str) -> Obj | None:
+        """The Node, from the cache, or from the server when the cache has none (a late watch must not look like a
+        deleted node)."""
+        node = self.state.nodes.get("", name)
+        if node is not None:
+            return node
+        try:
+            return self.state.client.get(path_of("v1", "nodes", name=name))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def _patch_status(self, claim: Obj, status: Obj) -> Obj:
+        return self.state.client.patch(claim_path(claim["metadata"]["name"], "status"), {"status": status})
+
+    def delete_claim(self, name: str) -> None:
+        """Delete claim `name` and take its finalizer one step (its Node goes first, then its instance)."""
+        try:
+            self.state.client.delete(claim_path(name))
+            claim = self.state.client.get(claim_path(name))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return
+        self._finalize(claim)
+
+    def _tell(self, claim: Obj, reason: str, message: str) -> None:
+        """A Warning Event on each pod the node was for: `kubectl describe pod` shows why it waits."""
+        for namespace, name, _ in pods_of(claim):
+            pod = self.state.pods.get(namespace, name)
+            if pod is not None:
+                events.record(self.state.client, {"apiVersion": "v1", "kind": "Pod", **pod}, reason=reason,
+                              message=message, component="karpy", event_type="Warning")
+
+    @contextlib.contextmanager
+    def _claiming(self, name: str) -> Iterator[bool]:
+        """True when no other thread of this process works on claim `name` now (then this one does)."""
+        with self._lock:
+            mine = name not in self._busy
+            self._busy.add(name)
+        try:
+            yield mine
+        finally:
+            if mine:
+                with self._lock:
+                    self._busy.discard(name)
+
+
+
+def _exit_at(point: str | None) -> Callable[[str], None]:
+    def fault(at: str) -> None:
+        if at == point:
+            logging.getLogger("controller").warning("Exiting at launch fault point %s", at)
+            logging.shutdown()
+            os._exit(137)
+    return fault
