@@ -66,7 +66,10 @@ def plan(args: argparse.Namespace) -> int:
         print(f"karpy plan: {warning}", file=sys.stderr)
     if args.consolidate:
         now = datetime.datetime.now(datetime.timezone.utc)
-        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now).plan()
+        if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
+            raise UsageError("--consolidation-budget-seconds must be positive")
+        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now,
+                                     budget_seconds=args.consolidation_budget_seconds).plan()
         if args.output == "json":
             json.dump(consolidation_json(consolidation), sys.stdout, indent=2)
             print()

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
     plan.add_argument("--consolidate", action="store_true",
                       help="print what consolidation would do with the Nodes and bound pods in FILEs, and why each other node stays")
+    plan.add_argument("--consolidation-budget-seconds", type=float, default=None,
+                      help="with --consolidate: stop searching after this many seconds and print the actions found so far")
     plan.set_defaults(run=commands.plan)
 
     sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")
@@ -79,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds between deciding a consolidation action and re-validating it before it is taken")
     ctl.add_argument("--consolidation-min-node-age", type=float, default=60.0,
                      help="seconds a node must have existed before consolidation considers it")
+    ctl.add_argument("--consolidation-max-disrupted", default="10%",
+                     help="nodes consolidation may disrupt at once: a count or a percentage of the nodes (at least 1)")
+    ctl.add_argument("--consolidation-budget-seconds", type=float, default=10.0,
+                     help="seconds one consolidation decision may search before acting on what it found")
+    ctl.add_argument("--consolidation-pending-wait", type=float, default=300.0,
+                     help="seconds consolidation waits while pods are pending before it goes on (v0.16's stabilization window)")
     ctl.set_defaults(run=commands.controller)
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")
