@@ -9,6 +9,7 @@ import os
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,14 @@ def plan(args: argparse.Namespace) -> int:
         now = datetime.datetime.now(datetime.timezone.utc)
         if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
             raise UsageError("--consolidation-budget-seconds must be positive")
+        started = time.monotonic()
         consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now,
                                      budget_seconds=args.consolidation_budget_seconds).plan()
+        decided = time.monotonic() - started
         if args.output == "json":
-            json.dump(consolidation_json(consolidation), sys.stdout, indent=2)
+            doc = consolidation_json(consolidation)
+            doc["summary"]["decisionSeconds"] = round(decided, 3)
+            json.dump(doc, sys.stdout, indent=2)
             print()
         else:
             print(consolidation_table(consolidation))

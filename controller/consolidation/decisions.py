@@ -30,9 +30,11 @@ from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
 from karpy.controller.consolidation.packing import Packing
-from karpy.controller.provisioning.scheduling.nodes import offering_allowed
+from karpy.controller.provisioning.scheduling.nodes import NewNode, offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
+from karpy.controller.provisioning.scheduling.scheduler import (MAX_INSTANCE_TYPE_OPTIONS, ClusterSnapshot, PlannedNode,
+                                                                 Scheduler, node_labels, node_name, sort_key)
+from karpy.controller.provisioning.scheduling.topology import Topology
 
 DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
@@ -95,6 +97,14 @@ class ConsolidationPlan:
 
 
 @dataclasses.dataclass
+class _Planned:
+    """New nodes planned without a scheduler (shaped as the scheduler's results)."""
+
+    new_nodes: list[PlannedNode]
+    unschedulable: dict[str, str]
+
+
+@dataclasses.dataclass
 class _Found:
     """A tried action: where the pods go, or why it cannot be taken."""
 
@@ -136,6 +146,9 @@ class Consolidator:
         self.packing = Packing(base.existing, base.rows)
         self._inverse = any(t.anti and not t.weight for p in self.bound for t in p.affinities)
         self._limited = any(p.spec.limits for p in self.provisioners.values())
+        # the scheduler's resource rows are cached per pod object: every pod they saw is kept alive,
+        # so a later object never takes a dropped one's identity (and its cached row)
+        self._keep: list[PodInfo] = []
 
     def _out_of_time(self) -> bool:
         return self._deadline is not None and self._timer() >= self._deadline
@@ -267,7 +280,7 @@ class Consolidator:
              one_node: bool = False) -> _Found:
         """Where the pods of `nodes` would go with the nodes in `without` gone: other nodes first,
         then (when `price` is given) new nodes that together cost less than `price`."""
-        pods = [p.copy(node_name=None) for n in nodes for p in n.pods]
+        pods = [p for n in nodes for p in n.pods]        # the packing and a new node only read them
         if self._simple(nodes):
             moves, left = self.packing.fit(pods, without)
             if not left:
@@ -278,9 +291,12 @@ class Consolidator:
                 return self._fit_full(nodes, without=without, price=price, one_node=one_node)
             if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
                 return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
-            if why := self._no_cheaper_bound(left, price):
+            if why := self._no_cheaper_bound(left, price, one_node=one_node):
                 return _Found(why=why)
-            planned = self._schedule([], left)
+            one = self._plan_one(left)
+            if one is None and one_node:
+                return _Found(why="no cheaper fit: its pods would need more than one new node")
+            planned = _Planned([one], {}) if one is not None else self._schedule([], left)
             return self._priced(moves, planned, left, price, one_node=one_node)
         return self._fit_full(nodes, without=without, price=price, one_node=one_node)
 
@@ -311,7 +327,24 @@ class Consolidator:
         self._names[provisioner] += 1
         return self._name_node(provisioner, index)
 
-    def _no_cheaper_bound(self, pods: list[PodInfo], price: float) -> str | None:
+    def _plan_one(self, pods: list[PodInfo]) -> PlannedNode | None:
+        """One new node for all of `pods` (only pods `Packing.simple()` accepts), from the heaviest
+        provisioner that can take them, as the scheduler plans a node; None when none holds them all."""
+        for template in self.templates.values():
+            node = NewNode(template, "replacement")
+            topology = Topology({})
+            if all(node.add(p, topology) is None for p in sorted(pods, key=sort_key)):
+                options = node.option_types()
+                chosen, offering = options[0]
+                return PlannedNode(
+                    name=self._fresh_name(template.name, 0), provisioner=template.name, instance_type=chosen,
+                    offering=offering, options=tuple(t for t, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]),
+                    requirements=node.requirements, labels=node_labels(node.requirements, template, chosen, offering),
+                    taints=tuple(template.taints + template.startup_taints), pods=tuple(node.pods))
+            node.release()
+        return None
+
+    def _no_cheaper_bound(self, pods: list[PodInfo], price: float, *, one_node: bool = False) -> str | None:
         """Why no new node for `pods` can cost less than `price`, judged from the cheapest instance
         type that holds their sum (a lower bound): saves planning a replacement that cannot pay."""
         total = Resources()
@@ -319,6 +352,8 @@ class Consolidator:
             total = total + p.requests
         row = self.packing.rows.row(total)
         bounds = [b for t in self.templates.values() if (b := t.cheapest_price_for(row)) is not None]
+        if not bounds and one_node:
+            return "no cheaper fit: its pods would need more than one new node"
         if bounds and min(bounds) >= price:
             return (f"no cheaper fit: the cheapest replacement (${min(bounds):.4f}/h at best) "
                     f"does not cost less than ${price:.4f}/h")
@@ -360,10 +395,10 @@ class Consolidator:
             return None
         out = []
         for half in halves:
-            results = self._schedule([], half)
-            if results.unschedulable or len(results.new_nodes) != 1:
+            planned = self._plan_one(half)
+            if planned is None:
                 return None
-            r = self._cheaper(results.new_nodes[0], price)
+            r = self._cheaper(planned, price)
             if r is None:
                 return None
             out.append(r)
@@ -396,8 +431,10 @@ class Consolidator:
         self.packing.move(moves)
         for pod, to in moves:
             self.views[to].pods.append(pod.copy(node_name=to))
+        self._keep += [pod for pod, _ in moves]
 
     def _drop(self, node: NodeView) -> None:
+        self._keep += node.pods + node.fixed
         self.views.pop(node.name, None)
         self.packing.remove(node.name)
 
