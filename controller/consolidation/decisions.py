@@ -189,8 +189,11 @@ class Consolidator:
             self._apply(list(group), [], [])
         remaining = sorted((n for n in candidates if n.pods), key=lambda n: n.order)
         reasons: dict[str, str] = {}
-        self._undeletable: set[str] = set()
-        self._unreplaceable: set[str] = set()
+        self._undeletable: set[str] = set()         # failed deletes and replaces stay failed until capacity
+        self._unreplaceable: set[str] = set()       # is added that their pods could use
+        self._left: dict[str, list[PodInfo] | None] = {}
+        self._last_left: list[PodInfo] | None = None
+        self._many_failed = False
         complete = True
         while remaining and not (first_only and actions):
             action = self._next_action(remaining, reasons)
@@ -223,6 +226,7 @@ class Consolidator:
             if found.why:
                 reasons[node.name] = found.why
                 self._undeletable.add(node.name)
+                self._left[node.name] = self._last_left
                 continue
             self._move(found.moves)
             group.append(node)
@@ -232,10 +236,15 @@ class Consolidator:
             for n in group:
                 self._drop(n)
             return self._action(DELETE, group, moves, [])
-        for action in (self._replace_many(remaining, reasons), self._replace_one(remaining, reasons)):
+        for find in (self._replace_many, self._replace_one):
+            action = find(remaining, reasons)
             if action is not None:
-                self._undeletable.clear()                 # the replacement is capacity: what failed may fit now
-                self._unreplaceable.clear()
+                launched = [r.planned.name for r in action.replacements]
+                for failed in (self._undeletable, self._unreplaceable):
+                    for name in list(failed):         # the replacement is capacity: what failed may fit now
+                        left = self._left.get(name)
+                        if left is None or self.packing.fits_in_any(left, launched):
+                            failed.discard(name)
                 return action
         return None
 
@@ -249,6 +258,7 @@ class Consolidator:
             if found.why:
                 reasons[node.name] = found.why
                 self._unreplaceable.add(node.name)
+                self._left[node.name] = self._last_left
                 continue
             return self._commit([node], found)
         return None
@@ -256,6 +266,8 @@ class Consolidator:
     def _replace_many(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """Several nodes for one cheaper node: the longest prefix (by binary search, as Karpenter
         does) of the on-demand candidates whose pods fit on the others and one new node."""
+        if self._many_failed:
+            return None                                   # found nothing once: the cluster only fills up after
         prefix = []
         for n in remaining:
             if n.capacity_type == wk.CAPACITY_TYPE_SPOT or not self._simple([n]) or len(prefix) == self.max_nodes:
@@ -272,6 +284,7 @@ class Consolidator:
             else:
                 best, lo = (nodes, found), mid + 1
         if best is None:
+            self._many_failed = True
             return None
         return self._commit(*best)
 
@@ -283,6 +296,7 @@ class Consolidator:
         pods = [p for n in nodes for p in n.pods]        # the packing and a new node only read them
         if self._simple(nodes):
             moves, left = self.packing.fit(pods, without)
+            self._last_left = left
             if not left:
                 return _Found(moves)
             if price is None:
@@ -301,6 +315,7 @@ class Consolidator:
         return self._fit_full(nodes, without=without, price=price, one_node=one_node)
 
     def _fit_full(self, nodes: list[NodeView], *, without: set[str], price: float | None, one_node: bool) -> _Found:
+        self._last_left = None
         others = [v for name, v in self.views.items() if name not in without]
         pods = [p.copy(node_name=None) for n in nodes for p in n.pods]
         results = self._schedule(others, pods)

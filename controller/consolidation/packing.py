@@ -37,6 +37,8 @@ class Packing:
         self._taints: list[Sequence[Taint]] = []
         self.free = np.zeros((max(len(existing), 1) * 2, len(rows.index)), dtype=np.int64)
         self.gone = np.ones(len(self.free), dtype=bool)         # deleted, or a row not used yet
+        self._kinds: dict[int, tuple[str, str]] = {}
+        self._alive: list[PodInfo] = []
         self._allowed: dict[tuple[str, str], tuple[np.ndarray, list, Requirements]] = {}
         for n in existing:
             self.append(n.name, n.labels, n.taints, n.available)
@@ -71,7 +73,10 @@ class Packing:
 
     def _mask(self, pod: PodInfo) -> np.ndarray:
         """The nodes whose taints and labels admit `pod` (cached per requirements and tolerations)."""
-        key = (str(pod.requirements), repr(pod.tolerations))
+        key = self._kinds.get(id(pod))
+        if key is None:
+            key = self._kinds[id(pod)] = (str(pod.requirements), repr(pod.tolerations))
+            self._alive.append(pod)            # ids are only unique among live objects
         hit = self._allowed.get(key)
         if hit is None:
             reqs: Requirements = pod.requirements
@@ -91,10 +96,13 @@ class Packing:
         moves: list[tuple[PodInfo, str]] = []
         left: list[PodInfo] = []
         n = len(self.names)
+        open_ = ~blocked[:n]
         for pod in sorted(pods, key=sort_key):
             need = self.rows.of(pod)
             assert need is not None
-            ok = self._mask(pod)[:n] & ~blocked[:n] & (self.free[:n] >= need).all(axis=1)
+            cols = np.flatnonzero(need)
+            ok = self._mask(pod)[:n] & open_
+            ok &= (self.free[:n, cols] >= need[cols]).all(axis=1)
             for i, room in touched.items():
                 ok[i] = ok[i] and bool((room >= need).all())
             found = np.flatnonzero(ok)
@@ -116,3 +124,9 @@ class Packing:
 
     def room(self, name: str) -> np.ndarray:
         return self.free[self.index[name]]
+
+    def fits_in_any(self, pods: Sequence[PodInfo], names: Sequence[str]) -> bool:
+        """True when some pod of `pods` fits the room of some node in `names` (resources only)."""
+        rooms = [self.room(n) for n in names if n in self.index]
+        return any(need is not None and (room >= need).all() for pod in pods if (need := self.rows.of(pod)) is not None
+                   for room in rooms) if rooms else False
