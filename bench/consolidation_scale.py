@@ -56,11 +56,12 @@ def cluster(n: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any
         cpu, memory = t.allocatable["cpu"], t.allocatable["memory"] // 1000 // 2 ** 20
         share = rng.uniform(0.0, 0.6)
         used_cpu = used_memory = 0
-        j = 0
-        while True:
+        j = misses = 0
+        while misses < 8:                      # a few shapes that do not fit: the node is as full as its share
             c, m = rng.choice(SHAPES)
             if (used_cpu + c) > share * cpu or (used_memory + m) > share * memory:
-                break
+                misses += 1
+                continue
             used_cpu, used_memory = used_cpu + c, used_memory + m
             app = f"app-{SHAPES.index((c, m))}"
             pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
@@ -103,7 +104,8 @@ def main() -> int:
         fresh, _ = run_plan(fresh_path)
         s = plan["summary"]
         scratch = fresh["summary"]["pricePerHour"]
-        print(f"{n} nodes, {len(pods)} pods")
+        used = sum(int(p["spec"]["containers"][0]["resources"]["requests"]["cpu"][:-1]) for p in pods) / 1000
+        print(f"{n} nodes, {len(pods)} pods, {used:.0f} vCPU requested")
         print(f"  plan --consolidate: {wall:.1f} s wall (decision {s.get('decisionSeconds', float('nan')):.1f} s), "
               f"complete={s['complete']}")
         print(f"  actions: {s['actions']} {s['actionsByKind']}; nodes removed {s['nodesRemoved']}, launched {s['nodesLaunched']}")

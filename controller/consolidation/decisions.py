@@ -120,7 +120,9 @@ class Consolidator:
     def __init__(self, snapshot: ClusterSnapshot, pdbs: Sequence[Mapping[str, Any]], *, now: dt.datetime,
                  min_age_seconds: float = 0.0, name_node: Callable[[str, int], str] = node_name,
                  budget_seconds: float | None = None, timer: Callable[[], float] = time.monotonic,
-                 max_nodes_per_action: int = MAX_NODES_PER_ACTION) -> None:
+                 max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True) -> None:
+        """`incremental=False` simulates every candidate with a scheduler of its own (the reference
+        the packing state is checked against)."""
         self.snapshot = snapshot
         self.pdbs = list(pdbs)
         self.now = now
@@ -130,6 +132,7 @@ class Consolidator:
         self._timer = timer
         self._deadline = timer() + budget_seconds if budget_seconds is not None else None
         self.max_nodes = max(1, max_nodes_per_action)
+        self._incremental = incremental
         self.provisioners = {p.name: p for p in snapshot.provisioners if not p.metadata.deletion_timestamp}
         self.types = {t.name: t for t in snapshot.catalog.instance_types()}
         # nodes being deleted and their pods are termination's business: not capacity, not candidates
@@ -155,7 +158,7 @@ class Consolidator:
 
     def _simple(self, nodes: Iterable[NodeView]) -> bool:
         """True when the packing state judges these nodes' pods as the full scheduler would."""
-        return not self._inverse and all(self.packing.simple(p) for n in nodes for p in n.pods)
+        return self._incremental and not self._inverse and all(self.packing.simple(p) for n in nodes for p in n.pods)
 
     # --- planning -----------------------------------------------------------------------------
     def plan(self, *, first_only: bool = False, only: Iterable[str] | None = None) -> ConsolidationPlan:
