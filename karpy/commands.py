@@ -126,10 +126,16 @@ def controller(args: argparse.Namespace) -> int:
 
     from karpy.controller.cloudprovider.aws.provider import AwsConfigError
     from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+    from karpy.controller.consolidation.controller import disruption_budget
     from karpy.controller.operator import Operator, Settings
 
     cloud_factory = None
     catalog = None
+    try:
+        disruption_budget(args.consolidation_max_disrupted, 0)
+    except ValueError:
+        raise UsageError(f"--consolidation-max-disrupted {args.consolidation_max_disrupted!r}: "
+                         "expected a count (3) or a percentage (10%)") from None
     if args.interruption_queue and args.cloud_provider != "aws":
         raise UsageError("--interruption-queue needs --cloud-provider aws")
     if args.cloud_provider == "aws":
@@ -141,7 +147,10 @@ def controller(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port, health_port=args.health_port, leader_elect=args.leader_elect,
                         leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
-                                                            min_node_age_seconds=args.consolidation_min_node_age))
+                                                            min_node_age_seconds=args.consolidation_min_node_age,
+                                                            max_disrupted=args.consolidation_max_disrupted,
+                                                            budget_seconds=args.consolidation_budget_seconds,
+                                                            pending_wait_seconds=args.consolidation_pending_wait))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
     except (OSError, kubernetes.config.ConfigException, AwsConfigError) as e:
@@ -193,6 +202,9 @@ def explain_node(args: argparse.Namespace) -> int:
                       name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False)
         doc = explain_node_json(plan, args.name)
         if waiting := unsettled(state):
+            if waiting == "pods are waiting for capacity":
+                waiting += (f" (consolidation waits for them at most --consolidation-pending-wait, "
+                            f"{args.consolidation_pending_wait:.0f}s, then goes on)")
             doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
     finally:
         state.stop()

@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain_node.add_argument("--catalog", default="aws", help="the controller's instance types (aws, fake-400, or a file)")
     explain_node.add_argument("--consolidation-min-node-age", type=float, default=60.0,
                               help="the controller's setting of the same name")
+    explain_node.add_argument("--consolidation-pending-wait", type=float, default=300.0,
+                              help="the controller's --consolidation-pending-wait, to say how long consolidation waits")
     explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")
     explain_node.set_defaults(run=commands.explain_node)
 

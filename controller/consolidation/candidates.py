@@ -90,15 +90,19 @@ def pdb_blocker(pod: PodInfo, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[
     status is used when the disruption controller wrote one; else it is computed over `pods`,
     taking pods without a status (plan input) as healthy."""
     for pdb in pdbs:
-        if not disruption.selects(pdb, pod.raw):
-            continue
-        status = pdb.get("status") or {}
-        allowed = status.get("disruptionsAllowed")
-        if allowed is None or "observedGeneration" not in status:
-            allowed = disruption.status_of(pdb, pods, is_healthy=_healthy_or_unknown)["disruptionsAllowed"]
-        if allowed <= 0:
+        if disruption.selects(pdb, pod.raw) and pdb_allowance(pdb, pods) <= 0:
             return object_key(pdb)
     return None
+
+
+def pdb_allowance(pdb: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
+    """How many of its pods `pdb` lets be disrupted now: its status when the disruption controller
+    wrote one, else computed over `pods`."""
+    status = pdb.get("status") or {}
+    allowed = status.get("disruptionsAllowed")
+    if allowed is None or "observedGeneration" not in status:
+        allowed = disruption.status_of(pdb, pods, is_healthy=_healthy_or_unknown)["disruptionsAllowed"]
+    return int(allowed)
 
 
 def _healthy_or_unknown(pod: Mapping[str, Any]) -> bool:
