@@ -27,28 +27,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
-from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
 from karpy.controller.consolidation.packing import Packing
-from karpy.controller.provisioning.scheduling.nodes import NewNode, offering_allowed
+from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
 from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import (MAX_INSTANCE_TYPE_OPTIONS, ClusterSnapshot, PlannedNode,
-                                                                 Scheduler, node_labels, node_name, sort_key)
-from karpy.controller.provisioning.scheduling.topology import Topology
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
 
 DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
-
-
-@dataclasses.dataclass(frozen=True)
-class Replacement:
-    """A node a replace action launches: the cheapest option, priced at its worst case."""
-
-    planned: PlannedNode                      # with only the options cheaper than what it replaces
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price_per_hour: float                     # the worst-case launch price over the offerings its pods allow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +133,7 @@ class Consolidator:
         self.awaited = {n.name: n.pods[0].key for n in on_the_way.existing_nodes}
         self.templates = {t.name: t for t in base.templates}
         self.packing = Packing(base.existing, base.rows)
+        self.planner = Planner(self.templates, base.rows, self._fresh_name)
         self._inverse = any(t.anti and not t.weight for p in self.bound for t in p.affinities)
         self._limited = any(p.spec.limits for p in self.provisioners.values())
         # the scheduler's resource rows are cached per pod object: every pod they saw is kept alive,
@@ -308,9 +295,9 @@ class Consolidator:
                 return self._fit_full(nodes, without=without, price=price, one_node=one_node)
             if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
                 return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
-            if why := self._no_cheaper_bound(left, price, one_node=one_node):
+            if why := self.planner.no_cheaper(left, price, one_node=one_node):
                 return _Found(why=why)
-            one = self._plan_one(left)
+            one = self.planner.one(left)
             if one is None and one_node:
                 return _Found(why="no cheaper fit: its pods would need more than one new node")
             planned = _Planned([one], {}) if one is not None else self._schedule([], left)
@@ -345,38 +332,6 @@ class Consolidator:
         self._names[provisioner] += 1
         return self._name_node(provisioner, index)
 
-    def _plan_one(self, pods: list[PodInfo]) -> PlannedNode | None:
-        """One new node for all of `pods` (only pods `Packing.simple()` accepts), from the heaviest
-        provisioner that can take them, as the scheduler plans a node; None when none holds them all."""
-        for template in self.templates.values():
-            node = NewNode(template, "replacement")
-            topology = Topology({})
-            if all(node.add(p, topology) is None for p in sorted(pods, key=sort_key)):
-                options = node.option_types()
-                chosen, offering = options[0]
-                return PlannedNode(
-                    name=self._fresh_name(template.name, 0), provisioner=template.name, instance_type=chosen,
-                    offering=offering, options=tuple(t for t, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]),
-                    requirements=node.requirements, labels=node_labels(node.requirements, template, chosen, offering),
-                    taints=tuple(template.taints + template.startup_taints), pods=tuple(node.pods))
-            node.release()
-        return None
-
-    def _no_cheaper_bound(self, pods: list[PodInfo], price: float, *, one_node: bool = False) -> str | None:
-        """Why no new node for `pods` can cost less than `price`, judged from the cheapest instance
-        type that holds their sum (a lower bound): saves planning a replacement that cannot pay."""
-        total = Resources()
-        for p in pods:
-            total = total + p.requests
-        row = self.packing.rows.row(total)
-        bounds = [b for t in self.templates.values() if (b := t.cheapest_price_for(row)) is not None]
-        if not bounds and one_node:
-            return "no cheaper fit: its pods would need more than one new node"
-        if bounds and min(bounds) >= price:
-            return (f"no cheaper fit: the cheapest replacement (${min(bounds):.4f}/h at best) "
-                    f"does not cost less than ${price:.4f}/h")
-        return None
-
     def _priced(self, moves: list[tuple[PodInfo, str]], results: Any, left: list[PodInfo], price: float, *,
                 one_node: bool) -> _Found:
         if results.unschedulable:
@@ -385,9 +340,9 @@ class Consolidator:
         planned: list[PlannedNode] = results.new_nodes
         if one_node and len(planned) > 1:
             return _Found(why=f"no cheaper fit: its pods would need {len(planned)} new nodes")
-        chosen = [self._cheaper(p, price) for p in planned]
+        chosen = [self.planner.cheaper(p, price) for p in planned]
         if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node:
-            split = self._split(left, min(price, chosen[0].price_per_hour))
+            split = self.planner.split(left, min(price, chosen[0].price_per_hour))
             if split is not None:
                 chosen, planned = split, [r.planned for r in split]
         if None in chosen or sum(r.price_per_hour for r in chosen) >= price:  # type: ignore[union-attr]
@@ -399,42 +354,6 @@ class Consolidator:
                                f"{shown} at worst) does not cost less than ${price:.4f}/h"))
         moves = moves + [(p, r.planned.name) for r in chosen for p in r.planned.pods]  # type: ignore[union-attr]
         return _Found(moves, replacements=chosen)  # type: ignore[arg-type]
-
-    def _split(self, pods: list[PodInfo], price: float) -> list[Replacement] | None:
-        """Two smaller nodes for `pods` (shared out largest first, each to the lighter half) when together
-        they cost less than `price`, else None."""
-        halves: list[list[PodInfo]] = [[], []]
-        load = [0, 0]
-        for pod in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), p.key)):
-            i = load.index(min(load))
-            halves[i].append(pod)
-            load[i] += pod.requests.get("cpu", 0)
-        if not all(halves) or self._no_cheaper_bound(halves[0], price) or self._no_cheaper_bound(halves[1], price):
-            return None
-        out = []
-        for half in halves:
-            planned = self._plan_one(half)
-            if planned is None:
-                return None
-            r = self._cheaper(planned, price)
-            if r is None:
-                return None
-            out.append(r)
-        return out if sum(r.price_per_hour for r in out) < price else None
-
-    def _cheaper(self, planned: PlannedNode, price: float) -> Replacement | None:
-        """The planned node with only the options whose worst-case price is below `price`, or None."""
-        priced = [(worst_case_price(t, planned.requirements), t) for t in planned.options]
-        options = [(p, t) for p, t in priced if p is not None and p < price]
-        if not options:
-            return None
-        options.sort(key=lambda pt: (pt[0], pt[1].name))
-        worst, chosen = options[0]
-        allowed = sorted((o for o in chosen.offerings if offering_allowed(o, planned.requirements)), key=lambda o: o.zone)
-        offer: Offering = max(allowed, key=lambda o: o.price_per_hour)     # the first zone among equals
-        narrowed = dataclasses.replace(planned, instance_type=chosen, offering=offer,
-                                       options=tuple(t for _, t in options))
-        return Replacement(narrowed, chosen.name, offer.zone, offer.capacity_type, worst)
 
     # --- applying -----------------------------------------------------------------------------
     def _commit(self, nodes: list[NodeView], found: _Found) -> Action:
@@ -481,13 +400,3 @@ class Consolidator:
                       pods=tuple(sorted(p.key for n in nodes for p in n.pods)),
                       replacements=tuple(replacements),
                       moves=tuple(sorted((p.key, to) for p, to in moves)))
-
-
-def launching_node_manifest(p: PlannedNode, t: InstanceType, zone: str, capacity_type: str) -> dict[str, Any]:
-    """The replacement as a Node being launched (not initialized), so the scheduler reserves its
-    daemonset overhead and it is capacity, but not a candidate, for the actions after it."""
-    labels = {**p.labels, wk.INSTANCE_TYPE: t.name, wk.ZONE: zone, wk.CAPACITY_TYPE: capacity_type, wk.HOSTNAME: p.name}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": p.name, "labels": labels},
-            "spec": {"taints": [taint.to_manifest() for taint in p.taints]},
-            "status": {"allocatable": t.allocatable.to_manifest(), "capacity": t.capacity.to_manifest()}}
