@@ -1,11 +1,11 @@
 """Consolidation, live: decide, wait, decide again, then act on several disjoint actions at once.
 
-Each pass, when the cluster is settled (no karpy node launching or
-terminating; pods waiting for capacity hold consolidation back only for a
-stabilization window, as in v0.16, so one pod no provisioner can satisfy
-does not stop it for good), asks `Consolidator` for every action it finds
-within the decision time budget and takes the first ones that together
-disrupt at most `max_disrupted` nodes and no more pods of any
+Each pass, when the cluster is settled (no karpy node launching; pods
+waiting for capacity hold consolidation back only for a stabilization
+window, as in v0.16, so one pod no provisioner can satisfy does not stop it
+for good), asks `Consolidator` for every action it finds within the
+decision time budget and takes the first ones that together disrupt at most
+`max_disrupted` nodes, less those still being deleted, and no more pods of any
 PodDisruptionBudget than it allows. The actions are only proposed: after the
 stabilization wait they are decided again against fresh state, and the
 longest run of them that comes out the same, moving the same pods, goes
@@ -99,14 +99,22 @@ def unsettled(state: ClusterState) -> str | None:
 
 def launching_or_terminating(state: ClusterState) -> str | None:
     """The karpy node being launched or deleted, as a reason to wait, or None."""
+    return launching(state) or next((f"node {name} is being deleted" for name in disrupting(state)), None)
+
+
+def launching(state: ClusterState) -> str | None:
+    """The karpy node being launched, as a reason to wait, or None."""
     for node in state.nodes.items():
-        if state.ours(node) is None:
-            continue
-        if node["metadata"].get("deletionTimestamp"):
-            return f"node {node['metadata']['name']} is being deleted"
-        if (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
+        if state.ours(node) is not None and not node["metadata"].get("deletionTimestamp") \
+                and (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
             return f"node {node['metadata']['name']} is being launched"
     return None
+
+
+def disrupting(state: ClusterState) -> list[str]:
+    """The karpy nodes being deleted (draining): they count against the disruption budget."""
+    return sorted(n["metadata"]["name"] for n in state.nodes.items()
+                  if state.ours(n) is not None and n["metadata"].get("deletionTimestamp"))
 
 
 def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_seconds: float,
@@ -118,7 +126,7 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
     are in the snapshot: the nodes they would go to are theirs (nominated), not candidates."""
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
-    extra = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action else {}
+    extra = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, **extra)
     return consolidator.plan(first_only=first_only, only=only)
@@ -142,8 +150,10 @@ class Consolidation:
     def unsettled(self) -> str | None:
         """Why consolidation waits now, or None. Pending pods hold it back for `pending_wait_seconds`
         from when they were first seen (v0.16's stabilization window), not for as long as they exist."""
-        if why := launching_or_terminating(self.state):
+        if why := launching(self.state):
             return why
+        if (going := disrupting(self.state)) and self.budget() <= 0:
+            return f"{len(going)} node(s) being deleted use the whole disruption budget ({going[0]}, ...)"
         pending = pending_pods(self.state)
         if not pending:
             self._pending_since = None
@@ -166,10 +176,9 @@ class Consolidation:
                       budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.budget())
 
     def budget(self) -> int:
-        """How many nodes may be disrupted at once (consolidation starts no action while a karpy node is
-        being deleted, so no earlier disruption is still under way)."""
+        """How many more nodes may be disrupted now: the budget less the karpy nodes being deleted."""
         ours = [n for n in self.state.nodes.items() if self.state.ours(n) is not None]
-        return disruption_budget(self.settings.max_disrupted, len(ours))
+        return disruption_budget(self.settings.max_disrupted, len(ours)) - len(disrupting(self.state))
 
     def select(self, actions: list[Action]) -> list[Action]:
         """The first actions that together disrupt at most `budget()` nodes, and no more pods of any
@@ -183,7 +192,7 @@ class Consolidation:
         for action in actions:
             moving = [by_key[k] for k in action.pods if k in by_key]
             uses = {id(pdb): sum(1 for p in moving if disruption.selects(pdb, p)) for pdb in pdbs}
-            if chosen and (sum(len(a.nodes) for a in chosen) + len(action.nodes) > budget
+            if (chosen or budget <= 0) and (sum(len(a.nodes) for a in chosen) + len(action.nodes) > budget
                            or any(n > left[i] for i, n in uses.items() if n)):
                 break
             chosen.append(action)
