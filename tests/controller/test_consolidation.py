@@ -171,3 +171,18 @@ def test_a_pod_no_provisioner_can_satisfy_holds_consolidation_back_only_for_the_
     env.clock.step(31)
     c.reconcile()
     assert c._proposal is not None and c._proposal.action.nodes == ("empty",)
+
+
+def test_a_node_the_pods_of_a_deleted_node_go_to_is_not_consolidated(env: Env) -> None:
+    """v0.16 does not consider a node nominated for pods: here those of a node being drained."""
+    c = consolidation(env)
+    going = karpy_node("going")
+    going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("fresh"),
+              pod("moving", cpu="6", node_name="going", owner=("ReplicationController", "app")))
+    env.client.delete(path_of("v1", "nodes", name="going"))
+    env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
+    env.settle(lambda: env.state.pods.get("default", "moving") is not None)
+    verdict = c.decide(first_only=False).verdict("fresh")
+    assert verdict is not None and verdict.reason == "node is nominated for pod default/moving, which is on its way to it"
+    env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
