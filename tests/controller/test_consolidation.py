@@ -9,11 +9,12 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 import yaml
 
 from karpy.apis import labels as wk
 from karpy.controller.clock import FakeClock
-from karpy.controller.consolidation.controller import Consolidation, Settings
+from karpy.controller.consolidation.controller import Consolidation, Settings, disruption_budget
 from karpy.controller.node.initialization import Initialization
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
@@ -186,3 +187,17 @@ def test_a_node_the_pods_of_a_deleted_node_go_to_is_not_consolidated(env: Env) -
     verdict = c.decide(first_only=False).verdict("fresh")
     assert verdict is not None and verdict.reason == "node is nominated for pod default/moving, which is on its way to it"
     env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
+
+
+@pytest.mark.parametrize("setting, nodes, allowed", [("10%", 300, 30), ("10%", 5, 1), ("3", 300, 3), ("0", 10, 1),
+                                                      ("25%", 10, 2)])
+def test_the_disruption_budget_is_a_count_or_a_share_of_the_nodes_and_at_least_one(setting: str, nodes: int,
+                                                                                     allowed: int) -> None:
+    assert disruption_budget(setting, nodes) == allowed
+
+
+def test_a_malformed_disruption_budget_is_refused_by_name() -> None:
+    run = subprocess.run([sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", "/nonexistent",
+                          "--cloud-provider", "fake", "--cluster-name", "x", "--consolidation-max-disrupted", "a lot"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--consolidation-max-disrupted 'a lot'" in run.stderr
