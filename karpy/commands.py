@@ -9,6 +9,7 @@ import os
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +93,16 @@ def plan(args: argparse.Namespace) -> int:
         print(f"karpy plan: {warning}", file=sys.stderr)
     if args.consolidate:
         now = datetime.datetime.now(datetime.timezone.utc)
-        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now).plan()
+        if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
+            raise UsageError("--consolidation-budget-seconds must be positive")
+        started = time.monotonic()
+        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now,
+                                     budget_seconds=args.consolidation_budget_seconds).plan()
+        decided = time.monotonic() - started
         if args.output == "json":
-            json.dump(consolidation_json(consolidation), sys.stdout, indent=2)
+            doc = consolidation_json(consolidation)
+            doc["summary"]["decisionSeconds"] = round(decided, 3)
+            json.dump(doc, sys.stdout, indent=2)
             print()
         else:
             print(consolidation_table(consolidation))
@@ -147,6 +155,7 @@ def controller(args: argparse.Namespace) -> int:
     import kubernetes
 
     from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+    from karpy.controller.consolidation.controller import disruption_budget
     from karpy.controller.operator import Operator, Settings
     from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 
@@ -154,6 +163,11 @@ def controller(args: argparse.Namespace) -> int:
     catalog = None
     if args.node_cost_per_hour < 0:
         raise UsageError("--node-cost-per-hour must not be negative")
+    try:
+        disruption_budget(args.consolidation_max_disrupted, 0)
+    except ValueError:
+        raise UsageError(f"--consolidation-max-disrupted {args.consolidation_max_disrupted!r}: "
+                         "expected a count (3) or a percentage (10%)") from None
     config_errors: tuple[type[Exception], ...] = (OSError, kubernetes.config.ConfigException)
     if args.interruption_queue and args.cloud_provider != "aws":
         raise UsageError("--interruption-queue needs --cloud-provider aws")
@@ -172,7 +186,10 @@ def controller(args: argparse.Namespace) -> int:
                         leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
                         registration_timeout_seconds=args.registration_timeout,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
-                                                            min_node_age_seconds=args.consolidation_min_node_age),
+                                                            min_node_age_seconds=args.consolidation_min_node_age,
+                                                            max_disrupted=args.consolidation_max_disrupted,
+                                                            budget_seconds=args.consolidation_budget_seconds,
+                                                            pending_wait_seconds=args.consolidation_pending_wait),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
@@ -237,6 +254,9 @@ def explain_node(args: argparse.Namespace) -> int:
                       name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False)
         doc = explain_node_json(plan, args.name)
         if waiting := unsettled(state):
+            if waiting == "pods are waiting for capacity":
+                waiting += (f" (consolidation waits for them at most --consolidation-pending-wait, "
+                            f"{args.consolidation_pending_wait:.0f}s, then goes on)")
             doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
     finally:
         state.stop()

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
     plan.add_argument("--consolidate", action="store_true",
                       help="print what consolidation would do with the Nodes and bound pods in FILEs, and why each other node stays")
+    plan.add_argument("--consolidation-budget-seconds", type=float, default=None,
+                      help="with --consolidate: stop searching after this many seconds and print the actions found so far")
     plan.set_defaults(run=commands.plan)
 
     sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")
@@ -92,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds a node must have existed before consolidation considers it")
     ctl.add_argument("--registration-timeout", type=float, default=900.0,
                      help="seconds a launched node may take to become Ready before it is given up and its instance terminated")
+    ctl.add_argument("--consolidation-max-disrupted", default="10%",
+                     help="nodes consolidation may disrupt at once: a count or a percentage of the nodes (at least 1)")
+    ctl.add_argument("--consolidation-budget-seconds", type=float, default=10.0,
+                     help="seconds one consolidation decision may search before acting on what it found")
+    ctl.add_argument("--consolidation-pending-wait", type=float, default=300.0,
+                     help="seconds consolidation waits while pods are pending before it goes on (v0.16's stabilization window)")
     ctl.set_defaults(run=commands.controller)
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")
@@ -102,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain_node.add_argument("--catalog", default="aws", help="the controller's instance types (aws, fake-400, or a file)")
     explain_node.add_argument("--consolidation-min-node-age", type=float, default=60.0,
                               help="the controller's setting of the same name")
+    explain_node.add_argument("--consolidation-pending-wait", type=float, default=300.0,
+                              help="the controller's --consolidation-pending-wait, to say how long consolidation waits")
     explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")
     explain_node.set_defaults(run=commands.explain_node)
 

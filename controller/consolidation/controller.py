@@ -1,15 +1,21 @@
-"""Consolidation, live: decide, wait, decide again, then act.
+"""Consolidation, live: decide, wait, decide again, then act on several disjoint actions at once.
 
-Each pass, when the cluster is settled (no pod waiting for capacity, no karpy
-node launching or terminating), asks `Consolidator` for the first action.
-The action is only proposed: after the stabilization wait it is decided
-again against fresh state, and it goes ahead only if the same action comes
-out moving the same pods, with nothing pending meanwhile. A delete hands
-the nodes to termination (cordon, drain through the Eviction API, finalizer).
-A replace cordons the old node, launches the replacement, and deletes the
-old node only once the replacement is Ready and initialized; if it never
-gets there, the replacement is deleted and the old node uncordoned.
-Every skipped candidate gets an Event and a log line when its reason changes.
+Each pass, when the cluster is settled (no karpy node launching; pods
+waiting for capacity hold consolidation back only for a stabilization
+window, as in v0.16, so one pod no provisioner can satisfy does not stop it
+for good), asks `Consolidator` for every action it finds within the
+decision time budget and takes the first ones that together disrupt at most
+`max_disrupted` nodes, less those still being deleted, and no more pods of any
+PodDisruptionBudget than it allows. The actions are only proposed: after the
+stabilization wait they are decided again against fresh state, and the
+longest run of them that comes out the same, moving the same pods, goes
+ahead. A delete hands the nodes to termination (cordon, drain through the
+Eviction API, finalizer). A replace cordons the old nodes, launches the
+replacements, and deletes the old nodes only once every replacement is
+Ready and initialized; if one never gets there, the replacements are
+deleted and the old nodes uncordoned. A delete that moves pods onto a
+replacement waits for it the same way. Every skipped candidate gets an Event
+and a log line when its reason changes.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import math
 from typing import Callable
 
 from kubernetes.client.exceptions import ApiException
@@ -27,6 +34,8 @@ from karpy.apis.conditions import ready
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
+from karpy.apis import disruption
+from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.provisioning.provisioner import provisionable_pods
@@ -49,42 +58,80 @@ class Settings:
     stabilization_seconds: float = 15.0      # between deciding and re-validating
     min_node_age_seconds: float = 60.0       # younger nodes were just launched: leave them
     poll_seconds: float = 10.0               # how often to look when nothing happens
+    max_disrupted: str = "10%"               # nodes disrupted at once: a count or a share of karpy's nodes
+    budget_seconds: float = 10.0             # how long one decision may search
+    pending_wait_seconds: float = 300.0      # v0.16's stabilization window while pods are pending
+
+
+def disruption_budget(max_disrupted: str, nodes: int) -> int:
+    """The number of nodes `max_disrupted` ("3" or "10%") allows of `nodes`: at least 1."""
+    text = str(max_disrupted).strip()
+    if text.endswith("%"):
+        return max(1, math.floor(float(text[:-1]) / 100 * nodes))
+    return max(1, int(text))
 
 
 @dataclasses.dataclass
 class _Proposal:
-    action: Action
+    actions: list[Action]
     at: dt.datetime
+
+    @property
+    def action(self) -> Action:
+        return self.actions[0]
 
 
 @dataclasses.dataclass
 class _Replacing:
-    old: str
-    new: str
+    old: tuple[str, ...]
+    new: tuple[str, ...]
     deadline: dt.datetime
+
+
+def pending_pods(state: ClusterState) -> list[str]:
+    """The pods waiting for capacity karpy should launch ("ns/name")."""
+    return sorted(f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" for p in provisionable_pods(state))
 
 
 def unsettled(state: ClusterState) -> str | None:
     """Why the cluster is not in a state to consolidate from, or None."""
     if provisionable_pods(state):
         return "pods are waiting for capacity"
+    return launching_or_terminating(state)
+
+
+def launching_or_terminating(state: ClusterState) -> str | None:
+    """The karpy node being launched or deleted, as a reason to wait, or None."""
+    return launching(state) or next((f"node {name} is being deleted" for name in disrupting(state)), None)
+
+
+def launching(state: ClusterState) -> str | None:
+    """The karpy node being launched, as a reason to wait, or None."""
     for node in state.nodes.items():
-        if state.ours(node) is None:
-            continue
-        if node["metadata"].get("deletionTimestamp"):
-            return f"node {node['metadata']['name']} is being deleted"
-        if (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
+        if state.ours(node) is not None and not node["metadata"].get("deletionTimestamp") \
+                and (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
             return f"node {node['metadata']['name']} is being launched"
     return None
 
 
+def disrupting(state: ClusterState) -> list[str]:
+    """The karpy nodes being deleted (draining): they count against the disruption budget."""
+    return sorted(n["metadata"]["name"] for n in state.nodes.items()
+                  if state.ours(n) is not None and n["metadata"].get("deletionTimestamp"))
+
+
 def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_seconds: float,
            name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
-           first_only: bool = True) -> ConsolidationPlan:
+           first_only: bool = True, budget_seconds: float | None = None,
+           max_nodes_per_action: int | None = None) -> ConsolidationPlan:
     """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
-    when given); every action, one after another, with `first_only=False`."""
-    snapshot = state.snapshot(catalog, state.bound_pods())
-    consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node)
+    when given); every action, one after another, with `first_only=False`. Pods waiting for capacity
+    are in the snapshot: the nodes they would go to are theirs (nominated), not candidates."""
+    pods = state.bound_pods() + provisionable_pods(state)
+    snapshot = state.snapshot(catalog, pods)
+    extra = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
+    consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
+                                budget_seconds=budget_seconds, **extra)
     return consolidator.plan(first_only=first_only, only=only)
 
 
@@ -98,60 +145,126 @@ class Consolidation:
         self._name_node = name_node
         self.settings = settings
         self._proposal: _Proposal | None = None
-        self._replacing: _Replacing | None = None
+        self._replacing: list[_Replacing] = []
+        self._deferred: list[Action] = []          # deletes that move pods onto a replacement not up yet
         self._reasons: dict[str, dict[str, dt.datetime]] = {}   # per kept node: each reason given, and when
+        self._pending_since: dt.datetime | None = None
+        self._waiting_logged: str | None = None
 
     # --- deciding ----------------------------------------------------------------------------
     def unsettled(self) -> str | None:
-        return unsettled(self.state)
+        """Why consolidation waits now, or None. Pending pods hold it back for `pending_wait_seconds`
+        from when they were first seen (v0.16's stabilization window), not for as long as they exist."""
+        if why := launching(self.state):
+            return why
+        if (going := disrupting(self.state)) and self.budget() <= 0:
+            return f"{len(going)} node(s) being deleted use the whole disruption budget ({going[0]}, ...)"
+        pending = pending_pods(self.state)
+        if not pending:
+            self._pending_since = None
+            return None
+        now = self.clock.now()
+        if self._pending_since is None:
+            self._pending_since = now
+        waited = (now - self._pending_since).total_seconds()
+        if waited < self.settings.pending_wait_seconds:
+            return "pods are waiting for capacity"
+        if self._waiting_logged != "past":
+            self._waiting_logged = "past"
+            log.info("Consolidating though %d pod(s) wait for capacity (%s): they have waited %.0fs, past the "
+                     "stabilization window", len(pending), ", ".join(pending[:3]), waited)
+        return None
 
     def decide(self, *, only: tuple[str, ...] | None = None, first_only: bool = True) -> ConsolidationPlan:
         return decide(self.state, self._catalog(), self.clock.now(), min_age_seconds=self.settings.min_node_age_seconds,
-                      name_node=self._name_node, only=only, first_only=first_only)
+                      name_node=self._name_node, only=only, first_only=first_only,
+                      budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.budget())
+
+    def budget(self) -> int:
+        """How many more nodes may be disrupted now: the budget less the karpy nodes being deleted."""
+        ours = [n for n in self.state.nodes.items() if self.state.ours(n) is not None]
+        return disruption_budget(self.settings.max_disrupted, len(ours)) - len(disrupting(self.state))
+
+    def select(self, actions: list[Action]) -> list[Action]:
+        """The first actions that together disrupt at most `budget()` nodes, and no more pods of any
+        PodDisruptionBudget than it allows now; at least the first action."""
+        budget = self.budget()
+        pods = self.state.pods.items()
+        by_key = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in pods}
+        pdbs = self.state.pdbs.items()
+        left = {id(pdb): pdb_allowance(pdb, pods) for pdb in pdbs}
+        chosen: list[Action] = []
+        for action in actions:
+            moving = [by_key[k] for k in action.pods if k in by_key]
+            uses = {id(pdb): sum(1 for p in moving if disruption.selects(pdb, p)) for pdb in pdbs}
+            if (chosen or budget <= 0) and (sum(len(a.nodes) for a in chosen) + len(action.nodes) > budget
+                           or any(n > left[i] for i, n in uses.items() if n)):
+                break
+            chosen.append(action)
+            for i, n in uses.items():
+                left[i] -= n
+        return chosen
 
     # --- the loop ----------------------------------------------------------------------------
     def reconcile(self) -> float | None:
-        if self._replacing is not None:
-            return self._await_replacement()
+        if self._replacing or self._deferred:
+            return self._await_replacements()
         if self._proposal is not None:
             waited = (self.clock.now() - self._proposal.at).total_seconds()
             if waited < self.settings.stabilization_seconds:
                 return self.settings.stabilization_seconds - waited
             proposal, self._proposal = self._proposal, None
-            return self._revalidate_and_act(proposal.action)
-        if self.unsettled() is not None:
+            return self._revalidate_and_act(proposal.actions)
+        if why := self.unsettled():
+            if why != self._waiting_logged:
+                self._waiting_logged = why
+                log.info("Consolidation waits: %s", why)
             return SETTLE_CHECK_SECONDS
-        plan = self.decide()
+        if self._waiting_logged != "past":
+            self._waiting_logged = None
+        plan = self.decide(first_only=False)
         self._report_kept(plan)
-        if plan.actions:
-            action = plan.actions[0]
-            log.info("Consolidation candidate: %s; re-validating in %.0fs", action.describe(),
-                     self.settings.stabilization_seconds)
-            self._proposal = _Proposal(action, self.clock.now())
+        chosen = self.select(plan.actions)
+        if chosen:
+            for action in chosen:
+                log.info("Consolidation candidate: %s; re-validating in %.0fs", action.describe(),
+                         self.settings.stabilization_seconds)
+            self._proposal = _Proposal(chosen, self.clock.now())
             return self.settings.stabilization_seconds
         return self.settings.poll_seconds
 
-    def _revalidate_and_act(self, action: Action) -> float | None:
-        why = self.revalidate(action)
-        if why is not None:
+    def _revalidate_and_act(self, actions: list[Action]) -> float | None:
+        standing, why = self.revalidate_all(actions)
+        for action in actions[len(standing):]:
             CANCELLED.labels(action.kind).inc()
             log.info("Abandoning consolidation (%s): %s", action.describe(), why)
+        if not standing:
             return 0.0
-        return self._act(action)
+        wait: float | None = SETTLE_CHECK_SECONDS
+        for action in standing:
+            wait = self._act(action, [r.planned.name for a in standing for r in a.replacements])
+        return wait
 
     def revalidate(self, action: Action) -> str | None:
         """Why `action` may no longer be taken, decided afresh, or None when it still stands."""
-        if why := self.unsettled():
-            return why
-        fresh = self.decide(only=action.nodes)
-        if not fresh.actions:
-            return "; ".join(f"{k.node}: {k.reason}" for k in fresh.kept) or "no action any more"
-        again = fresh.actions[0]
-        if (again.kind, again.nodes, again.pods) != (action.kind, action.nodes, action.pods):
-            return f"the cluster changed: now {again.describe()}"
-        return None
+        return self.revalidate_all([action])[1]
 
-    def _act(self, action: Action) -> float | None:
+    def revalidate_all(self, actions: list[Action]) -> tuple[list[Action], str | None]:
+        """The longest run of `actions` that a fresh decision over their nodes still takes, moving the same
+        pods (later actions may rely on earlier ones), and why the rest may not be taken."""
+        if why := self.unsettled():
+            return [], why
+        fresh = self.decide(only=tuple(n for a in actions for n in a.nodes), first_only=False)
+        standing: list[Action] = []
+        for proposed, again in zip(actions, fresh.actions):
+            if (again.kind, again.nodes, again.pods) != (proposed.kind, proposed.nodes, proposed.pods):
+                return standing, f"the cluster changed: now {again.describe()}"
+            standing.append(proposed)
+        if len(standing) < len(actions):
+            return standing, "; ".join(f"{k.node}: {k.reason}" for k in fresh.kept) or "no action any more"
+        return standing, None
+
+    def _act(self, action: Action, launching: list[str]) -> float | None:
         log.info("Consolidating: %s", action.describe())
         for name in action.nodes:
             node = self.state.nodes.get("", name)
@@ -159,40 +272,63 @@ class Consolidation:
                 events.record(self.state.client, node, reason="Consolidating", component="karpy",
                               message=f"consolidation: {action.describe()}")
         if action.kind != REPLACE:
+            if any(to in launching for _, to in action.moves):
+                for name in action.nodes:
+                    self._cordon(name, True)          # its pods go to a replacement: it waits for it
+                self._deferred.append(action)
+                return 1.0
             for name in action.nodes:
                 self.state.delete_node(name)
             ACTIONS.labels(action.kind).inc()
             return SETTLE_CHECK_SECONDS
-        assert action.replacement is not None
-        old = action.nodes[0]
-        self._cordon(old, True)                       # nothing new lands on a node that is going
-        new = self.launcher.launch(action.replacement.planned, bind=False)   # its pods move when `old` drains
-        if new is None:
-            log.error("Consolidation could not launch the replacement for node %s", old)
-            self._cordon(old, False)
-            return self.settings.poll_seconds
-        log.info("Launched replacement %s for node %s", new, old)
-        self._replacing = _Replacing(old, new, self.clock.now() + REPLACEMENT_TIMEOUT)
+        for name in action.nodes:
+            self._cordon(name, True)                   # nothing new lands on a node that is going
+        launched: list[str] = []
+        for replacement in action.replacements:
+            new = self.launcher.launch(replacement.planned, bind=False)   # its pods move when the old nodes drain
+            if new is None:                            # the launcher said why (log, Events on the pods)
+                log.error("Consolidation could not launch the replacement for node(s) %s", ", ".join(action.nodes))
+                for name in launched:
+                    self.state.delete_node(name)
+                for name in action.nodes:
+                    self._cordon(name, False)
+                return self.settings.poll_seconds
+            log.info("Launched replacement %s for node(s) %s", new, ", ".join(action.nodes))
+            launched.append(new)
+        self._replacing.append(_Replacing(action.nodes, tuple(launched), self.clock.now() + REPLACEMENT_TIMEOUT))
         return 1.0
 
-    def _await_replacement(self) -> float | None:
-        r = self._replacing
-        assert r is not None
-        new = self.state.nodes.get("", r.new)
-        up = new is not None and ready(new) and (new["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true"
-        if up:
-            log.info("Replacement %s is ready; deleting node %s", r.new, r.old)
-            self.state.delete_node(r.old)
-            ACTIONS.labels(REPLACE).inc()
-            self._replacing = None
+    def _await_replacements(self) -> float | None:
+        for r in list(self._replacing):
+            up = all((new := self.state.nodes.get("", name)) is not None and ready(new)
+                     and (new["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true" for name in r.new)
+            if up:
+                log.info("Replacement(s) %s ready; deleting node(s) %s", ", ".join(r.new), ", ".join(r.old))
+                for name in r.old:
+                    self.state.delete_node(name)
+                ACTIONS.labels(REPLACE).inc()
+                self._replacing.remove(r)
+            elif self.clock.now() >= r.deadline:
+                log.error("Replacement(s) %s for node(s) %s did not become ready; deleting them and keeping node(s) %s",
+                          ", ".join(r.new), ", ".join(r.old), ", ".join(r.old))
+                for name in r.new:
+                    self.state.delete_node(name)
+                for name in r.old:
+                    self._cordon(name, False)
+                CANCELLED.labels(REPLACE).inc()
+                self._replacing.remove(r)
+                for action in [a for a in self._deferred if any(to in r.new for _, to in a.moves)]:
+                    for name in action.nodes:
+                        self._cordon(name, False)      # its pods had nowhere else to go
+                    CANCELLED.labels(action.kind).inc()
+                    self._deferred.remove(action)
+        if not self._replacing:
+            for action in self._deferred:
+                for name in action.nodes:
+                    self.state.delete_node(name)
+                ACTIONS.labels(action.kind).inc()
+            self._deferred = []
             return SETTLE_CHECK_SECONDS
-        if self.clock.now() >= r.deadline:
-            log.error("Replacement %s for node %s did not become ready; deleting it and keeping node %s", r.new, r.old, r.old)
-            self.state.delete_node(r.new)
-            self._cordon(r.old, False)
-            CANCELLED.labels(REPLACE).inc()
-            self._replacing = None
-            return self.settings.poll_seconds
         return 1.0
 
     # --- effects -----------------------------------------------------------------------------

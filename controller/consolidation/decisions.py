@@ -1,15 +1,20 @@
 """Consolidation decisions: which nodes the cluster could do without, or run cheaper, and why the others stay.
 
-As Karpenter v0.16 consolidates: empty nodes are deleted first (all at once);
-then candidates, cheapest to disrupt first, are tried one at a time: a node
-whose pods all fit on the other nodes is deleted; a node whose pods fit on
-the others plus one new node is replaced when that node is strictly cheaper
-at its worst-case launch price (on-demand nodes only; spot nodes are only
-deleted). Each node that is not acted on is kept with the reason: what
-blocks it (annotation, do-not-evict pod, PDB, unowned pod, ...) or why no
-action pays. The placement simulation is the provisioning scheduler's, so a
-consolidation never plans what provisioning would not do. Pure: no I/O,
-no clock (`now` is given), no randomness.
+As Karpenter consolidates, with v0.16's rules: empty nodes are deleted first
+(all at once); then candidates, cheapest to disrupt first (the older among
+equals), are deleted together while each one's pods fit on the nodes that
+stay; then several nodes are replaced by one cheaper node, or one node by a
+cheaper one, or split into several smaller ones when they cost less. A
+replacement is priced at its worst-case launch price and must be strictly
+cheaper; spot nodes are only deleted. Each action is applied before the next
+is sought. Every node that is not acted on is kept with the reason.
+
+Placements are judged on one packing state built from the scheduler's own
+view of the cluster (`packing.Packing`); pods with constraints it does not
+judge go through the full scheduler, which also plans every replacement, so
+consolidation never plans what provisioning would not do. A time budget
+stops the search and returns the actions found so far. Pure: no I/O; the
+clock is `now`, the budget's timer is given.
 """
 
 from __future__ import annotations
@@ -17,31 +22,19 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as dt
+import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from karpy.apis import disruption
 from karpy.apis import labels as wk
-from karpy.apis.pods import object_key
-from karpy.apis.v1alpha5 import Provisioner
-from karpy.controller.clock import parse_time
-from karpy.controller.cloudprovider.types import InstanceType, Offering
-from karpy.controller.provisioning.scheduling.nodes import offering_allowed
+from karpy.apis.resources import Resources
+from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
+from karpy.controller.consolidation.packing import Packing
+from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
 
 DELETE, REPLACE = "delete", "replace"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-@dataclasses.dataclass(frozen=True)
-class Replacement:
-    """The one node a replace action launches: the cheapest option, priced at its worst case."""
-
-    planned: PlannedNode                      # with only the options cheaper than what it replaces
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price_per_hour: float                     # the worst-case launch price over the offerings its pods allow
+MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,16 +42,18 @@ class Action:
     kind: str                                 # DELETE | REPLACE
     nodes: tuple[str, ...]
     savings_per_hour: float
-    replacement: Replacement | None = None
+    replacement: Replacement | None = None    # the first of `replacements`
     pods: tuple[str, ...] = ()                # the pods that move ("ns/name")
+    replacements: tuple[Replacement, ...] = ()
+    moves: tuple[tuple[str, str], ...] = ()   # (pod, node it goes to: an existing node or a replacement's name)
 
     def describe(self) -> str:
         saving = f"saving ${self.savings_per_hour:.4f}/h"
-        if self.replacement is None:
+        if not self.replacements:
             return f"delete {', '.join(self.nodes)} ({len(self.pods)} pod(s) move; {saving})"
-        r = self.replacement
-        return (f"replace {', '.join(self.nodes)} with {r.instance_type} {r.capacity_type} in {r.zone} at "
-                f"${r.price_per_hour:.4f}/h ({len(self.pods)} pod(s) move; {saving})")
+        launched = " and ".join(f"{r.instance_type} {r.capacity_type} in {r.zone} at ${r.price_per_hour:.4f}/h"
+                                for r in self.replacements)
+        return f"replace {', '.join(self.nodes)} with {launched} ({len(self.pods)} pod(s) move; {saving})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +67,12 @@ class Kept:
 class ConsolidationPlan:
     actions: list[Action]
     kept: list[Kept]
+    price_before: float = 0.0                 # $/h of every priced node
+    complete: bool = True                     # False: the time budget ran out first
+
+    @property
+    def price_after(self) -> float:
+        return round(self.price_before - sum(a.savings_per_hour for a in self.actions), 6)
 
     def verdict(self, node: str) -> Action | Kept | None:
         """What the plan does with `node`."""
@@ -82,67 +83,20 @@ class ConsolidationPlan:
 
 
 @dataclasses.dataclass
-class _Node:
-    """A node as consolidation sees it: its price and the pods that would have to move."""
+class _Planned:
+    """New nodes planned without a scheduler (shaped as the scheduler's results)."""
 
-    raw: Mapping[str, Any]
-    name: str
-    pods: list[PodInfo]                        # reschedulable: not daemonset, mirror, terminal or terminating
-    fixed: list[PodInfo]                       # the others: they use the node's room but go with it
-    price: float | None = None
-    capacity_type: str | None = None
-    created: dt.datetime = _EPOCH
-    cost: float = 0.0                          # disruption cost, weighted by remaining lifetime
+    new_nodes: list[PlannedNode]
+    unschedulable: dict[str, str]
 
 
-def reschedulable(pod: PodInfo) -> bool:
-    """A pod that would have to find another node if its node went away."""
-    return not (pod.is_daemon or pod.terminal or pod.deleting or wk.MIRROR_POD in pod.annotations or pod.owner_kind == "Node")
+@dataclasses.dataclass
+class _Found:
+    """A tried action: where the pods go, or why it cannot be taken."""
 
-
-def eviction_cost(pod: PodInfo) -> float:
-    """Karpenter's: 1 per pod, moved by pod-deletion-cost and priority, clamped to [-10, 10]."""
-    cost = 1.0
-    try:
-        cost += float(pod.annotations.get(wk.POD_DELETION_COST, "0")) / 2 ** 27
-    except ValueError:
-        pass
-    cost += pod.priority / 2 ** 25
-    return max(-10.0, min(10.0, cost))
-
-
-def lifetime_remaining(provisioner: Provisioner | None, created: dt.datetime, now: dt.datetime) -> float:
-    """The share of its life a node has left (1.0 when it never expires): nearly expired nodes are cheap to disrupt."""
-    ttl = provisioner.spec.ttl_seconds_until_expired if provisioner else None
-    if not ttl:
-        return 1.0
-    return max(0.0, min(1.0, 1.0 - (now - created).total_seconds() / ttl))
-
-
-def worst_case_price(t: InstanceType, reqs: Any) -> float | None:
-    """The most any offering of `t` that `reqs` allow could cost: what a launch could end up paying."""
-    prices = [o.price_per_hour for o in t.offerings if offering_allowed(o, reqs)]
-    return max(prices) if prices else None
-
-
-def pdb_blocker(pod: PodInfo, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> str | None:
-    """The PDB (`ns/name`) that allows no disruption of `pod` now, as Karpenter checks it. A PDB's
-    status is used when the disruption controller wrote one; else it is computed over `pods`,
-    taking pods without a status (plan input) as healthy."""
-    for pdb in pdbs:
-        if not disruption.selects(pdb, pod.raw):
-            continue
-        status = pdb.get("status") or {}
-        allowed = status.get("disruptionsAllowed")
-        if allowed is None or "observedGeneration" not in status:
-            allowed = disruption.status_of(pdb, pods, is_healthy=_healthy_or_unknown)["disruptionsAllowed"]
-        if allowed <= 0:
-            return object_key(pdb)
-    return None
-
-
-def _healthy_or_unknown(pod: Mapping[str, Any]) -> bool:
-    return disruption.healthy(pod) if (pod.get("status") or {}).get("phase") else not (pod.get("metadata") or {}).get("deletionTimestamp")
+    moves: list[tuple[PodInfo, str]] = dataclasses.field(default_factory=list)
+    replacements: list[Replacement] = dataclasses.field(default_factory=list)
+    why: str = ""
 
 
 class Consolidator:
@@ -150,12 +104,21 @@ class Consolidator:
     applied to the state the next one sees; `plan(first_only=True)` stops at the first."""
 
     def __init__(self, snapshot: ClusterSnapshot, pdbs: Sequence[Mapping[str, Any]], *, now: dt.datetime,
-                 min_age_seconds: float = 0.0, name_node: Callable[[str, int], str] = node_name) -> None:
+                 min_age_seconds: float = 0.0, name_node: Callable[[str, int], str] = node_name,
+                 budget_seconds: float | None = None, timer: Callable[[], float] = time.monotonic,
+                 max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True) -> None:
+        """`incremental=False` simulates every candidate with a scheduler of its own (the reference
+        the packing state is checked against)."""
         self.snapshot = snapshot
         self.pdbs = list(pdbs)
         self.now = now
         self.min_age = min_age_seconds
         self._name_node = name_node
+        self._names = collections.Counter[str]()
+        self._timer = timer
+        self._deadline = timer() + budget_seconds if budget_seconds is not None else None
+        self.max_nodes = max(1, max_nodes_per_action)
+        self._incremental = incremental
         self.provisioners = {p.name: p for p in snapshot.provisioners if not p.metadata.deletion_timestamp}
         self.types = {t.name: t for t in snapshot.catalog.instance_types()}
         # nodes being deleted and their pods are termination's business: not capacity, not candidates
@@ -163,59 +126,26 @@ class Consolidator:
         self.deleting = sorted(n["metadata"]["name"] for n in snapshot.nodes if n["metadata"].get("deletionTimestamp"))
         self.bound = [p for p in snapshot.pods if p.node_name in self.nodes and not p.terminal and not p.deleting]
         self._raw_pods = [p.raw for p in snapshot.pods]
+        # one scheduler over the cluster as it is: its view of the existing nodes is the packing state,
+        # after the pods on their way (pending, or on nodes being deleted) have taken their room
+        base = Scheduler(snapshot, name_node=lambda p, i: f"{p}-unlaunched-{i}")
+        on_the_way = base.solve()
+        self.awaited = {n.name: n.pods[0].key for n in on_the_way.existing_nodes}
+        self.templates = {t.name: t for t in base.templates}
+        self.packing = Packing(base.existing, base.rows)
+        self.planner = Planner(self.templates, base.rows, self._fresh_name)
+        self._inverse = any(t.anti and not t.weight for p in self.bound for t in p.affinities)
+        self._limited = any(p.spec.limits for p in self.provisioners.values())
+        # the scheduler's resource rows are cached per pod object: every pod they saw is kept alive,
+        # so a later object never takes a dropped one's identity (and its cached row)
+        self._keep: list[PodInfo] = []
 
-    # --- candidates -------------------------------------------------------------------------
-    def _view(self, raw: Mapping[str, Any], pods: list[PodInfo]) -> _Node:
-        labels = raw["metadata"].get("labels") or {}
-        node = _Node(raw=raw, name=raw["metadata"]["name"], pods=[p for p in pods if reschedulable(p)],
-                     fixed=[p for p in pods if not reschedulable(p)], created=parse_time(raw["metadata"].get("creationTimestamp")) or _EPOCH)
-        node.capacity_type = labels.get(wk.CAPACITY_TYPE)
-        t = self.types.get(labels.get(wk.INSTANCE_TYPE, ""))
-        if t is not None:
-            offer = next((o for o in t.offerings if o.zone == labels.get(wk.ZONE)
-                          and o.capacity_type == node.capacity_type), None)
-            node.price = offer.price_per_hour if offer is not None else None
-        provisioner = self.provisioners.get(labels.get(wk.PROVISIONER_NAME, ""))
-        node.cost = sum(eviction_cost(p) for p in node.pods) * lifetime_remaining(provisioner, node.created, self.now)
-        return node
+    def _out_of_time(self) -> bool:
+        return self._deadline is not None and self._timer() >= self._deadline
 
-    def unmanaged(self, node: _Node) -> str | None:
-        """Why consolidation does not manage `node` at all, or None."""
-        owner = (node.raw["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
-        if owner is None:
-            return "not launched by a provisioner (no karpenter.sh/provisioner-name label)"
-        provisioner = self.provisioners.get(owner)
-        if provisioner is None:
-            return f"provisioner {owner} does not exist"
-        if not (provisioner.spec.consolidation and provisioner.spec.consolidation.enabled):
-            return f"provisioner {owner} does not have consolidation enabled"
-        return None
-
-    def blocker(self, node: _Node) -> str | None:
-        """Why a node consolidation manages may not be consolidated now, or None when it is a candidate."""
-        meta = node.raw["metadata"]
-        labels = meta.get("labels") or {}
-        if labels.get(wk.INITIALIZED) != "true":
-            return "node is not initialized yet"
-        if self.min_age and (age := (self.now - node.created).total_seconds()) < self.min_age:
-            return f"node was launched {age:.0f}s ago (consolidation waits {self.min_age:.0f}s)"
-        if (meta.get("annotations") or {}).get(wk.DO_NOT_CONSOLIDATE) == "true":
-            return f"node has annotation {wk.DO_NOT_CONSOLIDATE}"
-        type_name = labels.get(wk.INSTANCE_TYPE)
-        if type_name not in self.types:
-            return f"instance type {type_name or '<no label>'} is not in the catalog"
-        if node.price is None:
-            return f"no price for {type_name} {node.capacity_type} in {labels.get(wk.ZONE)}"
-        for pod in node.pods:
-            if pod.annotations.get(wk.DO_NOT_EVICT) == "true":
-                return f"pod {pod.key} has annotation {wk.DO_NOT_EVICT}"
-        for pod in node.pods:
-            if pod.owner_kind is None:
-                return f"pod {pod.key} has no controller owner"
-        for pod in node.pods:
-            if pdb := pdb_blocker(pod, self.pdbs, self._raw_pods):
-                return f"pdb {pdb} prevents evicting pod {pod.key}"
-        return None
+    def _simple(self, nodes: Iterable[NodeView]) -> bool:
+        """True when the packing state judges these nodes' pods as the full scheduler would."""
+        return self._incremental and not self._inverse and all(self.packing.simple(p) for n in nodes for p in n.pods)
 
     # --- planning -----------------------------------------------------------------------------
     def plan(self, *, first_only: bool = False, only: Iterable[str] | None = None) -> ConsolidationPlan:
@@ -224,98 +154,249 @@ class Consolidator:
         by_node: dict[str, list[PodInfo]] = collections.defaultdict(list)
         for pod in self.bound:
             by_node[pod.node_name].append(pod)  # type: ignore[index]
-        views = {name: self._view(raw, by_node.get(name, [])) for name, raw in sorted(self.nodes.items())}
+        self.views = {name: view(raw, by_node.get(name, []), types=self.types, provisioners=self.provisioners, now=self.now)
+                      for name, raw in sorted(self.nodes.items())}
         wanted = set(only) if only is not None else None
         kept = [Kept(name, "node is being deleted", considered=False) for name in self.deleting
                 if wanted is None or name in wanted]
         candidates = []
-        for name, view in views.items():
+        for name, v in self.views.items():
             if wanted is not None and name not in wanted:
                 continue
-            if why := self.unmanaged(view):
+            if why := unmanaged(v, self.provisioners):
                 kept.append(Kept(name, why, considered=False))
-            elif why := self.blocker(view):
+            elif why := blocker(v, types=self.types, now=self.now, min_age=self.min_age, pdbs=self.pdbs,
+                                all_pods=self._raw_pods, awaited=self.awaited):
                 kept.append(Kept(name, why))
             else:
-                candidates.append(view)
+                candidates.append(v)
+        price_before = round(sum(v.price or 0 for v in self.views.values()), 6)
         actions: list[Action] = []
         empty = [n for n in candidates if not n.pods]
-        if empty:
-            actions.append(Action(DELETE, tuple(n.name for n in empty), round(sum(n.price or 0 for n in empty), 6)))
-            for n in empty:
-                views.pop(n.name)
-        busy = sorted((n for n in candidates if n.pods), key=lambda n: (n.cost, n.created, n.name))
-        for i, node in enumerate(busy):
-            if first_only and actions:
-                kept += [Kept(n.name, "not considered: an earlier action goes first", considered=False) for n in busy[i:]]
-                break
-            action, why = self._try(node, views)
+        for start in range(0, len(empty), self.max_nodes):
+            group = empty[start:start + self.max_nodes]
+            actions.append(Action(DELETE, tuple(n.name for n in group), round(sum(n.price or 0 for n in group), 6)))
+            self._apply(list(group), [], [])
+        remaining = sorted((n for n in candidates if n.pods), key=lambda n: n.order)
+        reasons: dict[str, str] = {}
+        self._undeletable: set[str] = set()         # failed deletes and replaces stay failed until capacity
+        self._unreplaceable: set[str] = set()       # is added that their pods could use
+        self._left: dict[str, list[PodInfo] | None] = {}
+        self._last_left: list[PodInfo] | None = None
+        self._many_failed = False
+        complete = True
+        while remaining and not (first_only and actions):
+            action = self._next_action(remaining, reasons)
+            if self._out_of_time():
+                complete = False
             if action is None:
-                kept.append(Kept(node.name, why))
-                continue
+                break
             actions.append(action)
-        return ConsolidationPlan(actions, sorted(kept, key=lambda k: k.node))
+            remaining = [n for n in remaining if n.name not in action.nodes]
+        for n in remaining:
+            if first_only and actions:
+                kept.append(Kept(n.name, "not considered: an earlier action goes first", considered=False))
+            elif not complete:
+                kept.append(Kept(n.name, "not considered: the decision time budget ran out", considered=False))
+            else:
+                kept.append(Kept(n.name, reasons.get(n.name, "no cheaper fit")))
+        return ConsolidationPlan(actions, sorted(kept, key=lambda k: k.node), price_before, complete)
 
-    def _try(self, node: _Node, views: dict[str, _Node]) -> tuple[Action | None, str]:
-        """Simulate `node` gone; on success the action is applied to `views` (pods moved, node replaced)."""
-        others = [v.raw for name, v in views.items() if name != node.name]
-        pods = [p.copy(node_name=None) for p in node.pods]
-        placed_pods = [p for name, v in views.items() if name != node.name for p in v.pods + v.fixed]
-        snapshot = ClusterSnapshot(self.snapshot.provisioners, self.snapshot.catalog, others, placed_pods + pods,
-                                   self.snapshot.daemonsets)
-        results = Scheduler(snapshot, name_node=self._name_node).solve()
+    def _next_action(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
+        """The next action over `remaining` (in disruption order), applied; None when there is none."""
+        group: list[NodeView] = []
+        moves: list[tuple[PodInfo, str]] = []
+        receiving: set[str] = set()
+        for node in remaining:
+            if len(group) >= self.max_nodes or self._out_of_time():
+                break
+            if node.name in receiving or node.name in self._undeletable:
+                continue                                  # a failed delete stays failed until capacity is added
+            found = self._fit([node], without={n.name for n in group} | {node.name})
+            if found.why:
+                reasons[node.name] = found.why
+                self._undeletable.add(node.name)
+                self._left[node.name] = self._last_left
+                continue
+            self._move(found.moves)
+            group.append(node)
+            moves += found.moves
+            receiving |= {to for _, to in found.moves}
+        if group:
+            for n in group:
+                self._drop(n)
+            return self._action(DELETE, group, moves, [])
+        for find in (self._replace_many, self._replace_one):
+            action = find(remaining, reasons)
+            if action is not None:
+                launched = [r.planned.name for r in action.replacements]
+                for failed in (self._undeletable, self._unreplaceable):
+                    for name in list(failed):         # the replacement is capacity: what failed may fit now
+                        left = self._left.get(name)
+                        if left is None or self.packing.fits_in_any(left, launched):
+                            failed.discard(name)
+                return action
+        return None
+
+    def _replace_one(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
+        for node in remaining:
+            if self._out_of_time():
+                return None
+            if node.name in self._unreplaceable:
+                continue
+            found = self._fit([node], without={node.name}, price=node.price or 0.0)
+            if found.why:
+                reasons[node.name] = found.why
+                self._unreplaceable.add(node.name)
+                self._left[node.name] = self._last_left
+                continue
+            return self._commit([node], found)
+        return None
+
+    def _replace_many(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
+        """Several nodes for one cheaper node: the longest prefix (by binary search, as Karpenter
+        does) of the on-demand candidates whose pods fit on the others and one new node."""
+        if self._many_failed:
+            return None                                   # found nothing once: the cluster only fills up after
+        prefix = []
+        for n in remaining:
+            if n.capacity_type == wk.CAPACITY_TYPE_SPOT or not self._simple([n]) or len(prefix) == self.max_nodes:
+                break
+            prefix.append(n)
+        best: tuple[list[NodeView], _Found] | None = None
+        lo, hi = 2, len(prefix)
+        while lo <= hi and not self._out_of_time():
+            mid = (lo + hi) // 2
+            nodes = prefix[:mid]
+            found = self._fit(nodes, without={n.name for n in nodes}, price=sum(n.price or 0 for n in nodes), one_node=True)
+            if found.why:
+                hi = mid - 1
+            else:
+                best, lo = (nodes, found), mid + 1
+        if best is None:
+            self._many_failed = True
+            return None
+        return self._commit(*best)
+
+    # --- simulation ---------------------------------------------------------------------------
+    def _fit(self, nodes: list[NodeView], *, without: set[str], price: float | None = None,
+             one_node: bool = False) -> _Found:
+        """Where the pods of `nodes` would go with the nodes in `without` gone: other nodes first,
+        then (when `price` is given) new nodes that together cost less than `price`."""
+        pods = [p for n in nodes for p in n.pods]        # the packing and a new node only read them
+        if self._simple(nodes):
+            moves, left = self.packing.fit(pods, without)
+            self._last_left = left
+            if not left:
+                return _Found(moves)
+            if price is None:
+                return _Found(moves, why=f"no cheaper fit: pod {left[0].key} would fit nowhere else")
+            if self._limited:
+                return self._fit_full(nodes, without=without, price=price, one_node=one_node)
+            if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
+                return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
+            if why := self.planner.no_cheaper(left, price, one_node=one_node):
+                return _Found(why=why)
+            one = self.planner.one(left)
+            if one is None and one_node:
+                return _Found(why="no cheaper fit: its pods would need more than one new node")
+            planned = _Planned([one], {}) if one is not None else self._schedule([], left)
+            return self._priced(moves, planned, left, price, one_node=one_node)
+        return self._fit_full(nodes, without=without, price=price, one_node=one_node)
+
+    def _fit_full(self, nodes: list[NodeView], *, without: set[str], price: float | None, one_node: bool) -> _Found:
+        self._last_left = None
+        others = [v for name, v in self.views.items() if name not in without]
+        pods = [p.copy(node_name=None) for n in nodes for p in n.pods]
+        results = self._schedule(others, pods)
         if results.unschedulable:
             key, reason = next(iter(results.unschedulable.items()))
-            return None, f"no cheaper fit: pod {key} would fit nowhere else ({reason})"
-        moved = tuple(sorted(p.key for p in node.pods))
+            return _Found(why=f"no cheaper fit: pod {key} would fit nowhere else ({reason})")
+        moves = [(p, e.name) for e in results.existing_nodes for p in e.pods]
         if not results.new_nodes:
-            self._apply(node, views, results, None)
-            return Action(DELETE, (node.name,), round(node.price or 0, 6), pods=moved), ""
-        if len(results.new_nodes) > 1:
-            return None, f"no cheaper fit: its pods would need {len(results.new_nodes)} new nodes"
-        if node.capacity_type == wk.CAPACITY_TYPE_SPOT:
-            return None, "no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced"
-        planned = results.new_nodes[0]
-        replacement = self._cheaper(planned, node.price or 0.0)
-        if replacement is None:
-            cheapest = worst_case_price(planned.options[0], planned.requirements) if planned.options else None
-            shown = f"${cheapest:.4f}/h" if cheapest is not None else "no price"
-            return None, (f"no cheaper fit: the cheapest replacement ({planned.options[0].name if planned.options else '?'}, "
-                          f"{shown} at worst) does not cost less than ${node.price:.4f}/h")
-        self._apply(node, views, results, replacement)
-        return Action(REPLACE, (node.name,), round((node.price or 0) - replacement.price_per_hour, 6),
-                      replacement=replacement, pods=moved), ""
+            return _Found(moves)
+        if price is None:
+            return _Found(why=f"no cheaper fit: its pods would need {len(results.new_nodes)} new node(s)")
+        if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
+            return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
+        return self._priced(moves, results, [], price, one_node=one_node)
 
-    def _cheaper(self, planned: PlannedNode, price: float) -> Replacement | None:
-        """The planned node with only the options whose worst-case price is below `price`, or None."""
-        priced = [(worst_case_price(t, planned.requirements), t) for t in planned.options]
-        options = [(p, t) for p, t in priced if p is not None and p < price]
-        if not options:
-            return None
-        options.sort(key=lambda pt: (pt[0], pt[1].name))
-        worst, chosen = options[0]
-        allowed = sorted((o for o in chosen.offerings if offering_allowed(o, planned.requirements)), key=lambda o: o.zone)
-        offer: Offering = max(allowed, key=lambda o: o.price_per_hour)     # the first zone among equals
-        narrowed = dataclasses.replace(planned, instance_type=chosen, offering=offer,
-                                       options=tuple(t for _, t in options))
-        return Replacement(narrowed, chosen.name, offer.zone, offer.capacity_type, worst)
+    def _schedule(self, others: list[NodeView], pods: list[PodInfo]) -> Any:
+        placed = [p for v in others for p in v.pods + v.fixed]
+        snapshot = ClusterSnapshot(self.snapshot.provisioners, self.snapshot.catalog, [v.raw for v in others],
+                                   placed + pods, self.snapshot.daemonsets)
+        return Scheduler(snapshot, name_node=self._fresh_name).solve()
 
-    def _apply(self, node: _Node, views: dict[str, _Node], results: Any, replacement: Replacement | None) -> None:
-        """The state after the action: `node` gone, its pods where the simulation put them."""
-        del views[node.name]
-        for existing in results.existing_nodes:
-            views[existing.name].pods += [p.copy(node_name=existing.name) for p in existing.pods]
-        if replacement is not None:
-            p = replacement.planned
-            raw = launching_node_manifest(p, self.types[replacement.instance_type], replacement.zone, replacement.capacity_type)
-            views[p.name] = self._view(raw, [pod.copy(node_name=p.name) for pod in p.pods])
+    def _fresh_name(self, provisioner: str, _: int) -> str:
+        index = self._names[provisioner]
+        self._names[provisioner] += 1
+        return self._name_node(provisioner, index)
 
+    def _priced(self, moves: list[tuple[PodInfo, str]], results: Any, left: list[PodInfo], price: float, *,
+                one_node: bool) -> _Found:
+        if results.unschedulable:
+            key, reason = next(iter(results.unschedulable.items()))
+            return _Found(why=f"no cheaper fit: pod {key} would fit nowhere else ({reason})")
+        planned: list[PlannedNode] = results.new_nodes
+        if one_node and len(planned) > 1:
+            return _Found(why=f"no cheaper fit: its pods would need {len(planned)} new nodes")
+        chosen = [self.planner.cheaper(p, price) for p in planned]
+        if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node:
+            split = self.planner.split(left, min(price, chosen[0].price_per_hour))
+            if split is not None:
+                chosen, planned = split, [r.planned for r in split]
+        if None in chosen or sum(r.price_per_hour for r in chosen) >= price:  # type: ignore[union-attr]
+            cheapest = planned[0]
+            best = worst_case_price(cheapest.options[0], cheapest.requirements) if cheapest.options else None
+            shown = f"${best:.4f}/h" if best is not None else "no price"
+            many = f"{len(planned)} nodes, " if len(planned) > 1 else ""
+            return _Found(why=(f"no cheaper fit: the cheapest replacement ({many}{cheapest.instance_type.name}, "
+                               f"{shown} at worst) does not cost less than ${price:.4f}/h"))
+        moves = moves + [(p, r.planned.name) for r in chosen for p in r.planned.pods]  # type: ignore[union-attr]
+        return _Found(moves, replacements=chosen)  # type: ignore[arg-type]
 
-def launching_node_manifest(p: PlannedNode, t: InstanceType, zone: str, capacity_type: str) -> dict[str, Any]:
-    """The replacement as a Node being launched (not initialized), so the scheduler reserves its
-    daemonset overhead and it is capacity, but not a candidate, for the actions after it."""
-    labels = {**p.labels, wk.INSTANCE_TYPE: t.name, wk.ZONE: zone, wk.CAPACITY_TYPE: capacity_type, wk.HOSTNAME: p.name}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": p.name, "labels": labels},
-            "spec": {"taints": [taint.to_manifest() for taint in p.taints]},
-            "status": {"allocatable": t.allocatable.to_manifest(), "capacity": t.capacity.to_manifest()}}
+    # --- applying -----------------------------------------------------------------------------
+    def _commit(self, nodes: list[NodeView], found: _Found) -> Action:
+        existing = [(p, to) for p, to in found.moves if to in self.views]
+        self._move(existing)
+        for n in nodes:
+            self._drop(n)
+        self._apply([], [], found.replacements)
+        return self._action(REPLACE, nodes, found.moves, found.replacements)
+
+    def _move(self, moves: Sequence[tuple[PodInfo, str]]) -> None:
+        self.packing.move(moves)
+        for pod, to in moves:
+            self.views[to].pods.append(pod.copy(node_name=to))
+        self._keep += [pod for pod, _ in moves]
+
+    def _drop(self, node: NodeView) -> None:
+        self._keep += node.pods + node.fixed
+        self.views.pop(node.name, None)
+        self.packing.remove(node.name)
+
+    def _apply(self, gone: list[NodeView], moves: list[tuple[PodInfo, str]], replacements: list[Replacement]) -> None:
+        """The state after an action: `gone` deleted, the moved pods placed, each replacement launching."""
+        self._move(moves)
+        for n in gone:
+            self._drop(n)
+        for r in replacements:
+            p, t = r.planned, self.types[r.instance_type]
+            raw = launching_node_manifest(p, t, r.zone, r.capacity_type)
+            pods = [pod.copy(node_name=p.name) for pod in p.pods]
+            self.views[p.name] = view(raw, pods, types=self.types, provisioners=self.provisioners, now=self.now)
+            template = self.templates.get(p.provisioner)
+            used = Resources(template.daemon_overhead) if template else Resources()
+            for pod in pods:
+                used = used + pod.requests
+            taints = template.taints if template else list(p.taints)
+            self.packing.append(p.name, raw["metadata"]["labels"], taints, t.allocatable - used)
+
+    def _action(self, kind: str, nodes: list[NodeView], moves: list[tuple[PodInfo, str]],
+                replacements: list[Replacement]) -> Action:
+        price = sum(n.price or 0 for n in nodes) - sum(r.price_per_hour for r in replacements)
+        return Action(kind, tuple(n.name for n in nodes), round(price, 6),
+                      replacement=replacements[0] if replacements else None,
+                      pods=tuple(sorted(p.key for n in nodes for p in n.pods)),
+                      replacements=tuple(replacements),
+                      moves=tuple(sorted((p.key, to) for p, to in moves)))

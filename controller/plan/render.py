@@ -70,30 +70,62 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         doc: dict[str, Any] = {"type": a.kind, "nodes": list(a.nodes), "savingsPerHour": a.savings_per_hour}
         if a.replacement is not None:
             doc["replacement"] = _replacement_json(a.replacement)
+        if len(a.replacements) > 1:
+            doc["replacements"] = [_replacement_json(r) for r in a.replacements]
         doc["pods"] = list(a.pods)
+        doc["moves"] = [{"pod": pod, "to": _destination(a, to)} for pod, to in a.moves]
         actions.append(doc)
+    by_kind = {kind: sum(1 for a in plan.actions if _kind_of(a) == kind) for kind in ("delete", "replace", "split")}
     return {
         "actions": actions,
         "kept": [{"node": k.node, "reason": k.reason} for k in plan.kept],
-        "summary": {"actions": len(actions), "savingsPerHour": round(sum(a.savings_per_hour for a in plan.actions), 6)},
+        "summary": {"actions": len(actions), "savingsPerHour": round(sum(a.savings_per_hour for a in plan.actions), 6),
+                    "pricePerHourBefore": plan.price_before, "pricePerHourAfter": plan.price_after,
+                    "nodesRemoved": sum(len(a.nodes) for a in plan.actions),
+                    "nodesLaunched": sum(len(a.replacements) for a in plan.actions),
+                    "actionsByKind": by_kind, "complete": plan.complete},
     }
+
+
+def _kind_of(a: Action) -> str:
+    """delete, replace (one or more nodes by one), or split (one node by several)."""
+    return "split" if len(a.replacements) > 1 else a.kind
+
+
+def _destination(a: Action, to: str) -> str:
+    """`to` as DESIGN.md names it: an existing node, `replacement`, or `replacement-N` when several launch."""
+    names = [r.planned.name for r in a.replacements]
+    if to not in names:
+        return to
+    return "replacement" if len(names) == 1 else f"replacement-{names.index(to) + 1}"
 
 
 def consolidation_table(plan: ConsolidationPlan) -> str:
     lines = []
     if plan.actions:
-        lines += _columns([("ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED")] + [
-            (a.kind, ",".join(a.nodes),
-             f"{a.replacement.instance_type} {a.replacement.capacity_type} {a.replacement.zone}" if a.replacement else "-",
-             f"{a.savings_per_hour:.4f}", str(len(a.pods))) for a in plan.actions])
+        lines += _columns([("#", "ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED")] + [
+            (str(i), _kind_of(a), _nodes_cell(a.nodes),
+             ", ".join(f"{r.instance_type} {r.capacity_type} {r.zone}" for r in a.replacements) or "-",
+             f"{a.savings_per_hour:.4f}", str(len(a.pods))) for i, a in enumerate(plan.actions, 1)])
+        moves = [(str(i), pod, _destination(a, to)) for i, a in enumerate(plan.actions, 1) for pod, to in a.moves]
+        if moves:
+            lines += ["", "Pods moved:"]
+            lines += _columns([("#", "POD", "TO")] + moves)
     else:
         lines.append("No consolidation action.")
     if plan.kept:
         lines += ["", "Nodes kept:"]
         lines += _columns([("NODE", "REASON")] + [(k.node, k.reason) for k in plan.kept])
     total = sum(a.savings_per_hour for a in plan.actions)
-    lines += ["", f"{len(plan.actions)} action(s), saving ${total:.4f}/hour"]
+    lines += ["", f"{len(plan.actions)} action(s), saving ${total:.4f}/hour: "
+                  f"${plan.price_before:.4f}/hour before, ${plan.price_after:.4f}/hour after"]
+    if not plan.complete:
+        lines.append("The decision time budget ran out: the actions above are those found in time.")
     return "\n".join(lines)
+
+
+def _nodes_cell(nodes: tuple[str, ...]) -> str:
+    return ",".join(nodes) if len(nodes) <= 4 else f"{','.join(nodes[:3])},... ({len(nodes)} nodes)"
 
 
 def _replacement_json(r: Replacement) -> dict[str, Any]:
@@ -110,5 +142,9 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
                                "savingsPerHour": verdict.savings_per_hour}
         if verdict.replacement is not None:
             doc["replacement"] = _replacement_json(verdict.replacement)
+        if len(verdict.replacements) > 1:
+            doc["replacements"] = [_replacement_json(r) for r in verdict.replacements]
+        doc["nodes"] = list(verdict.nodes)
+        doc["moves"] = [{"pod": pod, "to": _destination(verdict, to)} for pod, to in verdict.moves]
         return doc
     return {"node": name, "verdict": "keep", "reason": verdict.reason}

@@ -21,7 +21,6 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Gauge, Histogram
 
-from karpy.apis import labels as wk
 from karpy.apis.conditions import unschedulable
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import subprocess
 import sys
 from typing import Any
 
+import pytest
 import yaml
 
 from karpy.apis import labels as wk
 from karpy.controller.clock import FakeClock
-from karpy.controller.consolidation.controller import Consolidation, Settings
+from karpy.controller.consolidation.controller import Consolidation, Settings, disruption_budget
 from karpy.controller.node.initialization import Initialization
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
@@ -145,8 +147,11 @@ def test_karpy_explain_node_answers_for_a_live_cluster(env: Env, tmp_path: Any) 
     """The same decisions as the controller, for one node, from the command line against the local cluster."""
     catalog_file = tmp_path / "catalog.yaml"
     catalog_file.write_text(yaml.safe_dump(CATALOG_DOC))
+    # owned by a kind the local cluster's garbage collector leaves alone: their owner does not exist
+    rc = ("ReplicationController", "app")
     objects = [provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
-               pod("pa", cpu="1", node_name="a"), pod("pb", cpu="6", node_name="b", annotations={wk.DO_NOT_EVICT: "true"})]
+               pod("pa", cpu="1", node_name="a", owner=rc),
+               pod("pb", cpu="6", node_name="b", annotations={wk.DO_NOT_EVICT: "true"}, owner=rc)]
     env.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
 
     def explain(name: str) -> dict[str, Any]:
@@ -158,7 +163,8 @@ def test_karpy_explain_node_answers_for_a_live_cluster(env: Env, tmp_path: Any) 
     assert explain("b") == {"node": "b", "verdict": "keep",
                             "reason": f"pod default/pb has annotation {wk.DO_NOT_EVICT}"}
     a = explain("a")
-    assert (a["verdict"], a["savingsPerHour"]) == ("delete", 0.4)
+    assert a["verdict"] == "delete" and "a" in a["nodes"], a
+    assert a["moves"] == [{"pod": "default/pa", "to": "b"}], a
     missing = subprocess.run([sys.executable, "-m", "karpy.main", "explain", "node", "nope", "--kubeconfig",
                               str(env.kube.kubeconfig), "--catalog", str(catalog_file)], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "node 'nope' not found" in missing.stderr
@@ -174,3 +180,59 @@ def test_a_replacement_that_never_initializes_is_removed_and_the_old_node_kept(e
     env.clock.step(601)                            # past the replacement timeout, never initialized
     c.reconcile()
     env.settle(lambda: set(live_nodes(env)) == {"big"} and not live_nodes(env)["big"]["spec"].get("unschedulable"))
+
+
+def test_several_nodes_go_at_once_within_the_disruption_budget(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="2")
+    env.apply(provisioner("default", consolidation={"enabled": True}),
+              *[karpy_node(n) for n in "abcde"], *[pod(f"p{n}", cpu="1", node_name=n) for n in "abcde"])
+    c.reconcile()
+    assert c._proposal is not None
+    assert sum(len(a.nodes) for a in c._proposal.actions) == 2
+    env.clock.step(15)
+    c.reconcile()
+    env.settle(lambda: len(live_nodes(env)) == 3)
+    assert set(live_nodes(env)) == {"b", "d", "e"}      # a's and c's pods fit on b, the first node with room
+
+
+def test_a_pod_no_provisioner_can_satisfy_holds_consolidation_back_only_for_the_window(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, pending_wait_seconds=30)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("empty"),
+              karpy_node("full"), pod("big", cpu="7", node_name="full"), pod("waiting", cpu="100"))
+    env.settle(lambda: c.unsettled() == "pods are waiting for capacity")
+    c.reconcile()
+    assert c._proposal is None
+    env.clock.step(31)
+    c.reconcile()
+    assert c._proposal is not None and c._proposal.action.nodes == ("empty",)
+
+
+def test_a_node_the_pods_of_a_deleted_node_go_to_is_not_consolidated(env: Env) -> None:
+    """v0.16 does not consider a node nominated for pods: here those of a node being drained."""
+    c = consolidation(env)
+    going = karpy_node("going")
+    going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("fresh"),
+              pod("moving", cpu="6", node_name="going", owner=("ReplicationController", "app")))
+    env.client.delete(path_of("v1", "nodes", name="going"))
+    env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
+    env.settle(lambda: env.state.pods.get("default", "moving") is not None)
+    verdict = c.decide(first_only=False).verdict("fresh")
+    assert verdict is not None and verdict.reason == "node is nominated for pod default/moving, which is on its way to it"
+    env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
+
+
+@pytest.mark.parametrize("setting, nodes, allowed", [("10%", 300, 30), ("10%", 5, 1), ("3", 300, 3), ("0", 10, 1),
+                                                      ("25%", 10, 2)])
+def test_the_disruption_budget_is_a_count_or_a_share_of_the_nodes_and_at_least_one(setting: str, nodes: int,
+                                                                                     allowed: int) -> None:
+    assert disruption_budget(setting, nodes) == allowed
+
+
+def test_a_malformed_disruption_budget_is_refused_by_name() -> None:
+    run = subprocess.run([sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", "/nonexistent",
+                          "--cloud-provider", "fake", "--cluster-name", "x", "--consolidation-max-disrupted", "a lot"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--consolidation-max-disrupted 'a lot'" in run.stderr

@@ -45,14 +45,15 @@ def test_empty_nodes_are_deleted_together_first(plan: Plan) -> None:
     run = consolidate(plan, consolidating(), karpy_node("a"), karpy_node("b", "large"),
                       karpy_node("c"), pod("busy", cpu="3", node_name="c"))
     first = run.json["actions"][0]
-    assert first == {"type": "delete", "nodes": ["a", "b"], "savingsPerHour": 0.6, "pods": []}
+    assert first == {"type": "delete", "nodes": ["a", "b"], "savingsPerHour": 0.6, "pods": [], "moves": []}
     assert reasons(run)["c"].startswith("no cheaper fit")
 
 
 def test_a_node_whose_pods_fit_elsewhere_is_deleted(plan: Plan) -> None:
     run = consolidate(plan, consolidating(), karpy_node("a"), karpy_node("b"),
                       pod("p1", cpu="1", node_name="a"), pod("p2", cpu="2", node_name="b"))
-    assert run.json["actions"] == [{"type": "delete", "nodes": ["a"], "savingsPerHour": 0.2, "pods": ["default/p1"]}]
+    assert run.json["actions"] == [{"type": "delete", "nodes": ["a"], "savingsPerHour": 0.2, "pods": ["default/p1"],
+                                     "moves": [{"pod": "default/p1", "to": "b"}]}]
     assert reasons(run) == {"b": "no cheaper fit: pod default/p1 would fit nowhere else (insufficient cpu)"} \
         or reasons(run)["b"].startswith("no cheaper fit")
 

@@ -1,0 +1,154 @@
+"""Consolidation candidates: each node as consolidation sees it (price, pods that would move, the
+cost of disrupting it) and what keeps it from being consolidated, with the reason v0.16 gives. Pure."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any, Mapping, Sequence
+
+from karpy.apis import disruption
+from karpy.apis import labels as wk
+from karpy.apis.pods import object_key
+from karpy.apis.v1alpha5 import Provisioner
+from karpy.controller.clock import parse_time
+from karpy.controller.cloudprovider.types import InstanceType
+from karpy.controller.provisioning.scheduling.nodes import offering_allowed
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclasses.dataclass
+class NodeView:
+    """A node as consolidation sees it: its price and the pods that would have to move."""
+
+    raw: Mapping[str, Any]
+    name: str
+    pods: list[PodInfo]                        # reschedulable: not daemonset, mirror, terminal or terminating
+    fixed: list[PodInfo]                       # the others: they use the node's room but go with it
+    price: float | None = None
+    capacity_type: str | None = None
+    created: dt.datetime = EPOCH
+    cost: float = 0.0                          # disruption cost, weighted by remaining lifetime
+
+    @property
+    def order(self) -> tuple[float, dt.datetime, str]:
+        """Cheapest to disrupt first; the older node first among equals."""
+        return (self.cost, self.created, self.name)
+
+
+def view(raw: Mapping[str, Any], pods: list[PodInfo], *, types: Mapping[str, InstanceType],
+         provisioners: Mapping[str, Provisioner], now: dt.datetime) -> NodeView:
+    labels = raw["metadata"].get("labels") or {}
+    node = NodeView(raw=raw, name=raw["metadata"]["name"], pods=[p for p in pods if reschedulable(p)],
+                    fixed=[p for p in pods if not reschedulable(p)],
+                    created=parse_time(raw["metadata"].get("creationTimestamp")) or EPOCH)
+    node.capacity_type = labels.get(wk.CAPACITY_TYPE)
+    t = types.get(labels.get(wk.INSTANCE_TYPE, ""))
+    if t is not None:
+        offer = next((o for o in t.offerings if o.zone == labels.get(wk.ZONE)
+                      and o.capacity_type == node.capacity_type), None)
+        node.price = offer.price_per_hour if offer is not None else None
+    provisioner = provisioners.get(labels.get(wk.PROVISIONER_NAME, ""))
+    node.cost = sum(eviction_cost(p) for p in node.pods) * lifetime_remaining(provisioner, node.created, now)
+    return node
+
+
+def reschedulable(pod: PodInfo) -> bool:
+    """A pod that would have to find another node if its node went away."""
+    return not (pod.is_daemon or pod.terminal or pod.deleting or wk.MIRROR_POD in pod.annotations or pod.owner_kind == "Node")
+
+
+def eviction_cost(pod: PodInfo) -> float:
+    """Karpenter's: 1 per pod, moved by pod-deletion-cost and priority, clamped to [-10, 10]."""
+    cost = 1.0
+    try:
+        cost += float(pod.annotations.get(wk.POD_DELETION_COST, "0")) / 2 ** 27
+    except ValueError:
+        pass
+    cost += pod.priority / 2 ** 25
+    return max(-10.0, min(10.0, cost))
+
+
+def lifetime_remaining(provisioner: Provisioner | None, created: dt.datetime, now: dt.datetime) -> float:
+    """The share of its life a node has left (1.0 when it never expires): nearly expired nodes are cheap to disrupt."""
+    ttl = provisioner.spec.ttl_seconds_until_expired if provisioner else None
+    if not ttl:
+        return 1.0
+    return max(0.0, min(1.0, 1.0 - (now - created).total_seconds() / ttl))
+
+
+def worst_case_price(t: InstanceType, reqs: Any) -> float | None:
+    """The most any offering of `t` that `reqs` allow could cost: what a launch could end up paying."""
+    prices = [o.price_per_hour for o in t.offerings if offering_allowed(o, reqs)]
+    return max(prices) if prices else None
+
+
+def pdb_blocker(pod: PodInfo, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """The PDB (`ns/name`) that allows no disruption of `pod` now, as Karpenter checks it. A PDB's
+    status is used when the disruption controller wrote one; else it is computed over `pods`,
+    taking pods without a status (plan input) as healthy."""
+    for pdb in pdbs:
+        if disruption.selects(pdb, pod.raw) and pdb_allowance(pdb, pods) <= 0:
+            return object_key(pdb)
+    return None
+
+
+def pdb_allowance(pdb: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
+    """How many of its pods `pdb` lets be disrupted now: its status when the disruption controller
+    wrote one, else computed over `pods`."""
+    status = pdb.get("status") or {}
+    allowed = status.get("disruptionsAllowed")
+    if allowed is None or "observedGeneration" not in status:
+        allowed = disruption.status_of(pdb, pods, is_healthy=_healthy_or_unknown)["disruptionsAllowed"]
+    return int(allowed)
+
+
+def _healthy_or_unknown(pod: Mapping[str, Any]) -> bool:
+    return disruption.healthy(pod) if (pod.get("status") or {}).get("phase") else not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def unmanaged(node: NodeView, provisioners: Mapping[str, Provisioner]) -> str | None:
+    """Why consolidation does not manage `node` at all, or None."""
+    owner = (node.raw["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
+    if owner is None:
+        return "not launched by a provisioner (no karpenter.sh/provisioner-name label)"
+    provisioner = provisioners.get(owner)
+    if provisioner is None:
+        return f"provisioner {owner} does not exist"
+    if not (provisioner.spec.consolidation and provisioner.spec.consolidation.enabled):
+        return f"provisioner {owner} does not have consolidation enabled"
+    return None
+
+
+def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.datetime, min_age: float,
+            pdbs: Sequence[Mapping[str, Any]], all_pods: Sequence[Mapping[str, Any]],
+            awaited: Mapping[str, str]) -> str | None:
+    """Why a node consolidation manages may not be consolidated now, or None when it is a candidate.
+    `awaited` names nodes that pods are on their way to (node -> pod), as v0.16's nominated nodes."""
+    meta = node.raw["metadata"]
+    labels = meta.get("labels") or {}
+    if labels.get(wk.INITIALIZED) != "true":
+        return "node is not initialized yet"
+    if node.name in awaited:
+        return f"node is nominated for pod {awaited[node.name]}, which is on its way to it"
+    if min_age and (age := (now - node.created).total_seconds()) < min_age:
+        return f"node was launched {age:.0f}s ago (consolidation waits {min_age:.0f}s)"
+    if (meta.get("annotations") or {}).get(wk.DO_NOT_CONSOLIDATE) == "true":
+        return f"node has annotation {wk.DO_NOT_CONSOLIDATE}"
+    type_name = labels.get(wk.INSTANCE_TYPE)
+    if type_name not in types:
+        return f"instance type {type_name or '<no label>'} is not in the catalog"
+    if node.price is None:
+        return f"no price for {type_name} {node.capacity_type} in {labels.get(wk.ZONE)}"
+    for pod in node.pods:
+        if pod.annotations.get(wk.DO_NOT_EVICT) == "true":
+            return f"pod {pod.key} has annotation {wk.DO_NOT_EVICT}"
+    for pod in node.pods:
+        if pod.owner_kind is None:
+            return f"pod {pod.key} has no controller owner"
+    for pod in node.pods:
+        if pdb := pdb_blocker(pod, pdbs, all_pods):
+            return f"pdb {pdb} prevents evicting pod {pod.key}"
+    return None

@@ -1,0 +1,115 @@
+"""Consolidation's replacements: new nodes planned for the pods that fit on no node that stays,
+without building a scheduler (for pods the packing state judges), and priced at their worst case. Pure."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+from karpy.apis import labels as wk
+from karpy.apis.resources import Resources
+from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.consolidation.candidates import worst_case_price
+from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate, ResourceRows, offering_allowed
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import MAX_INSTANCE_TYPE_OPTIONS, PlannedNode, node_labels, sort_key
+from karpy.controller.provisioning.scheduling.topology import Topology
+
+
+@dataclasses.dataclass(frozen=True)
+class Replacement:
+    """A node a replace action launches: the cheapest option, priced at its worst case."""
+
+    planned: PlannedNode                      # with only the options cheaper than what it replaces
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price_per_hour: float                     # the worst-case launch price over the offerings its pods allow
+
+
+class Planner:
+    """Plans replacement nodes from the provisioners' templates (heaviest first)."""
+
+    def __init__(self, templates: Mapping[str, NodeTemplate], rows: ResourceRows,
+                 name: Callable[[str, int], str]) -> None:
+        self.templates = templates
+        self.rows = rows
+        self._name = name
+
+    def one(self, pods: list[PodInfo]) -> PlannedNode | None:
+        """One new node for all of `pods` (only pods `Packing.simple()` accepts), from the heaviest
+        provisioner that can take them, as the scheduler plans a node; None when none holds them all."""
+        for template in self.templates.values():
+            node = NewNode(template, "replacement")
+            topology = Topology({})
+            if all(node.add(p, topology) is None for p in sorted(pods, key=sort_key)):
+                options = node.option_types()
+                chosen, offering = options[0]
+                return PlannedNode(
+                    name=self._name(template.name, 0), provisioner=template.name, instance_type=chosen,
+                    offering=offering, options=tuple(t for t, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]),
+                    requirements=node.requirements, labels=node_labels(node.requirements, template, chosen, offering),
+                    taints=tuple(template.taints + template.startup_taints), pods=tuple(node.pods))
+            node.release()
+        return None
+
+    def no_cheaper(self, pods: list[PodInfo], price: float, *, one_node: bool = False) -> str | None:
+        """Why no new node for `pods` can cost less than `price`, judged from the cheapest instance
+        type that holds their sum (a lower bound): saves planning a replacement that cannot pay."""
+        total = Resources()
+        for p in pods:
+            total = total + p.requests
+        row = self.rows.row(total)
+        bounds = [b for t in self.templates.values() if (b := t.cheapest_price_for(row)) is not None]
+        if not bounds and one_node:
+            return "no cheaper fit: its pods would need more than one new node"
+        if bounds and min(bounds) >= price:
+            return (f"no cheaper fit: the cheapest replacement (${min(bounds):.4f}/h at best) "
+                    f"does not cost less than ${price:.4f}/h")
+        return None
+
+    def split(self, pods: list[PodInfo], price: float) -> list[Replacement] | None:
+        """Two smaller nodes for `pods` (shared out largest first, each to the lighter half) when together
+        they cost less than `price`, else None."""
+        halves: list[list[PodInfo]] = [[], []]
+        load = [0, 0]
+        for pod in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), p.key)):
+            i = load.index(min(load))
+            halves[i].append(pod)
+            load[i] += pod.requests.get("cpu", 0)
+        if not all(halves) or self.no_cheaper(halves[0], price) or self.no_cheaper(halves[1], price):
+            return None
+        out = []
+        for half in halves:
+            planned = self.one(half)
+            if planned is None:
+                return None
+            r = self.cheaper(planned, price)
+            if r is None:
+                return None
+            out.append(r)
+        return out if sum(r.price_per_hour for r in out) < price else None
+
+    def cheaper(self, planned: PlannedNode, price: float) -> Replacement | None:
+        """The planned node with only the options whose worst-case price is below `price`, or None."""
+        priced = [(worst_case_price(t, planned.requirements), t) for t in planned.options]
+        options = [(p, t) for p, t in priced if p is not None and p < price]
+        if not options:
+            return None
+        options.sort(key=lambda pt: (pt[0], pt[1].name))
+        worst, chosen = options[0]
+        allowed = sorted((o for o in chosen.offerings if offering_allowed(o, planned.requirements)), key=lambda o: o.zone)
+        offer: Offering = max(allowed, key=lambda o: o.price_per_hour)     # the first zone among equals
+        narrowed = dataclasses.replace(planned, instance_type=chosen, offering=offer,
+                                       options=tuple(t for _, t in options))
+        return Replacement(narrowed, chosen.name, offer.zone, offer.capacity_type, worst)
+
+
+def launching_node_manifest(p: PlannedNode, t: InstanceType, zone: str, capacity_type: str) -> dict[str, Any]:
+    """The replacement as a Node being launched (not initialized), so the scheduler reserves its
+    daemonset overhead and it is capacity, but not a candidate, for the actions after it."""
+    labels = {**p.labels, wk.INSTANCE_TYPE: t.name, wk.ZONE: zone, wk.CAPACITY_TYPE: capacity_type, wk.HOSTNAME: p.name}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": p.name, "labels": labels},
+            "spec": {"taints": [taint.to_manifest() for taint in p.taints]},
+            "status": {"allocatable": t.allocatable.to_manifest(), "capacity": t.capacity.to_manifest()}}

@@ -1,0 +1,154 @@
+"""`karpy plan --consolidate` beyond one node per action: multi-node delete and replace, split, the
+time budget, pods on their way, and agreement of the packing state with the full scheduler."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import random
+from typing import Any
+
+import pytest
+
+from karpy.controller.consolidation.decisions import Consolidator
+from karpy.controller.plan.inputs import load
+from tests.builders import catalog, instance_type, node, pod, provisioner
+from tests.plan.conftest import Plan, PlanRun
+
+NOW = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+SIZES = {"small": ("2", "8Gi"), "medium": ("4", "16Gi"), "large": ("8", "32Gi")}
+
+
+def karpy_node(name: str, instance_type: str = "medium", **kw: Any) -> dict[str, Any]:
+    cpu, memory = SIZES[instance_type]
+    return node(name, provisioner="default", instance_type=instance_type, zone="zone-a", capacity_type="on-demand",
+                allocatable={"cpu": cpu, "memory": memory, "pods": "110"}, created="2024-01-01T00:00:00Z",
+                initialized=True, **kw)
+
+
+def prices(small: float, medium: float, large: float) -> dict[str, Any]:
+    return catalog(*(instance_type(name, cpu=SIZES[name][0], memory=SIZES[name][1], price=price)
+                     for name, price in (("small", small), ("medium", medium), ("large", large))))
+
+
+def consolidating() -> dict[str, Any]:
+    return provisioner("default", consolidation={"enabled": True},
+                       requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}])
+
+
+def consolidate(plan: Plan, cat: dict[str, Any], *docs: dict[str, Any], args: tuple[str, ...] = ()) -> PlanRun:
+    run = plan(cat, consolidating(), *docs, args=("--consolidate", *args))
+    assert run.code == 0, run.err
+    return run
+
+
+def test_several_nodes_are_deleted_in_one_action_when_all_their_pods_fit_on_the_rest(plan: Plan) -> None:
+    run = consolidate(plan, prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"), karpy_node("c"),
+                      pod("pa", cpu="1", node_name="a"), pod("pb", cpu="1", node_name="b"),
+                      pod("pc", cpu="1", node_name="c"))
+    first = run.json["actions"][0]
+    assert first["type"] == "delete" and first["nodes"] == ["a", "c"]
+    assert first["moves"] == [{"pod": "default/pa", "to": "b"}, {"pod": "default/pc", "to": "b"}]
+    assert first["savingsPerHour"] == pytest.approx(0.4)
+    s = run.json["summary"]
+    assert s["pricePerHourBefore"] == pytest.approx(0.6) and s["pricePerHourAfter"] == pytest.approx(0.2)
+
+
+def test_several_nodes_are_replaced_by_one_cheaper_node(plan: Plan) -> None:
+    """Two half-full mediums ($0.40/h together) fit one large at $0.30/h; neither alone has a cheaper fit."""
+    run = consolidate(plan, prices(0.15, 0.2, 0.3), karpy_node("a"), karpy_node("b"),
+                      pod("pa", cpu="3", node_name="a"), pod("pb", cpu="3", node_name="b"))
+    (action,) = run.json["actions"]
+    assert action["type"] == "replace" and action["nodes"] == ["a", "b"]
+    assert action["replacement"]["instanceType"] == "large"
+    assert action["savingsPerHour"] == pytest.approx(0.1)
+    assert {m["to"] for m in action["moves"]} == {"replacement"}
+    assert run.json["summary"]["actionsByKind"] == {"delete": 0, "replace": 1, "split": 0}
+
+
+def test_a_node_is_split_into_smaller_nodes_when_they_cost_less(plan: Plan) -> None:
+    """Two 1.5-cpu pods on a large ($0.40/h): one medium would cost $0.30/h, two smalls $0.20/h."""
+    run = consolidate(plan, prices(0.1, 0.3, 0.4), karpy_node("big", "large"),
+                      pod("p1", cpu="1500m", node_name="big"), pod("p2", cpu="1500m", node_name="big"))
+    (action,) = run.json["actions"]
+    assert action["type"] == "replace" and action["nodes"] == ["big"]
+    assert [r["instanceType"] for r in action["replacements"]] == ["small", "small"]
+    assert action["savingsPerHour"] == pytest.approx(0.2)
+    assert sorted(m["to"] for m in action["moves"]) == ["replacement-1", "replacement-2"]
+    assert run.json["summary"]["actionsByKind"]["split"] == 1
+
+
+def test_table_lists_each_action_and_where_each_pod_goes(plan: Plan) -> None:
+    run = plan(prices(0.1, 0.2, 0.4), consolidating(), karpy_node("a"), karpy_node("b"),
+               pod("pa", cpu="1", node_name="a"), pod("pb", cpu="1", node_name="b"),
+               args=("--consolidate",), output="table")
+    assert run.code == 0, run.err
+    assert "Pods moved:" in run.out and "default/pa" in run.out
+    assert "$0.4000/hour before, $0.1000/hour after" in run.out   # a goes, b becomes a small
+
+
+def test_a_node_that_pending_pods_are_headed_for_is_not_consolidated(plan: Plan) -> None:
+    """v0.16 does not consider a node nominated for pods: here the pods of a node being deleted."""
+    going = karpy_node("going")
+    going["metadata"]["deletionTimestamp"] = "2024-06-01T00:00:00Z"
+    run = consolidate(plan, prices(0.1, 0.2, 0.4), going, karpy_node("fresh"),
+                      pod("moving", cpu="1", node_name="going"))
+    kept = {k["node"]: k["reason"] for k in run.json["kept"]}
+    assert kept["fresh"] == "node is nominated for pod default/moving, which is on its way to it"
+    assert run.json["actions"] == []
+
+
+def test_a_pod_no_provisioner_can_satisfy_does_not_stop_consolidation(plan: Plan) -> None:
+    stuck = pod("stuck", cpu="1", node_selector={"topology.kubernetes.io/zone": "zone-nowhere"})
+    run = consolidate(plan, prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"),
+                      pod("pa", cpu="1", node_name="a"), stuck)
+    assert run.json["actions"][0]["nodes"] == ["b"]
+
+
+def test_the_time_budget_returns_the_actions_found_so_far() -> None:
+    snapshot_docs = [consolidating(), *[karpy_node(f"n{i}") for i in range(6)],
+                     *[pod(f"p{i}", cpu="1", node_name=f"n{i}") for i in range(6)]]
+    loaded = _load(prices(0.1, 0.2, 0.4), snapshot_docs)
+    full = Consolidator(loaded.snapshot, loaded.pdbs, now=NOW, max_nodes_per_action=1).plan()
+    ticks = itertools.count()
+    cut = Consolidator(loaded.snapshot, loaded.pdbs, now=NOW, max_nodes_per_action=1, budget_seconds=6,
+                       timer=lambda: float(next(ticks))).plan()
+    assert not cut.complete and 0 < len(cut.actions) < len(full.actions)
+    assert cut.actions == full.actions[:len(cut.actions)]
+    assert any(k.reason == "not considered: the decision time budget ran out" for k in cut.kept)
+
+
+def _load(cat: dict[str, Any], docs: list[dict[str, Any]], tmp: Any = None) -> Any:
+    import json
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write("\n---\n".join(json.dumps(d) for d in [cat, *docs]))
+    return load([f.name])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_packing_state_decides_as_the_full_scheduler_does(seed: int) -> None:
+    """Small random clusters: every action (its nodes, moves and replacement) is the same whether the
+    candidates' pods are placed on the packing state or by a scheduler built for each candidate."""
+    rng = random.Random(seed)
+    docs: list[dict[str, Any]] = [consolidating()]
+    for i in range(rng.randint(3, 7)):
+        size = rng.choice(list(SIZES))
+        docs.append(karpy_node(f"n{i}", size))
+        room = int(SIZES[size][0]) * 1000
+        for j in range(rng.randint(0, 4)):
+            cpu = rng.choice((250, 500, 1000, 1500))
+            if cpu > room:
+                break
+            room -= cpu
+            docs.append(pod(f"p{i}-{j}", cpu=f"{cpu}m", memory=f"{rng.choice((1, 2, 4))}Gi", node_name=f"n{i}"))
+    loaded = _load(prices(0.1, 0.2, 0.4), docs)
+    fast = Consolidator(loaded.snapshot, loaded.pdbs, now=NOW, max_nodes_per_action=1).plan()
+    slow = Consolidator(loaded.snapshot, loaded.pdbs, now=NOW, max_nodes_per_action=1, incremental=False).plan()
+
+    def shape(plan: Any) -> list[Any]:
+        def to(a: Any, name: str) -> str:
+            return "replacement" if name in {r.planned.name for r in a.replacements} else name
+        return [(a.kind, a.nodes, a.savings_per_hour, [(p, to(a, n)) for p, n in a.moves],
+                 [r.instance_type for r in a.replacements]) for a in plan.actions]
+    assert shape(fast) == shape(slow)
