@@ -52,11 +52,46 @@ class Server(ThreadingHTTPServer):
         self.store, self.registry = store, registry
         self.api = API(store, registry)
         self.stopping = threading.Event()
+        self.requests = RequestCounter()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
+
+
+class RequestCounter:
+    """Requests served, by client (User-Agent), verb and resource: `apiserver_request_total` on /metrics,
+    so a benchmark can say how many requests the autoscaler made."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str, str], int] = {}
+
+    def count(self, user_agent: str, method: str, raw_path: str) -> None:
+        path, _, query = raw_path.partition("?")
+        m = _PATH.match(path)
+        resource = (m["plural"] or "") if m else ""
+        if m and m["sub"]:
+            resource += "/" + m["sub"]
+        verb = {"GET": "GET", "HEAD": "GET", "POST": "POST", "PUT": "PUT", "PATCH": "PATCH", "DELETE": "DELETE"}.get(method, method)
+        if verb == "GET" and "watch=true" in query:
+            verb = "WATCH"
+        elif verb == "GET" and m and m["name"] is None:
+            verb = "LIST"
+        key = (user_agent.split(" ")[0], verb, resource)
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def exposition(self) -> str:
+        with self._lock:
+            counts = sorted(self._counts.items())
+        lines = ["# HELP apiserver_request_total Requests served, by client (User-Agent), verb and resource.",
+                 "# TYPE apiserver_request_total counter"]
+        for (client, verb, resource), n in counts:
+            client = client.replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'apiserver_request_total{{client="{client}",verb="{verb}",resource="{resource}"}} {n}')
+        return "\n".join(lines) + "\n"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -119,6 +154,7 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(f"the request body is not valid {content_type}: {e}") from None
 
     def _dispatch(self) -> None:
+        self.server.requests.count(self.headers.get("User-Agent") or "", self.command, self.path)
         try:
             self._read_body()
             self._route()
@@ -178,6 +214,8 @@ class Handler(BaseHTTPRequestHandler):
     def _fixed(self, path: str, reg: Registry) -> Any:
         if path in ("/healthz", "/readyz", "/livez"):
             return b"ok"
+        if path == "/metrics":
+            return self.server.requests.exposition().encode()
         if path == "/version":
             return openapi.VERSION
         if path == "/api":

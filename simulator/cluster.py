@@ -88,6 +88,7 @@ class LocalCluster:
 
     def _start_controllers(self) -> None:
         self._api_client = api_client(host=self.url)
+        self._api_client.user_agent = "karpy-simulator"    # its requests counted apart from its clients' (/metrics)
         client = RawClient(self._api_client)
         informers = {plural: Informer(client, version, plural) for version, plural in (
             ("v1", "nodes"), ("v1", "pods"), ("apps/v1", "deployments"), ("apps/v1", "replicasets"),
