@@ -27,7 +27,7 @@ from karpy.simulator.api import API
 from karpy.simulator.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from karpy.simulator.query import both, field_selector, label_selector
 from karpy.simulator.resources import Registry, ResourceType
-from karpy.simulator.store import BadRequest, Gone, MethodNotAllowed, NotFound, Store, StoreError
+from karpy.simulator.store import BadRequest, Gone, MethodNotAllowed, NotFound, Store, StoreError, encode
 
 log = logging.getLogger("simulator.apiserver")
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -108,7 +108,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- plumbing ----------------------------------------------------------------------------
     def _send(self, code: int, body: Any, content_type: str = "application/json", headers: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        data = body if isinstance(body, bytes) else encode(body)
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -327,7 +327,7 @@ class Handler(BaseHTTPRequestHandler):
         return both(label_selector(query.get("labelSelector")), field_selector(query.get("fieldSelector")))
 
     def _list(self, t: ResourceType, namespace: str | None, query: dict[str, str]) -> None:
-        items, rv = self.server.api.list(t, namespace, self._predicate(query))
+        items, rv = self.server.api.list(t, namespace, self._predicate(query), shared=True)
         token = query.get("continue")
         if token:
             try:
@@ -361,7 +361,7 @@ class Handler(BaseHTTPRequestHandler):
         initial: list[dict[str, Any]] = []
         since: int | None
         if rv_text in ("", "0"):
-            initial, since = self.server.api.list(t, namespace, predicate)
+            initial, since = self.server.api.list(t, namespace, predicate, shared=True)
         else:
             since = int(rv_text)
         wants_table = self._wants_table()
@@ -370,34 +370,45 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
-        def emit(kind: str, obj: dict[str, Any]) -> None:
+        out: list[bytes] = []           # chunks written together: a burst of events costs one send, not one each
+
+        def emit(kind: str, obj: dict[str, Any], encoded: bytes | None = None) -> None:
             if wants_table and kind != "BOOKMARK" and kind != "ERROR":
-                obj = tables.table(t, [obj], obj["metadata"].get("resourceVersion", ""),
-                                   include_object=query.get("includeObject", "Metadata"))
-            data = json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
+                obj, encoded = tables.table(t, [obj], obj["metadata"].get("resourceVersion", ""),
+                                            include_object=query.get("includeObject", "Metadata")), None
+            data = b'{"type":"' + kind.encode() + b'","object":' + (encoded if encoded is not None else encode(obj)) + b"}\n"
+            out.append(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            if len(out) >= 256:
+                flush()
+
+        def flush() -> None:
+            if out:
+                self.wfile.write(b"".join(out))
+                self.wfile.flush()
+                out.clear()
 
         try:
             for obj in initial:
                 emit("ADDED", obj)
+            flush()
             last_rv = since
             try:
-                for event in self.server.store.watch(t.key, since, stop=self.server.stopping, timeout=timeout):
-                    if event is None:
-                        if bookmarks and last_rv is not None:
-                            emit("BOOKMARK", {"kind": t.kind, "apiVersion": t.group_version,
-                                              "metadata": {"resourceVersion": str(last_rv)}})
-                        continue
-                    last_rv = event.resource_version
-                    meta = event.object.get("metadata") or {}
-                    if namespace is not None and meta.get("namespace") != namespace:
-                        continue
-                    if predicate is not None and not predicate(event.object):
-                        continue
-                    emit(event.type, event.object)
+                for batch in self.server.store.watch(t.key, since, stop=self.server.stopping, timeout=timeout):
+                    if not batch and bookmarks and last_rv is not None:
+                        emit("BOOKMARK", {"kind": t.kind, "apiVersion": t.group_version,
+                                          "metadata": {"resourceVersion": str(last_rv)}})
+                    for event in batch:
+                        last_rv = event.resource_version
+                        meta = event.object.get("metadata") or {}
+                        if namespace is not None and meta.get("namespace") != namespace:
+                            continue
+                        if predicate is not None and not predicate(event.object):
+                            continue
+                        emit(event.type, event.object, event.encoded)
+                    flush()
             except Gone as e:
                 emit("ERROR", status(410, "Expired", str(e)))
+            flush()
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):

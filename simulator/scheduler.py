@@ -29,6 +29,7 @@ from karpy.kubeclient.raw import Informer, RawClient, path_of
 from karpy.simulator import fit
 from karpy.simulator.fit import PodFacts
 from karpy.simulator.store import now_rfc3339
+from karpy.simulator.writes import Writes
 
 log = logging.getLogger("simulator.scheduler")
 Obj = dict[str, Any]
@@ -59,7 +60,7 @@ class Scheduler:
         self._facts: dict[str, PodFacts | None] = {}      # equivalence key -> the pod parsed (None: it does not parse)
         self._placed: dict[str, tuple[str, PodFacts | None]] = {}   # bound pod uid -> (resourceVersion, parsed)
         self._seen_placed: set[str] = set()
-        self._writes = Writes()
+        self._writes = Writes("scheduler")
         # events inform people, they decide nothing: sent on the side, never awaited by a pass
         self._events = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="scheduler-events")
 
@@ -266,21 +267,6 @@ class Scheduler:
                     log.warning("marking %s/%s unschedulable: %s", meta["namespace"], meta["name"], e.reason)
 
         self._writes.submit(write)
-
-
-class Writes:
-    """Status writes that do not decide anything, sent side by side and awaited once per pass."""
-
-    def __init__(self, parallelism: int = 16) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="scheduler-writes")
-        self._pending: list[concurrent.futures.Future[None]] = []
-
-    def submit(self, fn: Any) -> None:
-        self._pending.append(self._pool.submit(fn))
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        concurrent.futures.wait(pending)
 
 
 def _least_allocated(pod: PodFacts, node: fit.NodeState) -> int:
