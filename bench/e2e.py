@@ -31,6 +31,7 @@ import datetime as dt
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,17 +110,13 @@ class Cluster:
         self.client.api_client.close()
 
 
-def start(*, boot_delay: float, ttl_after_empty: int | None, profile: Path | None = None, label: str = "") -> Cluster:
+def start(*, boot_delay: float, ttl_after_empty: int | None) -> Cluster:
     """`karpy sim` and `karpy controller` (fake provider) as processes, with the CRDs and a default Provisioner."""
     work = Path(tempfile.mkdtemp(prefix="karpy-e2e-"))
     kubeconfig = work / "kubeconfig"
     port = free_port()
     sim_cmd = [sys.executable, "-m", "karpy.main", "sim", "--port", str(port), "--kubeconfig-out", str(kubeconfig),
                "--system-nodes", "1", "--boot-delay", str(boot_delay)]
-    if profile is not None:
-        profile.mkdir(parents=True, exist_ok=True)
-        sim_cmd = ["py-spy", "record", "--idle", "--rate", "50", "--format", "speedscope", "--threads",
-                   "-o", str(profile / f"sim-{label}.json"), "--"] + sim_cmd
     sim = subprocess.Popen(sim_cmd, stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)
     processes = [sim]
     for _ in range(100):
@@ -211,8 +208,9 @@ def log_times(path: Path, pattern: str) -> list[tuple[float, re.Match[str]]]:
 
 
 def burst(size: int, *, timeout: float, profile: Path | None) -> dict[str, Any]:
-    cluster = start(boot_delay=0, ttl_after_empty=None, profile=profile, label=str(size))
+    cluster = start(boot_delay=0, ttl_after_empty=None)
     client = cluster.client
+    profiler = None
     try:
         client.create(path_of("apps/v1", "deployments", "default"), deployment("burst", "100m", "128Mi", {}, 0))
         progress = Progress()
@@ -221,6 +219,10 @@ def burst(size: int, *, timeout: float, profile: Path | None) -> dict[str, Any]:
         pods_seen.start().synced.wait(10)
         requests_before = requests_by_client(cluster.port)
         cpu_before, sim_cpu_before = cpu_seconds(cluster.controller.pid), cpu_seconds(cluster.sim.pid)
+        if profile is not None:           # sampled without stopping it (--nonblocking), so it runs at its own pace
+            profile.mkdir(parents=True, exist_ok=True)
+            profiler = subprocess.Popen(["py-spy", "record", "--nonblocking", "--rate", "20", "--format", "raw", "--pid", str(cluster.sim.pid),
+                                         "-o", str(profile / f"sim-{size}.txt")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.time()
         client.patch(path_of("apps/v1", "deployments", "default", "burst", "scale"), {"spec": {"replicas": size}})
         all_running = None
@@ -250,6 +252,12 @@ def burst(size: int, *, timeout: float, profile: Path | None) -> dict[str, Any]:
                 "peak_rss": peak, "controller_cpu": controller_cpu, "sim_cpu": sim_cpu, "requests": by_controller,
                 "running": progress.count("running"), "logs": str(cluster.work)}
     finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)        # py-spy writes what it sampled on ^C
+            try:
+                profiler.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                profiler.kill()
         cluster.stop()
 
 
@@ -388,7 +396,8 @@ def main() -> int:
     parser.add_argument("--mixed-pods", type=int, default=0, help="pods in the mixed-shape burst (0: skip)")
     parser.add_argument("--memory-pods", type=int, default=0, help="pods written for the memory phase (0: skip)")
     parser.add_argument("--memory-nodes", type=int, default=1000)
-    parser.add_argument("--profile-sim", type=Path, help="record the local cluster with py-spy into this folder (speedscope)")
+    parser.add_argument("--profile-sim", type=Path, help="sample the local cluster with py-spy during each burst into this folder "
+                                                          "(collapsed stacks)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     for size in sizes:

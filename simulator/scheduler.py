@@ -60,6 +60,7 @@ class Scheduler:
         self._facts: dict[str, PodFacts | None] = {}      # equivalence key -> the pod parsed (None: it does not parse)
         self._placed: dict[str, tuple[str, PodFacts | None]] = {}   # bound pod uid -> (resourceVersion, parsed)
         self._seen_placed: set[str] = set()
+        self._keys: dict[str, tuple[str, str]] = {}       # pending pod uid -> (resourceVersion, equivalence key)
         self._writes = Writes("scheduler")
         # events inform people, they decide nothing: sent on the side, never awaited by a pass
         self._events = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="scheduler-events")
@@ -85,6 +86,7 @@ class Scheduler:
         live = {p["metadata"].get("uid", "") for p in pending}
         self._tried = {uid: e for uid, e in self._tried.items() if uid in live}
         self._reported = {uid: m for uid, m in self._reported.items() if uid in live}
+        self._keys = {uid: k for uid, k in self._keys.items() if uid in live}
         self._placed = {uid: f for uid, f in self._placed.items() if uid in self._seen_placed}
         self._seen_placed = set()
         by_name = {n["metadata"]["name"]: n for n in nodes}
@@ -94,7 +96,7 @@ class Scheduler:
             uid = pod["metadata"].get("uid", "")
             if self._tried.get(uid) == epoch:
                 continue                    # nothing changed since it last failed
-            key = fit.equivalence_key(pod)
+            key = self._key_of(pod)
             if key in failed:
                 self._unschedulable(pod, failed[key])
                 self._tried[uid] = epoch
@@ -116,6 +118,14 @@ class Scheduler:
             self._tried[uid] = epoch
         self._writes.flush()
         return None
+
+    def _key_of(self, pod: Obj) -> str:
+        meta = pod["metadata"]
+        uid, version = meta.get("uid", ""), meta.get("resourceVersion", "")
+        cached = self._keys.get(uid)
+        if cached is None or cached[0] != version:
+            cached = self._keys[uid] = (version, fit.equivalence_key(pod))
+        return cached[1]
 
     def _facts_of(self, key: str, pod: Obj) -> PodFacts | None:
         if key not in self._facts:
