@@ -115,8 +115,11 @@ class Kubelets:
         node_name = spec.get("nodeName")
         if not node_name:
             return
-        path = path_of("v1", "pods", meta.get("namespace"), meta["name"])
         node = nodes.get(node_name)
+        if node is not None and not meta.get("deletionTimestamp") and status.get("phase") != "Pending":
+            self._orphaned.pop(meta.get("uid", ""), None)
+            return                       # running where it should: nothing to do (most pods, most passes)
+        path = path_of("v1", "pods", meta.get("namespace"), meta["name"])
         try:
             if node is None and not self._node_gone(pod, node_name):
                 return

@@ -91,33 +91,28 @@ class Workloads:
             self._daemonset(ds, owned_pods.get(ds["metadata"]["uid"], []), nodes)
         for pdb in self.i["poddisruptionbudgets"].items():
             self._pdb(pdb, pods, replicasets)
-        owned: dict[str, list[tuple[Obj, str]]] = {}
-        for plural, groups in (("replicasets", owned_sets), ("pods", owned_pods)):
-            for uid, objects in groups.items():
-                owned.setdefault(uid, []).extend((o, plural) for o in objects)
-        self._collect_orphans(now, owned)
+        self._collect_orphans(now, {"replicasets": owned_sets, "pods": owned_pods})
         return None
 
-    def _collect_orphans(self, now: float, owned: dict[str, list[tuple[Obj, str]]]) -> None:
+    def _collect_orphans(self, now: float, owned: dict[str, dict[str, list[Obj]]]) -> None:
         """The garbage collector's other half: objects whose controller is gone go too (a controller
-        working from a stale cache can create one after its owner was deleted). `owned` is the pods and
-        ReplicaSets (with their plural) by their controller's uid: owners still there are one lookup each."""
+        working from a stale cache can create one after its owner was deleted). `owned` is, per plural,
+        the objects by their controller's uid: owners still there are one lookup each."""
         owners = {o["metadata"]["uid"] for plural in ("deployments", "replicasets", "statefulsets", "daemonsets", "jobs")
                   for o in self.i[plural].items()}
         missing: dict[str, float] = {}
-        for uid, objects in owned.items():
-            if uid in owners:
+        orphaned = ((obj, plural) for plural, groups in owned.items() for uid, objects in groups.items() if uid not in owners
+                    for obj in objects)
+        for obj, plural in orphaned:
+            ref = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            if ref is None or ref.get("kind") not in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"):
                 continue
-            for obj, plural in objects:
-                ref = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
-                if ref is None or ref.get("kind") not in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"):
-                    continue
-                key = f"{plural}/{obj['metadata']['namespace']}/{obj['metadata']['name']}"
-                first = missing[key] = self._missing.get(key, now)
-                if now - first >= ORPHAN_GRACE_SECONDS and not obj["metadata"].get("deletionTimestamp"):
-                    meta = obj["metadata"]
-                    self._write(f"deleting orphan {key}", self.client.delete,
-                                path_of(obj.get("apiVersion", "v1"), plural, meta["namespace"], meta["name"]))
+            key = f"{plural}/{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+            first = missing[key] = self._missing.get(key, now)
+            if now - first >= ORPHAN_GRACE_SECONDS and not obj["metadata"].get("deletionTimestamp"):
+                meta = obj["metadata"]
+                self._write(f"deleting orphan {key}", self.client.delete,
+                            path_of(obj.get("apiVersion", "v1"), plural, meta["namespace"], meta["name"]))
         self._missing = missing
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -226,7 +221,7 @@ class Workloads:
                                                        p["metadata"].get("creationTimestamp", "")), reverse=False)
                 for p in victims[:len(active) - want]:
                     self._delete_pod(p)
-        ready_count = sum(1 for p in active if ready(p))
+        ready_count = sum(1 for p in active if (p.get("status") or {}).get("phase") == "Running" and ready(p))
         status: dict[str, Any] = {"replicas": len(active), "readyReplicas": ready_count, "availableReplicas": ready_count,
                                   "observedGeneration": meta.get("generation", 1)}
         if owner["kind"] == "Job":
