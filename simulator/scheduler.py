@@ -179,6 +179,11 @@ class Scheduler:
         if not feasible:
             return None, fit.unschedulable_message(len(cluster.nodes), reasons)
         best = max(feasible, key=lambda n: (scores.get(n.name, 0), [-ord(c) for c in n.name]))
+        if binder is None:
+            # kube-scheduler's binding cycle runs apart from its scheduling cycle: the pod is assumed on the
+            # node at once, and a bind that fails is forgotten (the next pass sees the pod pending again)
+            self._writes.submit(lambda: self._bind(pod, best.name, None))
+            return best.name, None
         if self._bind(pod, best.name, binder):
             return best.name, None
         return None, None
