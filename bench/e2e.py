@@ -1,30 +1,43 @@
-"""The whole autoscaler on the local cluster: a burst of pending pods, then scale-down; and memory at scale.
+"""The whole autoscaler on the local cluster: bursts of pending pods until all Running; mixed shapes and
+scale-down; memory at scale.
 
-Phase 1: `karpy sim` (1 system node, 2 s boot delay) and `karpy controller`
-(fake provider, aws catalog) run as processes; five Deployments of mixed
-shapes (cpu 250m..2, memory 256Mi..4Gi, one spread over zones, and 2% with
-hostname anti-affinity) scale from 0 to --pods pods at once. Printed: time
-from the scale-up to the first node karpy launched, to every pod bound (karpy
-binds at launch, so the boot delay is not in it), nodes launched and their
-$/h; then, after the Deployments are deleted, the time until every empty node
-is gone (ttlSecondsAfterEmpty 5).
+Burst (one run per --sizes entry, each on a fresh `karpy sim --boot-delay 0` and
+`karpy controller --cloud-provider fake`): one Deployment of pods asking 100m
+cpu / 128Mi scales from 0 to N at once. Printed: seconds from the scale-up
+until every pod is Running, and the split of that time as the watches and the
+controller's log saw it (pods created, marked Unschedulable, batches closed,
+solve, launches, binds, Running), nodes launched and their $/h, the
+controller's peak RSS and CPU seconds, the local cluster's CPU seconds, and the
+API requests the controller made (the local cluster's /metrics count requests
+by client).
 
-Phase 2: 1,000 ready nodes and 10,000 pods bound to them are written to the
-cluster while the controller watches; the controller's peak memory is
-printed.
+Mixed (--mixed-pods N): five Deployments of mixed shapes (cpu 250m..2, memory
+256Mi..4Gi, one spread over zones, 2% with hostname anti-affinity), boot delay
+2 s; time to every pod bound, then, after the Deployments are deleted, until
+every empty node is gone (ttlSecondsAfterEmpty 5).
 
-    python3 bench/e2e.py [--pods 1000] [--memory-pods 10000] [--memory-nodes 1000]
+Memory (--memory-pods N): 1,000 ready nodes and N pods bound to them are
+written while the controller watches; its peak memory is printed.
+
+    python3 bench/e2e.py [--sizes 1000,10000,30000] [--mixed-pods 1000] [--memory-pods 10000] [--profile-sim DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
+import datetime as dt
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +49,8 @@ from karpy.apis.crds import definitions  # noqa: E402
 from bench.measure import free_port, peak_rss_mib  # noqa: E402
 from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
 
+BENCH_AGENT = "karpy-bench"
+SIMULATOR_AGENT = "karpy-simulator"
 SHAPES = [
     ("small", "250m", "256Mi", {}),
     ("medium", "500m", "1Gi", {}),
@@ -60,73 +75,251 @@ def deployment(name: str, cpu: str, memory: str, extra: dict[str, Any], replicas
                          "containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}}}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pods", type=int, default=1000)
-    parser.add_argument("--memory-pods", type=int, default=10_000)
-    parser.add_argument("--memory-nodes", type=int, default=1000)
-    args = parser.parse_args()
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and its reaped children so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def requests_by_client(port: int) -> dict[str, int]:
+    """`apiserver_request_total` of the local cluster, summed by client."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, int] = {}
+    for m in re.finditer(r'^apiserver_request_total\{client="([^"]*)",verb="([^"]*)",resource="([^"]*)"\} (\d+)$', text, re.M):
+        out[f"{m[1]} {m[2]} {m[3]}"] = int(m[4])
+    return out
+
+
+@dataclasses.dataclass
+class Cluster:
+    work: Path
+    port: int
+    client: RawClient
+    sim: subprocess.Popen[bytes]
+    controller: subprocess.Popen[bytes]
+    processes: list[subprocess.Popen[bytes]]
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.client.api_client.close()
+
+
+def start(*, boot_delay: float, ttl_after_empty: int | None) -> Cluster:
+    """`karpy sim` and `karpy controller` (fake provider) as processes, with the CRDs and a default Provisioner."""
     work = Path(tempfile.mkdtemp(prefix="karpy-e2e-"))
     kubeconfig = work / "kubeconfig"
     port = free_port()
-    processes = [subprocess.Popen([sys.executable, "-m", "karpy.main", "sim", "--port", str(port), "--kubeconfig-out", str(kubeconfig),
-                                   "--system-nodes", "1", "--boot-delay", "2"], stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
-    try:
-        for _ in range(100):
-            if kubeconfig.exists():
-                break
+    sim_cmd = [sys.executable, "-m", "karpy.main", "sim", "--port", str(port), "--kubeconfig-out", str(kubeconfig),
+               "--system-nodes", "1", "--boot-delay", str(boot_delay)]
+    sim = subprocess.Popen(sim_cmd, stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)
+    processes = [sim]
+    for _ in range(100):
+        if kubeconfig.exists():
+            break
+        time.sleep(0.1)
+    api = api_client(str(kubeconfig))
+    api.user_agent = BENCH_AGENT
+    client = RawClient(api)
+    for _ in range(100):
+        try:
+            client.get("/version")
+            break
+        except Exception:
             time.sleep(0.1)
-        api = api_client(str(kubeconfig))
-        client = RawClient(api)
-        for _ in range(100):
-            try:
-                client.get("/version")
+    for crd in definitions().values():
+        client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+    spec: dict[str, Any] = {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+                                             {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+    if ttl_after_empty is not None:
+        spec["ttlSecondsAfterEmpty"] = ttl_after_empty
+    client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), {
+        "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": spec})
+    controller = subprocess.Popen([sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kubeconfig),
+                                   "--cloud-provider", "fake", "--metrics-port", "0", "--health-port", "0"],
+                                  stdout=open(work / "controller.log", "w"), stderr=subprocess.STDOUT)
+    processes.append(controller)
+    for _ in range(200):         # the controller is up once it holds the lease
+        if "Became leader" in (work / "controller.log").read_text():
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    return Cluster(work, port, client, sim, controller, processes)
+
+
+class Progress:
+    """When pods reached each state, from a watch: the first time each pod was seen created, marked
+    Unschedulable, bound and Running."""
+
+    STATES = ("created", "unschedulable", "bound", "running")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: dict[str, set[str]] = {s: set() for s in self.STATES}
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def _mark(self, state: str, uid: str, now: float) -> None:
+        if uid not in self.seen[state]:
+            self.seen[state].add(uid)
+            self.first.setdefault(state, now)
+            self.last[state] = now
+
+    def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            return
+        now = time.time()
+        uid = pod["metadata"]["uid"]
+        status = pod.get("status") or {}
+        with self.lock:
+            self._mark("created", uid, now)
+            if any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in status.get("conditions") or []):
+                self._mark("unschedulable", uid, now)
+            if (pod.get("spec") or {}).get("nodeName"):
+                self._mark("bound", uid, now)
+            if status.get("phase") == "Running":
+                self._mark("running", uid, now)
+
+    def count(self, state: str) -> int:
+        with self.lock:
+            return len(self.seen[state])
+
+
+def log_times(path: Path, pattern: str) -> list[tuple[float, re.Match[str]]]:
+    """(wall-clock time, match) of the controller's log lines matching `pattern`."""
+    out = []
+    regex = re.compile(pattern)
+    for line in path.read_text(errors="replace").splitlines():
+        stamp, _, rest = line.partition("\t")
+        m = regex.search(rest)
+        if m is None:
+            continue
+        try:
+            when = dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc).timestamp()
+        except ValueError:
+            continue
+        out.append((when, m))
+    return out
+
+
+def burst(size: int, *, timeout: float, profile: Path | None) -> dict[str, Any]:
+    cluster = start(boot_delay=0, ttl_after_empty=None)
+    client = cluster.client
+    profiler = None
+    try:
+        client.create(path_of("apps/v1", "deployments", "default"), deployment("burst", "100m", "128Mi", {}, 0))
+        progress = Progress()
+        pods_seen = Informer(client, "v1", "pods")
+        pods_seen.handlers.append(progress.on_pod)
+        pods_seen.start().synced.wait(10)
+        requests_before = requests_by_client(cluster.port)
+        cpu_before, sim_cpu_before = cpu_seconds(cluster.controller.pid), cpu_seconds(cluster.sim.pid)
+        if profile is not None:           # sampled without stopping it (--nonblocking), so it runs at its own pace
+            profile.mkdir(parents=True, exist_ok=True)
+            profiler = subprocess.Popen(["py-spy", "record", "--nonblocking", "--rate", "20", "--format", "raw", "--pid", str(cluster.sim.pid),
+                                         "-o", str(profile / f"sim-{size}.txt")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = time.time()
+        client.patch(path_of("apps/v1", "deployments", "default", "burst", "scale"), {"spec": {"replicas": size}})
+        all_running = None
+        deadline = started + timeout
+        while time.time() < deadline:
+            if progress.count("running") >= size:
+                all_running = progress.last["running"] - started
                 break
-            except Exception:
-                time.sleep(0.1)
-        for crd in definitions().values():
-            client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
-        client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), {
-            "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
-            "spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
-                                      {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
-                     "ttlSecondsAfterEmpty": 5}})
-        controller = subprocess.Popen([sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kubeconfig),
-                                       "--cloud-provider", "fake", "--metrics-port", "0", "--health-port", "0"],
-                                      stdout=open(work / "controller.log", "w"), stderr=subprocess.STDOUT)
-        processes.append(controller)
-        time.sleep(2)
-        solo = max(1, args.pods // 50)              # pods that each need a node of their own
-        per = (args.pods - solo) // (len(SHAPES) - 1)
+            time.sleep(0.05)
+        controller_cpu = cpu_seconds(cluster.controller.pid) - cpu_before
+        sim_cpu = cpu_seconds(cluster.sim.pid) - sim_cpu_before
+        peak = peak_rss_mib(cluster.controller.pid)
+        requests_after = requests_by_client(cluster.port)
+        pods_seen.stop()
+        nodes = karpy_nodes(client)
+        price = sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes)
+        log = cluster.work / "controller.log"
+        found = [(t, int(m[1])) for t, m in log_times(log, r"Found (\d+) provisionable pod") if t >= started]
+        solved = [(t, int(m[1]), int(m[2])) for t, m in log_times(log, r"Computed packing of (\d+) node\(s\) for (\d+) pod") if t >= started]
+        launched = [t for t, _ in log_times(log, r"Launched instance") if t >= started]
+        bound = [(t, int(m[1])) for t, m in log_times(log, r"Bound (\d+) pod\(s\) to node") if t >= started]
+        by_controller = {k: v - requests_before.get(k, 0) for k, v in requests_after.items()
+                         if not k.startswith((BENCH_AGENT + " ", SIMULATOR_AGENT + " "))}
+        by_controller = {k: v for k, v in by_controller.items() if v}
+        return {"size": size, "all_running": all_running, "started": started, "progress": progress, "found": found,
+                "solved": solved, "launched": launched, "bound": bound, "nodes": len(nodes), "price": price,
+                "peak_rss": peak, "controller_cpu": controller_cpu, "sim_cpu": sim_cpu, "requests": by_controller,
+                "running": progress.count("running"), "logs": str(cluster.work)}
+    finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)        # py-spy writes what it sampled on ^C
+            try:
+                profiler.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                profiler.kill()
+        cluster.stop()
+
+
+def report_burst(r: dict[str, Any], timeout: float) -> None:
+    started, p = r["started"], r["progress"]
+
+    def span(first: float | None, last: float | None, n: int | None = None) -> str:
+        if first is None:
+            return "never"
+        text = f"{first - started:7.2f} .. {last - started:7.2f} s"
+        return text + (f"   ({n})" if n is not None else "")
+
+    print(f"\nburst of {r['size']} pods (100m cpu, 128Mi), boot delay 0, fake provider")
+    print(f"  all Running            " + (f"{r['all_running']:8.2f} s after the scale-up" if r["all_running"] is not None
+                                         else f"not within {timeout:g} s ({r['running']} Running)"))
+    for state, title in (("created", "pods created"), ("unschedulable", "marked Unschedulable")):
+        print(f"  {title:22s} {span(p.first.get(state), p.last.get(state), p.count(state))}")
+    found, solved = r["found"], r["solved"]
+    print(f"  batches closed         {span(found[0][0] if found else None, found[-1][0] if found else None, len(found))} "
+          f"batches of {', '.join(str(n) for _, n in found[:8])}{' ...' if len(found) > 8 else ''} pods")
+    solve_seconds = sum(s[0] - f[0] for f, s in zip(found, solved) if s[0] >= f[0])
+    print(f"  solved                 {span(solved[0][0] if solved else None, solved[-1][0] if solved else None, len(solved))} "
+          f"solve total {solve_seconds:.2f} s")
+    launched, bound = r["launched"], r["bound"]
+    print(f"  launches               {span(launched[0] if launched else None, launched[-1] if launched else None, len(launched))}")
+    print(f"  binds (per node)       {span(bound[0][0] if bound else None, bound[-1][0] if bound else None, sum(n for _, n in bound))}")
+    print(f"  pods bound (watch)     {span(p.first.get('bound'), p.last.get('bound'), p.count('bound'))}")
+    print(f"  pods Running (watch)   {span(p.first.get('running'), p.last.get('running'), p.count('running'))}")
+    print(f"  nodes launched         {r['nodes']:8d}   $/h {r['price']:.3f}")
+    print(f"  controller             peak RSS {r['peak_rss']:.0f} MiB, CPU {r['controller_cpu']:.1f} s; local cluster CPU {r['sim_cpu']:.1f} s")
+    total = sum(r["requests"].values())
+    top = sorted(r["requests"].items(), key=lambda kv: -kv[1])[:6]
+    print(f"  controller API requests {total:7d}   (" + ", ".join(f"{k.split(' ', 1)[1]} {v}" for k, v in top) + ")")
+    print(f"  logs                   {r['logs']}")
+
+
+def mixed(pods: int) -> None:
+    cluster = start(boot_delay=2, ttl_after_empty=5)
+    client = cluster.client
+    try:
+        solo = max(1, pods // 50)              # pods that each need a node of their own
+        per = (pods - solo) // (len(SHAPES) - 1)
         for name, cpu, memory, extra in SHAPES:
             client.create(path_of("apps/v1", "deployments", "default"), deployment(name, cpu, memory, extra, 0))
-        pods_seen, nodes_seen = Informer(client, "v1", "pods").start(), Informer(client, "v1", "nodes").start()
-        pods_seen.synced.wait(10)
+        progress = Progress()
+        pods_seen, nodes_seen = Informer(client, "v1", "pods"), Informer(client, "v1", "nodes").start()
+        pods_seen.handlers.append(progress.on_pod)
+        pods_seen.start().synced.wait(10)
         nodes_seen.synced.wait(10)
-        marks: list[float] = []            # when each pod was first seen PodScheduled=False
-
-        def on_pod(kind: str, pod: dict[str, Any]) -> None:
-            uid = pod["metadata"]["uid"]
-            if uid not in marked and any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-                                         for c in (pod.get("status") or {}).get("conditions") or []):
-                marked.add(uid)
-                marks.append(time.monotonic())
-        marked: set[str] = set()
-        pods_seen.handlers.append(on_pod)
-        started = time.monotonic()
+        started = time.time()
         for i, (name, *_rest) in enumerate(SHAPES):
-            replicas = solo if name == "solo" else per if i < len(SHAPES) - 2 else args.pods - solo - per * (len(SHAPES) - 2)
+            replicas = solo if name == "solo" else per if i < len(SHAPES) - 2 else pods - solo - per * (len(SHAPES) - 2)
             client.patch(path_of("apps/v1", "deployments", "default", name, "scale"), {"spec": {"replicas": replicas}})
         first_launch = None
         all_bound = None
         deadline = started + 180
-        while time.monotonic() < deadline:
+        while time.time() < deadline:
             if first_launch is None and any("karpenter.sh/provisioner-name" in (n["metadata"].get("labels") or {})
                                             for n in nodes_seen.items()):
-                first_launch = time.monotonic()
-            pods = pods_seen.items()
-            if len(pods) >= args.pods and all(p["spec"].get("nodeName") for p in pods):
-                all_bound = time.monotonic() - started
+                first_launch = time.time()
+            if progress.count("bound") >= pods:
+                all_bound = progress.last["bound"] - started
                 break
             time.sleep(0.02)
         pods_seen.stop()
@@ -137,35 +330,41 @@ def main() -> int:
         for n in nodes:
             t = n["metadata"]["labels"].get("node.kubernetes.io/instance-type", "?")
             types[t] = types.get(t, 0) + 1
-        pods = client.get(path_of("v1", "pods", "default"))["items"]
-        on_system = sum(1 for p in pods if p["spec"].get("nodeName") == "system-0")
-        print(f"burst of {args.pods} pending pods in 5 deployments (mixed shapes, zone spread, {solo} with hostname anti-affinity)")
-        if marks:
-            print(f"pods marked Unschedulable {len(marks):7d}   first {marks[0] - started:.2f} s, last {marks[-1] - started:.2f} s after the scale-up")
-        if first_launch and marks:
-            print(f"first node launched      {first_launch - started:8.2f} s after the scale-up; "
-                  f"{first_launch - marks[0]:.2f} s after the first pending pod, {first_launch - marks[-1]:.2f} s after the last "
-                  "(batch idle 1 s, max 10 s)")
+        on_system = sum(1 for p in client.get(path_of("v1", "pods", "default"))["items"] if p["spec"].get("nodeName") == "system-0")
+        marks = (progress.first.get("unschedulable"), progress.last.get("unschedulable"))
+        print(f"\nmixed burst of {pods} pending pods in 5 deployments (zone spread, {solo} with hostname anti-affinity), boot delay 2 s")
+        if marks[0] is not None:
+            print(f"  pods marked Unschedulable {progress.count('unschedulable'):7d}   first {marks[0] - started:.2f} s, "
+                  f"last {marks[1] - started:.2f} s after the scale-up")
+        if first_launch and marks[0] is not None:
+            print(f"  first node launched      {first_launch - started:8.2f} s after the scale-up; "
+                  f"{first_launch - marks[0]:.2f} s after the first pending pod, {first_launch - marks[1]:.2f} s after the last")
         else:
-            print("first node launched   never")
-        print(f"all pods bound           {all_bound:8.2f} s" if all_bound else "all pods bound        not within 180 s")
-        print(f"nodes launched           {len(nodes):8d}   ({', '.join(f'{c} {t}' for t, c in sorted(types.items()))})")
-        print(f"pods on the system node  {on_system:8d}")
-        print(f"karpy nodes $/h          {price:8.3f}")
-        deleted = time.monotonic()
+            print("  first node launched   never")
+        print(f"  all pods bound           {all_bound:8.2f} s" if all_bound else "  all pods bound        not within 180 s")
+        print(f"  nodes launched           {len(nodes):8d}   ({', '.join(f'{c} {t}' for t, c in sorted(types.items()))})")
+        print(f"  pods on the system node  {on_system:8d}")
+        print(f"  karpy nodes $/h          {price:8.3f}")
+        deleted = time.time()
         for name, *_rest in SHAPES:
             client.delete(path_of("apps/v1", "deployments", "default", name))
         gone = None
-        while time.monotonic() < deleted + 180:
+        while time.time() < deleted + 180:
             if not karpy_nodes(client):
-                gone = time.monotonic() - deleted
+                gone = time.time() - deleted
                 break
             time.sleep(0.2)
-        print(f"empty nodes gone         {gone:8.2f} s after deleting the deployments (ttlSecondsAfterEmpty 5)" if gone
-              else "empty nodes gone      not within 180 s")
-        print(f"controller peak memory   {peak_rss_mib(controller.pid):8.0f} MiB (phase 1)")
+        print(f"  empty nodes gone         {gone:8.2f} s after deleting the deployments (ttlSecondsAfterEmpty 5)" if gone
+              else "  empty nodes gone      not within 180 s")
+        print(f"  controller peak memory   {peak_rss_mib(cluster.controller.pid):8.0f} MiB")
+    finally:
+        cluster.stop()
 
-        # phase 2: memory with many objects
+
+def memory(pods: int, nodes: int) -> None:
+    cluster = start(boot_delay=2, ttl_after_empty=None)
+    client = cluster.client
+    try:
         def make_node(i: int) -> None:
             client.create(path_of("v1", "nodes"), {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"static-{i}",
                           "labels": {"kubernetes.io/hostname": f"static-{i}"}},
@@ -176,26 +375,38 @@ def main() -> int:
         def make_pod(i: int) -> None:
             client.create(path_of("v1", "pods", "default"), {"apiVersion": "v1", "kind": "Pod",
                           "metadata": {"name": f"bound-{i}", "namespace": "default", "labels": {"app": f"a{i % 100}"}},
-                          "spec": {"nodeName": f"static-{i % args.memory_nodes}", "containers": [
+                          "spec": {"nodeName": f"static-{i % nodes}", "containers": [
                               {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}})
 
         t = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            list(pool.map(make_node, range(args.memory_nodes)))
-            list(pool.map(make_pod, range(args.memory_pods)))
+            list(pool.map(make_node, range(nodes)))
+            list(pool.map(make_pod, range(pods)))
         time.sleep(5)                       # let the controller's caches take it all in
-        print(f"controller peak memory   {peak_rss_mib(controller.pid):8.0f} MiB with {args.memory_pods} pods and "
-              f"{args.memory_nodes} nodes (written in {time.monotonic() - t:.1f} s)")
-        api.close()
+        print(f"\ncontroller peak memory   {peak_rss_mib(cluster.controller.pid):8.0f} MiB with {pods} pods and "
+              f"{nodes} nodes (written in {time.monotonic() - t:.1f} s)")
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    print(json.dumps({"logs": str(work)}))
+        cluster.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000", help="comma-separated burst sizes (pods); empty for none")
+    parser.add_argument("--timeout", type=float, default=0, help="seconds to wait for all Running (default 60 + size/50)")
+    parser.add_argument("--mixed-pods", type=int, default=0, help="pods in the mixed-shape burst (0: skip)")
+    parser.add_argument("--memory-pods", type=int, default=0, help="pods written for the memory phase (0: skip)")
+    parser.add_argument("--memory-nodes", type=int, default=1000)
+    parser.add_argument("--profile-sim", type=Path, help="sample the local cluster with py-spy during each burst into this folder "
+                                                          "(collapsed stacks)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    for size in sizes:
+        timeout = args.timeout or 60 + size / 50
+        report_burst(burst(size, timeout=timeout, profile=args.profile_sim), timeout)
+    if args.mixed_pods:
+        mixed(args.mixed_pods)
+    if args.memory_pods:
+        memory(args.memory_pods, args.memory_nodes)
     return 0
 
 

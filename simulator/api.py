@@ -124,8 +124,10 @@ class API:
     def get(self, t: ResourceType, namespace: str, name: str) -> Obj:
         return self.store.get(t.key, namespace, name)
 
-    def list(self, t: ResourceType, namespace: str | None, predicate: Predicate | None) -> tuple[list[Obj], int]:
-        return self.store.list(t.key, namespace, predicate)
+    def list(self, t: ResourceType, namespace: str | None, predicate: Predicate | None, *,
+             shared: bool = False) -> tuple[list[Obj], int]:
+        """With `shared`, the stored objects themselves: for reading only."""
+        return self.store.list(t.key, namespace, predicate, shared=shared)
 
     def create(self, t: ResourceType, namespace: str, obj: Obj, *, dry_run: bool = False, strict: bool = False) -> Obj:
         if not isinstance(obj, dict):

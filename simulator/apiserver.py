@@ -27,7 +27,7 @@ from karpy.simulator.api import API
 from karpy.simulator.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from karpy.simulator.query import both, field_selector, label_selector
 from karpy.simulator.resources import Registry, ResourceType
-from karpy.simulator.store import BadRequest, Gone, MethodNotAllowed, NotFound, Store, StoreError
+from karpy.simulator.store import BadRequest, Gone, MethodNotAllowed, NotFound, Store, StoreError, encode
 
 log = logging.getLogger("simulator.apiserver")
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -52,11 +52,46 @@ class Server(ThreadingHTTPServer):
         self.store, self.registry = store, registry
         self.api = API(store, registry)
         self.stopping = threading.Event()
+        self.requests = RequestCounter()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
+
+
+class RequestCounter:
+    """Requests served, by client (User-Agent), verb and resource: `apiserver_request_total` on /metrics,
+    so a benchmark can say how many requests the autoscaler made."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str, str], int] = {}
+
+    def count(self, user_agent: str, method: str, raw_path: str) -> None:
+        path, _, query = raw_path.partition("?")
+        m = _PATH.match(path)
+        resource = (m["plural"] or "") if m else ""
+        if m and m["sub"]:
+            resource += "/" + m["sub"]
+        verb = {"GET": "GET", "HEAD": "GET", "POST": "POST", "PUT": "PUT", "PATCH": "PATCH", "DELETE": "DELETE"}.get(method, method)
+        if verb == "GET" and "watch=true" in query:
+            verb = "WATCH"
+        elif verb == "GET" and m and m["name"] is None:
+            verb = "LIST"
+        key = (user_agent.split(" ")[0], verb, resource)
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def exposition(self) -> str:
+        with self._lock:
+            counts = sorted(self._counts.items())
+        lines = ["# HELP apiserver_request_total Requests served, by client (User-Agent), verb and resource.",
+                 "# TYPE apiserver_request_total counter"]
+        for (client, verb, resource), n in counts:
+            client = client.replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'apiserver_request_total{{client="{client}",verb="{verb}",resource="{resource}"}} {n}')
+        return "\n".join(lines) + "\n"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -73,7 +108,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- plumbing ----------------------------------------------------------------------------
     def _send(self, code: int, body: Any, content_type: str = "application/json", headers: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        data = body if isinstance(body, bytes) else encode(body)
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -119,6 +154,7 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(f"the request body is not valid {content_type}: {e}") from None
 
     def _dispatch(self) -> None:
+        self.server.requests.count(self.headers.get("User-Agent") or "", self.command, self.path)
         try:
             self._read_body()
             self._route()
@@ -178,6 +214,8 @@ class Handler(BaseHTTPRequestHandler):
     def _fixed(self, path: str, reg: Registry) -> Any:
         if path in ("/healthz", "/readyz", "/livez"):
             return b"ok"
+        if path == "/metrics":
+            return self.server.requests.exposition().encode()
         if path == "/version":
             return openapi.VERSION
         if path == "/api":
@@ -289,7 +327,7 @@ class Handler(BaseHTTPRequestHandler):
         return both(label_selector(query.get("labelSelector")), field_selector(query.get("fieldSelector")))
 
     def _list(self, t: ResourceType, namespace: str | None, query: dict[str, str]) -> None:
-        items, rv = self.server.api.list(t, namespace, self._predicate(query))
+        items, rv = self.server.api.list(t, namespace, self._predicate(query), shared=True)
         token = query.get("continue")
         if token:
             try:
@@ -323,7 +361,7 @@ class Handler(BaseHTTPRequestHandler):
         initial: list[dict[str, Any]] = []
         since: int | None
         if rv_text in ("", "0"):
-            initial, since = self.server.api.list(t, namespace, predicate)
+            initial, since = self.server.api.list(t, namespace, predicate, shared=True)
         else:
             since = int(rv_text)
         wants_table = self._wants_table()
@@ -332,34 +370,45 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
-        def emit(kind: str, obj: dict[str, Any]) -> None:
+        out: list[bytes] = []           # chunks written together: a burst of events costs one send, not one each
+
+        def emit(kind: str, obj: dict[str, Any], encoded: bytes | None = None) -> None:
             if wants_table and kind != "BOOKMARK" and kind != "ERROR":
-                obj = tables.table(t, [obj], obj["metadata"].get("resourceVersion", ""),
-                                   include_object=query.get("includeObject", "Metadata"))
-            data = json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
+                obj, encoded = tables.table(t, [obj], obj["metadata"].get("resourceVersion", ""),
+                                            include_object=query.get("includeObject", "Metadata")), None
+            data = b'{"type":"' + kind.encode() + b'","object":' + (encoded if encoded is not None else encode(obj)) + b"}\n"
+            out.append(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            if len(out) >= 256:
+                flush()
+
+        def flush() -> None:
+            if out:
+                self.wfile.write(b"".join(out))
+                self.wfile.flush()
+                out.clear()
 
         try:
             for obj in initial:
                 emit("ADDED", obj)
+            flush()
             last_rv = since
             try:
-                for event in self.server.store.watch(t.key, since, stop=self.server.stopping, timeout=timeout):
-                    if event is None:
-                        if bookmarks and last_rv is not None:
-                            emit("BOOKMARK", {"kind": t.kind, "apiVersion": t.group_version,
-                                              "metadata": {"resourceVersion": str(last_rv)}})
-                        continue
-                    last_rv = event.resource_version
-                    meta = event.object.get("metadata") or {}
-                    if namespace is not None and meta.get("namespace") != namespace:
-                        continue
-                    if predicate is not None and not predicate(event.object):
-                        continue
-                    emit(event.type, event.object)
+                for batch in self.server.store.watch(t.key, since, stop=self.server.stopping, timeout=timeout):
+                    if not batch and bookmarks and last_rv is not None:
+                        emit("BOOKMARK", {"kind": t.kind, "apiVersion": t.group_version,
+                                          "metadata": {"resourceVersion": str(last_rv)}})
+                    for event in batch:
+                        last_rv = event.resource_version
+                        meta = event.object.get("metadata") or {}
+                        if namespace is not None and meta.get("namespace") != namespace:
+                            continue
+                        if predicate is not None and not predicate(event.object):
+                            continue
+                        emit(event.type, event.object, event.encoded)
+                    flush()
             except Gone as e:
                 emit("ERROR", status(410, "Expired", str(e)))
+            flush()
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):

@@ -11,10 +11,10 @@ import logging
 import threading
 from typing import Any
 
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, Configuration
 
 from karpy.simulator.apiserver import Server
-from karpy.kubeclient.raw import Informer, RawClient, api_client
+from karpy.kubeclient.raw import Informer, RawClient
 from karpy.simulator.kubeconfig import write_kubeconfig
 from karpy.simulator.kubelet import Kubelets, node_info
 from karpy.kubeclient.loop import Loop
@@ -24,6 +24,8 @@ from karpy.simulator.store import HISTORY_PER_RESOURCE, Store
 from karpy.simulator.workloads import Workloads
 
 log = logging.getLogger("simulator")
+# one connection per informer's watch, and one per parallel writer (scheduler, kubelets, workloads, events)
+CONNECTIONS = 96
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -87,7 +89,11 @@ class LocalCluster:
             self._start_controllers()
 
     def _start_controllers(self) -> None:
-        self._api_client = api_client(host=self.url)
+        configuration = Configuration()
+        configuration.host = self.url
+        configuration.connection_pool_maxsize = CONNECTIONS
+        self._api_client = ApiClient(configuration)
+        self._api_client.user_agent = "karpy-simulator"    # its requests counted apart from its clients' (/metrics)
         client = RawClient(self._api_client)
         informers = {plural: Informer(client, version, plural) for version, plural in (
             ("v1", "nodes"), ("v1", "pods"), ("apps/v1", "deployments"), ("apps/v1", "replicasets"),

@@ -19,6 +19,7 @@ from karpy.apis.conditions import ready
 from karpy.apis.labels import TAINT_NOT_READY, TAINT_UNREACHABLE
 from karpy.kubeclient.raw import Informer, RawClient, path_of
 from karpy.simulator.store import now_rfc3339
+from karpy.simulator.writes import Writes
 
 log = logging.getLogger("simulator.kubelet")
 ORPHAN_GRACE_SECONDS = 2.0
@@ -41,6 +42,7 @@ class Kubelets:
         self._seen: dict[str, float] = {}        # node name -> when it appeared
         self._orphaned: dict[str, float] = {}    # pod uid -> when its node was first missing from the cache
         self._ip = 100
+        self._writes = Writes("kubelet")
 
     def reconcile(self) -> float | None:
         now = self.clock()
@@ -63,6 +65,7 @@ class Kubelets:
         self._orphaned = {uid: t for uid, t in self._orphaned.items() if uid in live}
         for pod in pods:
             self._pod(pod, nodes)
+        self._writes.flush()
         if self._orphaned:
             wait = ORPHAN_GRACE_SECONDS if wait is None else min(wait, ORPHAN_GRACE_SECONDS)
         return wait
@@ -112,20 +115,23 @@ class Kubelets:
         node_name = spec.get("nodeName")
         if not node_name:
             return
-        path = path_of("v1", "pods", meta.get("namespace"), meta["name"])
         node = nodes.get(node_name)
+        if node is not None and not meta.get("deletionTimestamp") and status.get("phase") != "Pending":
+            self._orphaned.pop(meta.get("uid", ""), None)
+            return                       # running where it should: nothing to do (most pods, most passes)
+        path = path_of("v1", "pods", meta.get("namespace"), meta["name"])
         try:
             if node is None and not self._node_gone(pod, node_name):
                 return
             if node is None or meta.get("deletionTimestamp"):
-                self.client.delete(path, gracePeriodSeconds=0)
+                self._writes.submit(self._tolerant(self.client.delete, path, gracePeriodSeconds=0))
                 return
             self._orphaned.pop(meta.get("uid", ""), None)
             if status.get("phase") == "Pending" and ready(node):
                 now = now_rfc3339()
                 self._ip += 1
                 containers = spec.get("containers") or []
-                self.client.patch(path + "/status", {"status": {
+                self._writes.submit(self._tolerant(self.client.patch, path + "/status", {"status": {
                     "phase": "Running", "startTime": now, "podIP": f"10.1.{self._ip // 250 % 250}.{self._ip % 250}",
                     "hostIP": next((a["address"] for a in (node.get("status") or {}).get("addresses") or []
                                     if a.get("type") == "InternalIP"), ""),
@@ -134,7 +140,19 @@ class Kubelets:
                     "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
                                            "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
                                           for c in containers],
-                }})
+                }}))
         except ApiException as e:
             if e.status not in (404, 409):
                 raise
+
+    @staticmethod
+    def _tolerant(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[], None]:
+        """`fn(*args, **kwargs)` for the write pool: the pod being gone or changed meanwhile is no error
+        (the next pass sees it as it is now)."""
+        def write() -> None:
+            try:
+                fn(*args, **kwargs)
+            except ApiException as e:
+                if e.status not in (404, 409):
+                    log.warning("kubelet write to %s: %s", args[0] if args else "?", e.reason)
+        return write

@@ -23,19 +23,16 @@ from typing import Any, Mapping
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from karpy.apis.conditions import ready
-from karpy.apis.pods import pod_requests
 from karpy.apis.quantity import QuantityError
-from karpy.apis.requirements import Requirements
-from karpy.apis.resources import Resources, share
-from karpy.apis.selectors import LabelSelector, Taint, untolerated
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.simulator import fit
+from karpy.simulator.fit import PodFacts
 from karpy.simulator.store import now_rfc3339
+from karpy.simulator.writes import Writes
 
 log = logging.getLogger("simulator.scheduler")
 Obj = dict[str, Any]
-UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
 def load_extenders(path: str | None, *, url_prefix: str | None = None) -> list[dict[str, Any]]:
@@ -60,173 +57,136 @@ class Scheduler:
         self.name = name
         self._reported: dict[str, str] = {}          # pod uid -> the message already written
         self._tried: dict[str, tuple[object, ...]] = {}   # pod uid -> the cluster epoch it last failed in
-        self._writes = Writes()
+        self._facts: dict[str, PodFacts | None] = {}      # equivalence key -> the pod parsed (None: it does not parse)
+        self._placed: dict[str, tuple[str, PodFacts | None]] = {}   # bound pod uid -> (resourceVersion, parsed)
+        self._seen_placed: set[str] = set()
+        self._keys: dict[str, tuple[str, str]] = {}       # pending pod uid -> (resourceVersion, equivalence key)
+        self._writes = Writes("scheduler")
         # events inform people, they decide nothing: sent on the side, never awaited by a pass
         self._events = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="scheduler-events")
 
     def reconcile(self) -> float | None:
+        """One pass over the pending pods, highest priority and oldest first. Pods of one equivalence class
+        (same requests and constraints) fit the same nodes: once one of them fits nowhere, the rest of the
+        class in this pass get its verdict without another evaluation."""
         nodes = [n for n in self.nodes.items() if not n["metadata"].get("deletionTimestamp")]
-        pods = self.pods.items()
-        used: dict[str, Resources] = collections.defaultdict(Resources)
-        ports: dict[str, set[tuple[str, int]]] = collections.defaultdict(set)
-        placed: list[tuple[Obj, str]] = []
-        pending = []
-        for p in pods:
+        cluster = fit.Cluster(fit.NodeState.of(n) for n in nodes)
+        pending, placed = [], 0
+        for p in self.pods.items():
             spec = p.get("spec") or {}
             if spec.get("nodeName"):
                 if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                    used[spec["nodeName"]] = used[spec["nodeName"]] + self._requests(p)
-                    ports[spec["nodeName"]] |= self._ports(p)
-                    placed.append((p, spec["nodeName"]))
+                    facts = self._placed_facts(p)
+                    if facts is not None:
+                        cluster.place(spec["nodeName"], facts)
+                    placed += 1
             elif spec.get("schedulerName", "default-scheduler") == self.name and not p["metadata"].get("deletionTimestamp"):
                 pending.append(p)
-        by_name = {n["metadata"]["name"]: n for n in nodes}
         epoch = self._epoch(nodes, placed)
-        failed_kinds: set[str] = set()      # pods like one that fit nowhere in this pass fit nowhere either
+        live = {p["metadata"].get("uid", "") for p in pending}
+        self._tried = {uid: e for uid, e in self._tried.items() if uid in live}
+        self._reported = {uid: m for uid, m in self._reported.items() if uid in live}
+        self._keys = {uid: k for uid, k in self._keys.items() if uid in live}
+        self._placed = {uid: f for uid, f in self._placed.items() if uid in self._seen_placed}
+        self._seen_placed = set()
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        static: dict[str, dict[str, list[str]]] = {}      # class -> node -> reasons that do not change in a pass
+        failed: dict[str, str] = {}                      # class -> the message of the pod of it that fit nowhere
         for pod in sorted(pending, key=lambda p: (-(p.get("spec") or {}).get("priority", 0), p["metadata"].get("creationTimestamp", ""))):
             uid = pod["metadata"].get("uid", "")
             if self._tried.get(uid) == epoch:
                 continue                    # nothing changed since it last failed
-            kind = _kind(pod)
-            if kind in failed_kinds and uid in self._reported:
+            key = self._key_of(pod)
+            if key in failed:
+                self._unschedulable(pod, failed[key])
                 self._tried[uid] = epoch
                 continue
-            node = self._schedule(pod, nodes, by_name, used, ports, placed)
-            if node is not None:
-                used[node] = used[node] + self._requests(pod)
-                ports[node] |= self._ports(pod)
-                placed.append((pod, node))
+            facts = self._facts_of(key, pod)
+            if facts is None:
+                message = f"0/{len(nodes)} nodes are available: the pod's resource requests do not parse."
             else:
-                failed_kinds.add(kind)
-                self._tried[uid] = epoch
+                static_of_class = static.setdefault(key, {n: fit.static_reasons(facts, state) for n, state in cluster.nodes.items()})
+                node, message = self._schedule(pod, facts, cluster, static_of_class, by_name)
+                if node is not None:
+                    cluster.place(node, facts)
+                    placed += 1
+                    continue
+                if message is None:
+                    continue                 # the bind failed; the next pass tries again
+            failed[key] = message
+            self._unschedulable(pod, message)
+            self._tried[uid] = epoch
         self._writes.flush()
         return None
 
+    def _key_of(self, pod: Obj) -> str:
+        meta = pod["metadata"]
+        uid, version = meta.get("uid", ""), meta.get("resourceVersion", "")
+        cached = self._keys.get(uid)
+        if cached is None or cached[0] != version:
+            cached = self._keys[uid] = (version, fit.equivalence_key(pod))
+        return cached[1]
+
+    def _facts_of(self, key: str, pod: Obj) -> PodFacts | None:
+        if key not in self._facts:
+            if len(self._facts) > 10_000:
+                self._facts.clear()
+            self._facts[key] = self._parse(pod)
+        return self._facts[key]
+
+    def _placed_facts(self, pod: Obj) -> PodFacts | None:
+        """A bound pod parsed once per version of it (thousands are bound; few change between passes)."""
+        meta = pod["metadata"]
+        uid, version = meta.get("uid", ""), meta.get("resourceVersion", "")
+        self._seen_placed.add(uid)
+        cached = self._placed.get(uid)
+        if cached is None or cached[0] != version:
+            cached = self._placed[uid] = (version, self._parse(pod))
+        return cached[1]
+
     @staticmethod
-    def _epoch(nodes: list[Obj], placed: list[tuple[Obj, str]]) -> tuple[object, ...]:
-        """What a retry depends on: the nodes as they are, and which pods hold their capacity."""
-        return (tuple(sorted((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes)),
-                len(placed), hash(frozenset(p["metadata"].get("uid") for p, _ in placed)))
+    def _parse(pod: Obj) -> PodFacts | None:
+        try:
+            return fit.PodFacts.of(pod)
+        except (QuantityError, ValueError, TypeError):
+            return None
+
+    @staticmethod
+    def _epoch(nodes: list[Obj], placed: int) -> tuple[object, ...]:
+        """What a retry depends on: the nodes as they are, and how many pods hold their capacity."""
+        return tuple(sorted((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in nodes)), placed
 
     # --- one pod ------------------------------------------------------------------------------
-    def _requests(self, pod: Obj) -> Resources:
-        try:
-            return pod_requests(pod.get("spec") or {})
-        except QuantityError:
-            return Resources()
-
-    @staticmethod
-    def _ports(pod: Obj) -> set[tuple[str, int]]:
-        return {(p.get("protocol", "TCP"), int(p["hostPort"])) for c in (pod.get("spec") or {}).get("containers") or []
-                for p in c.get("ports") or [] if p.get("hostPort")}
-
-    def _schedule(self, pod: Obj, nodes: list[Obj], by_name: dict[str, Obj], used: dict[str, Resources],
-                  ports: dict[str, set[tuple[str, int]]], placed: list[tuple[Obj, str]]) -> str | None:
+    def _schedule(self, pod: Obj, facts: PodFacts, cluster: fit.Cluster, static: dict[str, list[str]],
+                  by_name: dict[str, Obj]) -> tuple[str | None, str | None]:
+        """(the node it was bound to, None) or (None, the FailedScheduling message); (None, None) when the
+        bind itself failed."""
         reasons: collections.Counter[str] = collections.Counter()
         feasible = []
-        requests = self._requests(pod)
-        for node in nodes:
-            why = self._filter(pod, requests, node, used, ports, placed, by_name)
-            if why is None:
-                feasible.append(node)
+        for name, state in cluster.nodes.items():
+            why = cluster.reasons(facts, state, static=static[name])
+            if why:
+                reasons.update(why)
             else:
-                reasons[why] += 1
-        scores = {n["metadata"]["name"]: self._score(requests, n, used) for n in feasible}
-        failed_by_extenders: dict[str, str] = {}
+                feasible.append(state)
+        scores = {n.name: _least_allocated(facts, n) for n in feasible}
+        binder = None
         if feasible and self.extenders:
-            feasible, failed_by_extenders, binder = self._extend(pod, feasible, scores)
-            for why in failed_by_extenders.values():
-                reasons[why] += 1
-        else:
-            binder = None
+            kept, failed_by_extenders, binder = self._extend(pod, [by_name[n.name] for n in feasible], scores)
+            names = {n["metadata"]["name"] for n in kept}
+            feasible = [n for n in feasible if n.name in names]
+            reasons.update(failed_by_extenders.values())
         if not feasible:
-            self._unschedulable(pod, len(nodes), reasons)
-            return None
-        best = max(feasible, key=lambda n: (scores.get(n["metadata"]["name"], 0), [-ord(c) for c in n["metadata"]["name"]]))
-        target = best["metadata"]["name"]
-        if self._bind(pod, target, binder):
-            return target
-        return None
-
-    def _filter(self, pod: Obj, requests: Resources, node: Obj, used: dict[str, Resources],
-                ports: dict[str, set[tuple[str, int]]], placed: list[tuple[Obj, str]], by_name: dict[str, Obj]) -> str | None:
-        spec, nspec = pod.get("spec") or {}, node.get("spec") or {}
-        labels = node["metadata"].get("labels") or {}
-        tolerations = spec.get("tolerations") or []
-        if not ready(node):
-            return "node(s) were not ready"    # kube-scheduler reports the not-ready taint; the effect is the same
-        if nspec.get("unschedulable") and untolerated(tolerations, [UNSCHEDULABLE_TAINT]):
-            return "node(s) were unschedulable"
-        taints = [Taint.parse(t) for t in nspec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-        if blocked := untolerated(tolerations, taints):
-            t = blocked[0]
-            return f"node(s) had untolerated taint {{{t.key}: {t.value}}}" if t.value else f"node(s) had untolerated taint {{{t.key}: }}"
-        if not Requirements.from_labels(spec.get("nodeSelector")).allows_labels(labels):
-            return "node(s) didn't match Pod's node affinity/selector"
-        terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-                 .get("nodeSelectorTerms") or [])
-        try:
-            if terms and not any(Requirements.from_node_selector_requirements(t.get("matchExpressions") or []).allows_labels(labels)
-                                 for t in terms):
-                return "node(s) didn't match Pod's node affinity/selector"
-        except (ValueError, KeyError):
-            return "node(s) didn't match Pod's node affinity/selector"
-        allocatable = Resources.parse((node.get("status") or {}).get("allocatable"))
-        short = requests.exceeding(allocatable - used.get(node["metadata"]["name"], Resources()))
-        if short:
-            return f"Insufficient {short[0]}"
-        if self._ports(pod) & ports.get(node["metadata"]["name"], set()):
-            return "node(s) didn't have free ports for the requested pod ports"
-        return self._inter_pod(pod, node, placed, by_name)
-
-    def _inter_pod(self, pod: Obj, node: Obj, placed: list[tuple[Obj, str]], by_name: dict[str, Obj]) -> str | None:
-        spec = pod.get("spec") or {}
-        affinity = spec.get("affinity") or {}
-        namespace = pod["metadata"].get("namespace", "default")
-        labels = node["metadata"].get("labels") or {}
-
-        def matching(term: Mapping[str, Any]) -> list[str]:
-            selector = LabelSelector.parse(term.get("labelSelector"))
-            namespaces = set(term.get("namespaces") or []) or {namespace}
-            key = term.get("topologyKey", "")
-            return [by_name[n]["metadata"].get("labels", {}).get(key, "") for p, n in placed
-                    if n in by_name and (p["metadata"].get("namespace") in namespaces or term.get("namespaceSelector") == {})
-                    and selector.matches(p["metadata"].get("labels") or {})]
-
-        for term in (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
-            domains = matching(term)
-            self_match = LabelSelector.parse(term.get("labelSelector")).matches(pod["metadata"].get("labels") or {})
-            if (domains or not self_match) and labels.get(term.get("topologyKey", "")) not in domains:
-                return "node(s) didn't match pod affinity rules"
-        for term in (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
-            if labels.get(term.get("topologyKey", "")) in matching(term):
-                return "node(s) didn't match pod anti-affinity rules"
-        for c in spec.get("topologySpreadConstraints") or []:
-            if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
-                continue
-            key = c.get("topologyKey", "")
-            if key not in labels:
-                return "node(s) didn't match pod topology spread constraints (missing required label)"
-            selector = LabelSelector.parse(c.get("labelSelector") or {})
-            counts: collections.Counter[str] = collections.Counter(
-                {n["metadata"].get("labels", {}).get(key): 0 for n in by_name.values() if key in (n["metadata"].get("labels") or {})})
-            for p, n in placed:
-                if n in by_name and p["metadata"].get("namespace") == namespace and selector.matches(p["metadata"].get("labels") or {}):
-                    domain = by_name[n]["metadata"].get("labels", {}).get(key)
-                    if domain is not None:
-                        counts[domain] += 1
-            self_count = 1 if selector.matches(pod["metadata"].get("labels") or {}) else 0
-            if counts[labels[key]] + self_count - min(counts.values(), default=0) > int(c.get("maxSkew", 1)):
-                return "node(s) didn't match pod topology spread constraints"
-        return None
-
-    @staticmethod
-    def _score(requests: Resources, node: Obj, used: dict[str, Resources]) -> int:
-        """Least allocated: the share of cpu and memory left after the pod, 0..100."""
-        allocatable = Resources.parse((node.get("status") or {}).get("allocatable"))
-        total = used.get(node["metadata"]["name"], Resources()) + requests
-        shares = [1 - share(total.get(r, 0), allocatable[r]) for r in ("cpu", "memory") if allocatable.get(r, 0) > 0]
-        return int(100 * sum(shares) / len(shares)) if shares else 0
+            return None, fit.unschedulable_message(len(cluster.nodes), reasons)
+        best = max(feasible, key=lambda n: (scores.get(n.name, 0), [-ord(c) for c in n.name]))
+        if binder is None:
+            # kube-scheduler's binding cycle runs apart from its scheduling cycle: the pod is assumed on the
+            # node at once, and a bind that fails is forgotten (the next pass sees the pod pending again)
+            self._writes.submit(lambda: self._bind(pod, best.name, None))
+            return best.name, None
+        if self._bind(pod, best.name, binder):
+            return best.name, None
+        return None, None
 
     # --- extenders ----------------------------------------------------------------------------
     def _call(self, extender: Mapping[str, Any], verb: str, args: Mapping[str, Any]) -> Any:
@@ -303,9 +263,7 @@ class Scheduler:
                             message=f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}")
         return True
 
-    def _unschedulable(self, pod: Obj, total: int, reasons: collections.Counter[str]) -> None:
-        detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items(), key=lambda kv: kv[0]))
-        message = f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available."
+    def _unschedulable(self, pod: Obj, message: str) -> None:
         meta = pod["metadata"]
         if self._reported.get(meta.get("uid", "")) == message:
             return
@@ -326,27 +284,11 @@ class Scheduler:
         self._writes.submit(write)
 
 
-class Writes:
-    """Status writes that do not decide anything, sent side by side and awaited once per pass."""
-
-    def __init__(self, parallelism: int = 16) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix="scheduler-writes")
-        self._pending: list[concurrent.futures.Future[None]] = []
-
-    def submit(self, fn: Any) -> None:
-        self._pending.append(self._pool.submit(fn))
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        concurrent.futures.wait(pending)
-
-
-def _kind(pod: Obj) -> str:
-    """Everything about a pod that decides where it fits."""
-    spec = pod.get("spec") or {}
-    return json.dumps([spec.get(k) for k in ("containers", "initContainers", "overhead", "nodeSelector", "affinity", "tolerations",
-                                             "topologySpreadConstraints")] + [pod["metadata"].get("labels"),
-                                                                            pod["metadata"].get("namespace")], sort_keys=True)
+def _least_allocated(pod: PodFacts, node: fit.NodeState) -> int:
+    """kube-scheduler's default score: the share of cpu and memory left after the pod, 0..100."""
+    shares = [1 - (node.requested.get(r, 0) + pod.requests.get(r, 0)) / node.allocatable[r]
+              for r in ("cpu", "memory") if node.allocatable.get(r)]
+    return int(100 * sum(shares) / len(shares)) if shares else 0
 
 
 def _seconds(text: Any) -> float:

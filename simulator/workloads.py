@@ -176,11 +176,13 @@ class Workloads:
     def reconcile(self) -> float | None:
         now = time.monotonic()
         pods = self.i["pods"].items()
-        seen = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
-        self._deleted = {k: t for k, t in self._deleted.items() if t > now and k in seen}
-        for uid in list(self._created):
-            self._created[uid] = {n: t for n, t in self._created[uid].items() if t > now and n not in seen}
-        pods = [p for p in pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" not in self._deleted]
+        if self._deleted or any(self._created.values()):   # expectations to settle against the cache
+            seen = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+            self._deleted = {k: t for k, t in self._deleted.items() if t > now and k in seen}
+            for uid in list(self._created):
+                self._created[uid] = {n: t for n, t in self._created[uid].items() if t > now and n not in seen}
+            if self._deleted:
+                pods = [p for p in pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" not in self._deleted]
         owned_pods = by_controller(pods)
         replicasets = self.i["replicasets"].items()
         owned_sets = by_controller(replicasets)
@@ -197,27 +199,29 @@ class Workloads:
             self._daemonset(ds, owned_pods.get(ds["metadata"]["uid"], []), nodes)
         for pdb in self.i["poddisruptionbudgets"].items():
             self._pdb(pdb, pods, replicasets)
-        self._collect_orphans(now, pods, replicasets)
+        self._collect_orphans(now, {"replicasets": owned_sets, "pods": owned_pods})
         return None
 
-    def _collect_orphans(self, now: float, pods: list[Obj], replicasets: list[Obj]) -> None:
+    def _collect_orphans(self, now: float, owned: dict[str, dict[str, list[Obj]]]) -> None:
         """The garbage collector's other half: objects whose controller is gone go too (a controller
-        working from a stale cache can create one after its owner was deleted)."""
+        working from a stale cache can create one after its owner was deleted). `owned` is, per plural,
+        the objects by their controller's uid: owners still there are one lookup each."""
         owners = {o["metadata"]["uid"] for plural in ("deployments", "replicasets", "statefulsets", "daemonsets", "jobs")
                   for o in self.i[plural].items()}
-        for obj, plural in [(rs, "replicasets") for rs in replicasets] + [(p, "pods") for p in pods]:
+        missing: dict[str, float] = {}
+        orphaned = ((obj, plural) for plural, groups in owned.items() for uid, objects in groups.items() if uid not in owners
+                    for obj in objects)
+        for obj, plural in orphaned:
             ref = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
             if ref is None or ref.get("kind") not in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"):
                 continue
             key = f"{plural}/{obj['metadata']['namespace']}/{obj['metadata']['name']}"
-            if ref.get("uid") in owners:
-                self._missing.pop(key, None)
-                continue
-            first = self._missing.setdefault(key, now)
+            first = missing[key] = self._missing.get(key, now)
             if now - first >= ORPHAN_GRACE_SECONDS and not obj["metadata"].get("deletionTimestamp"):
                 meta = obj["metadata"]
                 self._write(f"deleting orphan {key}", self.client.delete,
                             path_of(obj.get("apiVersion", "v1"), plural, meta["namespace"], meta["name"]))
+        self._missing = missing
 
     # --- helpers ---------------------------------------------------------------------------------
     def _write(self, action: str, fn: Any, *args: Any) -> None:

@@ -131,3 +131,26 @@ def test_objects_whose_controller_is_gone_are_collected(live: Kube) -> None:
                  "template": {"metadata": {"labels": {"app": orphan}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
     eventually(lambda: not live.apps.list_namespaced_replica_set("default", field_selector=f"metadata.name={orphan}").items, timeout=15)
     eventually(lambda: not pods_of(live, f"app={orphan}"), timeout=15)
+
+
+def test_a_burst_fills_the_nodes_and_every_pod_left_over_is_marked_unschedulable(live: Kube) -> None:
+    d = name("burst")
+    live.kubectl("create", "deployment", d, "--image=registry.k8s.io/pause:3.9", "--replicas=0")
+    live.kubectl("set", "resources", f"deployment/{d}", "--requests=cpu=900m")
+    live.kubectl("scale", f"deployment/{d}", "--replicas=40")
+
+    def settled() -> Any:
+        pods = pods_of(live, f"app={d}")
+        bound = [p for p in pods if p.spec.node_name]
+        marked = [c for p in pods if not p.spec.node_name for c in p.status.conditions or []
+                  if c.type == "PodScheduled" and c.status == "False"]
+        return (bound, marked) if len(pods) == 40 and len(bound) + len(marked) == 40 else None
+
+    bound, marked = eventually(settled, timeout=30)
+    nodes = live.core.list_node().items
+    # nodes of 2 cpu take two pods of 900m at most; the pods left over share one verdict
+    assert 0 < len(bound) <= 2 * len(nodes)
+    assert len({c.message for c in marked}) == 1
+    assert marked[0].message.startswith(f"0/{len(nodes)} nodes are available: ") and "Insufficient cpu" in marked[0].message
+    live.kubectl("delete", "deployment", d)
+    eventually(lambda: pods_of(live, f"app={d}") == [])
