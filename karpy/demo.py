@@ -157,7 +157,7 @@ class Demo:
         say("Starting the karpy controller (fake cloud provider: instances are Nodes)")
         # a node costs a little more than its price here, so the demo packs its pods onto one node, as Karpenter would
         self.spawn("controller", "--kubeconfig", str(kubeconfig), "--cloud-provider", "fake", "--metrics-port", "0",
-                   "--node-cost-per-hour", "0.05",
+                   "--node-cost-per-hour", "0.25",
                    "--health-port", "0", echo=lambda line: "\tcontroller" in line)
         say("Applying Provisioner default through the admission webhook")
         stored = client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), PROVISIONER)

@@ -103,6 +103,13 @@ class Handler(BaseHTTPRequestHandler):
         # headers and body go out in separate writes: without this, Nagle and delayed ACKs add 40 ms to each reply
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def parse_request(self) -> bool:
+        # a stopped server answers nothing more, not even on connections kept alive from before it stopped
+        if self.server.stopping.is_set():
+            self.close_connection = True
+            return False
+        return super().parse_request()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
         log.debug("%s %s", self.address_string(), format % args)
 

@@ -11,7 +11,8 @@ CONTEXT = "karpy-local"
 
 
 def write_kubeconfig(path: str | os.PathLike[str], server_url: str) -> Path:
-    """Write a kubeconfig pointing at `server_url` (created 0600: it is credentials, even if empty)."""
+    """Write a kubeconfig pointing at `server_url` (created 0600: it is credentials, even if empty).
+    Written beside and renamed into place, so whoever waits for the file never reads half of it."""
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": CONTEXT, "preferences": {},
         "clusters": [{"name": CONTEXT, "cluster": {"server": server_url}}],
@@ -20,7 +21,9 @@ def write_kubeconfig(path: str | os.PathLike[str], server_url: str) -> Path:
     }
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    partial = out.with_name(f".{out.name}.{os.getpid()}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         yaml.safe_dump(config, f, sort_keys=False)
+    os.replace(partial, out)
     return out

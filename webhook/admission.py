@@ -104,7 +104,7 @@ def review_bytes(raw: bytes, handler: Handler) -> tuple[bytes, Verdict]:
         fast = _FAST_REVIEW.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         fast = None
-    if fast is not None and fast.kind == "AdmissionReview" and fast.apiVersion.startswith("admission.k8s.io/"):
+    if fast is not None and fast.kind == "AdmissionReview" and fast.apiVersion in ADMISSION_VERSIONS:
         answer, verdict = _answer(fast.apiVersion, fast.request.uid, fast.request.operation, fast.request.object, handler)
     else:
         answer, verdict = review(json.loads(raw), handler)

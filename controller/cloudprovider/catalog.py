@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -21,7 +22,7 @@ from karpy.apis.errors import FieldError, join
 from karpy.apis.pods import eni_max_pods
 from karpy.apis.quantity import Quantity, QuantityError
 from karpy.apis.requirements import Requirement, Requirements
-from karpy.apis.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
+from karpy.apis.resources import CPU, MEMORY, PODS, Resources
 from karpy.apis.v1alpha5 import KubeletConfiguration
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 

@@ -45,7 +45,9 @@ def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kubeconfig), "--cloud-provider", "aws",
              "--cluster-name", CLUSTER, "--cluster-endpoint", "https://cluster.example", "--metrics-port", "0",
-             "--health-port", "0"], stdout=open(tmp_path / "controller.log", "wb"), stderr=subprocess.STDOUT,
+             "--health-port", "0",
+             # a per-node cost favours one larger node over several small ones: one instance to follow below
+             "--node-cost-per-hour", "1"], stdout=open(tmp_path / "controller.log", "wb"), stderr=subprocess.STDOUT,
             env=env))
         kube.apps.create_namespaced_deployment("default", deployment("inflate", replicas=3, cpu="1"))
 

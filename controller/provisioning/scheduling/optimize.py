@@ -77,6 +77,10 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     nodes = list(nodes)
     if not nodes or not options.optimize:
         return nodes
+    # amounts past int64 (nodes.amounts keeps them exact, as Python integers) are beyond the solver's floats:
+    # such batches keep the greedy's exact plan
+    if any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object for n in nodes):
+        return nodes
     templates = {id(n.template): n.template for n in nodes}
     saved = {key: t.remaining for key, t in templates.items()}
     candidate = _repack(nodes, topology=topology, open_node=open_node, options=options)
