@@ -1,0 +1,290 @@
+"""Karpenter v0.16.3's scheduling suite (pkg/controllers/provisioning/scheduling/suite_test.go), ported.
+
+Contexts "Topology" (with "Pod Affinity/Anti-Affinity") and "In-Flight Nodes", one test per
+Karpenter `It`, run through `karpy plan` in-process. `Cluster` plays Karpenter's test
+environment: every `provision` plans all pending pods, then creates the planned nodes
+(in flight: not initialized, no allocatable reported) and binds the pods, as
+ExpectProvisioned does. The catalog is the fake cloud provider's default instance types.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.builders import catalog, node, pod, provisioner
+from tests.plan.conftest import Plan, PlanRun
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+ARCH = "kubernetes.io/arch"
+LABELS = {"test": "test"}
+
+
+def _fake_type(name: str, *, cpu: str = "4", memory: str = "4Gi", pods: str = "5", arch: str = "amd64",
+               extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """fake.NewInstanceType: spot in zones 1-2, on-demand in 1-3, priced from its resources."""
+    gib = {"2Gi": 2, "4Gi": 4, "128Gi": 128}[memory]
+    price = 0.1 * float(cpu) + 0.1 * gib * 2**30 / 1e9 + (1.0 if extra and ("nvidia.com/gpu" in extra or "amd.com/gpu" in extra) else 0.0)
+    offerings = [{"zone": z, "capacityType": c, "price": round(price, 6)}
+                 for c, zones in (("spot", ("test-zone-1", "test-zone-2")), ("on-demand", ("test-zone-1", "test-zone-2", "test-zone-3")))
+                 for z in zones]
+    return {"name": name, "capacity": {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})},
+            "overhead": {"cpu": "100m", "memory": "10Mi"}, "offerings": offerings, "labels": {ARCH: arch}}
+
+
+# fake.CloudProvider.GetInstanceTypes at v0.16.3
+CATALOG = catalog(
+    _fake_type("default-instance-type"),
+    _fake_type("pod-eni-instance-type", extra={"vpc.amazonaws.com/pod-eni": "1"}),
+    _fake_type("small-instance-type", cpu="2", memory="2Gi"),
+    _fake_type("nvidia-gpu-instance-type", extra={"nvidia.com/gpu": "2"}),
+    _fake_type("amd-gpu-instance-type", extra={"amd.com/gpu": "2"}),
+    _fake_type("aws-neuron-instance-type", extra={"aws.amazon.com/neuron": "2"}),
+    _fake_type("arm-instance-type", cpu="16", memory="128Gi", arch="arm64"),
+    _fake_type("single-pod-instance-type", pods="1"),
+)
+
+
+def default_provisioner(name: str = "default", requirements: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+    """The suite's BeforeEach provisioner: spot and on-demand."""
+    if requirements is None:
+        requirements = [{"key": CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]}]
+    return provisioner(name, requirements=requirements, **spec)
+
+
+def zones_in(*zones: str) -> list[dict[str, Any]]:
+    return [{"key": ZONE, "operator": "In", "values": list(zones)}]
+
+
+_counter = [0]
+
+
+def upod(labels: dict[str, str] | None = None, *, cpu: str | None = None, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    """test.UnschedulablePod: no requests unless given, a fresh name."""
+    _counter[0] += 1
+    return pod(f"pod-{_counter[0]}", cpu=cpu, labels=labels, namespace=namespace, owner=None, **spec)
+
+
+def spread(key: str, *, max_skew: int = 1, when: str = "DoNotSchedule", selector: dict[str, Any] | None = None,
+           match_labels: dict[str, str] | None = LABELS) -> list[dict[str, Any]]:
+    constraint: dict[str, Any] = {"topologyKey": key, "whenUnsatisfiable": when, "maxSkew": max_skew}
+    if selector is not None:
+        constraint["labelSelector"] = selector
+    elif match_labels is not None:
+        constraint["labelSelector"] = {"matchLabels": match_labels}
+    return [constraint]
+
+
+def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    if selector is None:
+        return True
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        if op == "In" and labels.get(key) not in values or op == "NotIn" and labels.get(key) in values \
+                or op == "Exists" and key not in labels or op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+class Cluster:
+    """Karpenter's test environment: objects applied, provisioning runs, bindings made."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._plan = plan
+        self.provisioners: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.last: PlanRun | None = None
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        for o in objects:
+            o = copy.deepcopy(o)
+            if o["kind"] == "Provisioner":
+                self.provisioners[o["metadata"]["name"]] = o
+            elif o["kind"] == "Node":
+                self.nodes[o["metadata"]["name"]] = o
+            else:
+                self.pods[self.key(o)] = o
+
+    @staticmethod
+    def key(p: dict[str, Any]) -> str:
+        return f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+
+    def provision(self, *pods: dict[str, Any]) -> list[dict[str, Any]]:
+        """ExpectProvisioned: apply the pods, plan every pending pod, create the nodes, bind; the pods as they now are."""
+        self.apply(*pods)
+        run = self._plan(CATALOG, *self.provisioners.values(), *self.nodes.values(), *self.pods.values())
+        assert run.code == 0, run.err
+        self.last = run
+        out = run.json
+        for planned in out["nodes"]:
+            name = f"{planned['name']}-{len(self.nodes)}"   # each plan names its nodes afresh; keep them apart
+            labels = {**planned["labels"], HOSTNAME: name}
+            self.nodes[name] = node(name, labels=labels, taints=planned.get("taints") or [],
+                                    allocatable={"cpu": "0", "memory": "0", "pods": "0"})
+            for key in planned["pods"]:
+                self.pods[key]["spec"]["nodeName"] = name
+        for existing in out["existingNodes"]:
+            for key in existing["pods"]:
+                self.pods[key]["spec"]["nodeName"] = existing["name"]
+        return [self.pods[self.key(p)] for p in pods]
+
+    def node_of(self, p: dict[str, Any]) -> dict[str, Any] | None:
+        name = self.pods[self.key(p)]["spec"].get("nodeName")
+        return self.nodes.get(name) if name else None
+
+    def scheduled(self, p: dict[str, Any]) -> dict[str, Any]:
+        n = self.node_of(p)
+        assert n is not None, f"{self.key(p)} was not scheduled: {self.last.json['unschedulable'] if self.last else ''}"
+        return n
+
+    def not_scheduled(self, p: dict[str, Any]) -> None:
+        assert self.node_of(p) is None, f"{self.key(p)} was scheduled"
+
+    def delete(self, p: dict[str, Any]) -> None:
+        del self.pods[self.key(p)]
+
+    def skew(self, constraint: dict[str, Any], namespace: str = "default") -> list[int]:
+        """ExpectSkew: bound, live pods the constraint's selector matches, counted per domain of their node."""
+        counts: Counter[str] = Counter()
+        for p in self.pods.values():
+            meta = p["metadata"]
+            if meta["namespace"] != namespace or not _selects(constraint.get("labelSelector"), meta.get("labels") or {}):
+                continue
+            if meta.get("deletionTimestamp") or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            n = self.nodes.get(p["spec"].get("nodeName") or "")
+            if n is None:
+                continue
+            if constraint["topologyKey"] == HOSTNAME:
+                counts[n["metadata"]["name"]] += 1
+            elif constraint["topologyKey"] in n["metadata"]["labels"]:
+                counts[n["metadata"]["labels"][constraint["topologyKey"]]] += 1
+        return sorted(counts.values())
+
+
+@pytest.fixture
+def cluster(plan: Plan) -> Cluster:
+    c = Cluster(plan)
+    c.apply(default_provisioner())
+    return c
+
+
+def consist_of(*counts: int) -> list[int]:
+    return sorted(counts)
+
+
+# ============================== Describe("Topology") ==============================
+
+# Topology / It("should ignore unknown topology keys")
+def test_unknown_topology_keys_leave_the_pod_unscheduled(cluster: Cluster) -> None:
+    p, = cluster.provision(upod(LABELS, topologySpreadConstraints=spread("unknown")))
+    cluster.not_scheduled(p)
+
+
+# --- Context("Zonal") ---
+
+@pytest.mark.parametrize("selector", [
+    pytest.param({"matchLabels": LABELS}, id="match-labels"),
+    pytest.param({"matchExpressions": [{"key": "test", "operator": "In", "values": ["test"]}]}, id="match-expressions"),
+])
+# Topology/Zonal / It("should balance pods across zones (match labels)"), It("... (match expressions)")
+def test_zonal_spread_balances_pods_across_zones(cluster: Cluster, selector: dict[str, Any]) -> None:
+    topology = spread(ZONE, selector=selector)
+    cluster.provision(*[upod(LABELS, topologySpreadConstraints=topology) for _ in range(4)])
+    assert cluster.skew(topology[0]) == consist_of(1, 1, 2)
+
+
+# Topology/Zonal / It("should respect provisioner zonal constraints")
+def test_zonal_spread_respects_provisioner_zones(cluster: Cluster) -> None:
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-1", "test-zone-2", "test-zone-3")))
+    topology = spread(ZONE)
+    cluster.provision(*[upod(LABELS, topologySpreadConstraints=topology) for _ in range(4)])
+    assert cluster.skew(topology[0]) == consist_of(1, 1, 2)
+
+
+# Topology/Zonal / It("should respect provisioner zonal constraints (existing pod)")
+def test_zonal_spread_counts_an_existing_pod_in_a_zone_the_provisioner_no_longer_offers(cluster: Cluster) -> None:
+    p, = cluster.provision(upod(LABELS, cpu="1.1", nodeSelector={ZONE: "test-zone-3"}))
+    cluster.scheduled(p)
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-1", "test-zone-2")))
+    topology = spread(ZONE)
+    cluster.provision(*[upod(LABELS, cpu="1.1", topologySpreadConstraints=topology) for _ in range(6)])
+    assert cluster.skew(topology[0]) == consist_of(1, 2, 2)
+
+
+# Topology/Zonal / It("should schedule to the non-minimum domain if its all that's available")
+def test_zonal_spread_uses_a_non_minimum_zone_within_max_skew(cluster: Cluster) -> None:
+    topology = spread(ZONE, max_skew=5)
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-1")))
+    cluster.provision(upod(LABELS, cpu="1.1", topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1)
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-2")))
+    cluster.provision(upod(LABELS, cpu="1.1", topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1, 1)
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-3")))
+    cluster.provision(*[upod(LABELS, cpu="1.1", topologySpreadConstraints=topology) for _ in range(10)])
+    assert cluster.skew(topology[0]) == consist_of(1, 1, 6)
+
+
+# Topology/Zonal / It("should only schedule to minimum domains if already violating max skew")
+def test_zonal_spread_recovers_skew_by_filling_minimum_zones(cluster: Cluster) -> None:
+    topology = spread(ZONE)
+    batch = cluster.provision(*[upod(LABELS, cpu="1.1", topologySpreadConstraints=topology) for _ in range(9)])
+    assert cluster.skew(topology[0]) == consist_of(3, 3, 3)
+    for p in batch:
+        if cluster.scheduled(p)["metadata"]["labels"][ZONE] != "test-zone-1":
+            cluster.delete(p)
+    assert cluster.skew(topology[0]) == consist_of(3)
+    cluster.provision(*[upod(LABELS, cpu="1.1", topologySpreadConstraints=topology) for _ in range(3)])
+    assert cluster.skew(topology[0]) == consist_of(3, 1, 2)
+
+
+@pytest.mark.parametrize("first_has_spread", [pytest.param(True, id="first-pod-spread"), pytest.param(False, id="discover-domains")])
+# Topology/Zonal / It("should not violate max-skew when unsat = do not schedule"), It("... (discover domains)")
+def test_zonal_do_not_schedule_never_exceeds_max_skew(cluster: Cluster, first_has_spread: bool) -> None:
+    topology = spread(ZONE)
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-1")))
+    first = upod(LABELS, cpu="1.1", **({"topologySpreadConstraints": topology} if first_has_spread else {}))
+    cluster.provision(first)
+    if first_has_spread:
+        assert cluster.skew(topology[0]) == consist_of(1)
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-2", "test-zone-3")))
+    cluster.provision(*[upod(LABELS, cpu="1.1", topologySpreadConstraints=topology) for _ in range(10)])
+    assert cluster.skew(topology[0]) == consist_of(1, 2, 2)
+
+
+def _counting_fixture(cluster: Cluster, key: str, first: dict[str, str], second: dict[str, str]) -> list[dict[str, Any]]:
+    """The 'only count running/scheduled pods' fixture: three nodes, pods that must and must not count."""
+    first_node = node("first", labels=first, allocatable={"cpu": "4", "memory": "4Gi", "pods": "110"})
+    second_node = node("second", labels=second, allocatable={"cpu": "4", "memory": "4Gi", "pods": "110"})
+    third_node = node("third", allocatable={"cpu": "4", "memory": "4Gi", "pods": "110"})
+    for n in (first_node, second_node, third_node):
+        del n["metadata"]["labels"][HOSTNAME]   # test.Node carries no hostname label
+    cluster.apply(first_node, second_node, third_node)
+    # "ignored, pending": a test.Pod with no node and no Unschedulable condition, which Karpenter never
+    # provisions for; `karpy plan` plans every unbound pod, so it is left out of the input (unbound, it counts nowhere)
+    terminating = upod(LABELS, node_name="first")
+    terminating["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    topology = spread(key)
+    cluster.provision(
+        upod(node_name="first"),                                   # ignored, missing labels
+        upod(LABELS, node_name="third"),                           # ignored, no domain on node
+        upod(LABELS, namespace="wrong-namespace", node_name="first"),
+        terminating,
+        upod(LABELS, node_name="first", phase="Failed"),
+        upod(LABELS, node_name="first", phase="Succeeded"),
+        upod(LABELS, node_name="first"),
+        upod(LABELS, node_name="first"),
+        upod(LABELS, node_name="second"),
+        upod(LABELS, topologySpreadConstraints=topology),
+        upod(LABELS, topologySpreadConstraints=topology),
+    )
+    return topology
