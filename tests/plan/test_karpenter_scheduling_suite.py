@@ -57,6 +57,20 @@ def default_provisioner(name: str = "default", requirements: list[dict[str, Any]
     return provisioner(name, requirements=requirements, **spec)
 
 
+def requiring(key: str, *values: str, operator: str = "In") -> list[dict[str, Any]]:
+    return [{"key": key, "operator": operator, "values": list(values)}]
+
+
+def node_requirements(*requirements: dict[str, Any]) -> dict[str, Any]:
+    """test.PodOptions.NodeRequirements: one required node-affinity term."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": list(requirements)}]}}}
+
+
+def make_pods(count: int, labels: dict[str, str] | None = LABELS, **kw: Any) -> list[dict[str, Any]]:
+    return [upod(labels, **copy.deepcopy(kw)) for _ in range(count)]
+
+
 def zones_in(*zones: str) -> list[dict[str, Any]]:
     return [{"key": ZONE, "operator": "In", "values": list(zones)}]
 
@@ -96,8 +110,9 @@ def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
 class Cluster:
     """Karpenter's test environment: objects applied, provisioning runs, bindings made."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, instance_types: dict[str, Any] = CATALOG) -> None:
         self._plan = plan
+        self.catalog = instance_types
         self.provisioners: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
@@ -120,7 +135,7 @@ class Cluster:
     def provision(self, *pods: dict[str, Any]) -> list[dict[str, Any]]:
         """ExpectProvisioned: apply the pods, plan every pending pod, create the nodes, bind; the pods as they now are."""
         self.apply(*pods)
-        run = self._plan(CATALOG, *self.provisioners.values(), *self.nodes.values(), *self.pods.values())
+        run = self._plan(self.catalog, *self.provisioners.values(), *self.nodes.values(), *self.pods.values())
         assert run.code == 0, run.err
         self.last = run
         out = run.json
@@ -168,6 +183,11 @@ class Cluster:
             elif constraint["topologyKey"] in n["metadata"]["labels"]:
                 counts[n["metadata"]["labels"][constraint["topologyKey"]]] += 1
         return sorted(counts.values())
+
+    def max_skew(self, constraint: dict[str, Any]) -> int:
+        """ExpectMaxSkew: the largest count less the smallest, over the domains that hold any."""
+        counts = self.skew(constraint)
+        return counts[-1] - counts[0] if counts else 0
 
 
 @pytest.fixture
@@ -288,3 +308,268 @@ def _counting_fixture(cluster: Cluster, key: str, first: dict[str, str], second:
         upod(LABELS, topologySpreadConstraints=topology),
     )
     return topology
+
+
+# Topology/Zonal / It("should only count running/scheduled pods with matching labels scheduled to nodes with a corresponding domain")
+def test_zonal_spread_counts_only_running_matching_pods_on_nodes_with_a_zone(cluster: Cluster) -> None:
+    topology = _counting_fixture(cluster, ZONE, {ZONE: "test-zone-1"}, {ZONE: "test-zone-2"})
+    assert cluster.skew(topology[0]) == consist_of(2, 2, 1)
+
+
+# Topology/Zonal / It("should match all pods when labelSelector is not specified")
+def test_zonal_spread_without_selector_matches_all_pods(cluster: Cluster) -> None:
+    topology = spread(ZONE, match_labels=None)
+    cluster.provision(upod())
+    assert cluster.skew(topology[0]) == consist_of(1)
+
+
+@pytest.mark.parametrize("context", ["Zonal", "CapacityType"])
+# Topology/Zonal and Topology/CapacityType / It("should handle interdependent selectors")
+def test_spread_whose_selector_matches_none_of_the_pods_packs_them_together(cluster: Cluster, context: str) -> None:
+    topology = spread(HOSTNAME)
+    batch = cluster.provision(*make_pods(5, labels=None, topologySpreadConstraints=topology))
+    assert len({cluster.scheduled(p)["metadata"]["name"] for p in batch}) == 1
+
+
+# --- Context("Hostname") ---
+
+# Topology/Hostname / It("should balance pods across nodes")
+def test_hostname_spread_balances_pods_across_nodes(cluster: Cluster) -> None:
+    topology = spread(HOSTNAME)
+    cluster.provision(*make_pods(4, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1, 1, 1, 1)
+
+
+# Topology/Hostname / It("should balance pods on the same hostname up to maxskew")
+def test_hostname_spread_packs_one_node_up_to_max_skew(cluster: Cluster) -> None:
+    topology = spread(HOSTNAME, max_skew=4)
+    cluster.provision(*make_pods(4, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(4)
+
+
+def _app_spread(app: str, arch: str | None = None) -> dict[str, Any]:
+    extra: dict[str, Any] = {"affinity": node_requirements(*requiring(ARCH, arch))} if arch else {}
+    return upod({"app": app}, topologySpreadConstraints=spread(HOSTNAME, match_labels={"app": app}), **extra)
+
+
+# Topology/Hostname / It("balance multiple deployments with hostname topology spread")
+def test_hostname_spreads_of_two_deployments_share_two_nodes(cluster: Cluster) -> None:
+    batch = cluster.provision(_app_spread("app1"), _app_spread("app1"), _app_spread("app2"), _app_spread("app2"))
+    for p in batch:
+        cluster.scheduled(p)
+    assert len(cluster.nodes) == 2
+
+
+# Topology/Hostname / It("balance multiple deployments with hostname topology spread & varying arch")
+def test_hostname_spreads_of_two_deployments_of_different_arch_need_four_nodes(cluster: Cluster) -> None:
+    batch = cluster.provision(_app_spread("app1", "amd64"), _app_spread("app1", "amd64"),
+                              _app_spread("app2", "arm64"), _app_spread("app2", "arm64"))
+    for p in batch:
+        cluster.scheduled(p)
+    assert len(cluster.nodes) == 4
+
+
+# --- Context("CapacityType") ---
+
+@pytest.mark.parametrize("requirements", [
+    pytest.param(None, id="balance"),
+    pytest.param(requiring(CAPACITY_TYPE, "spot", "on-demand"), id="provisioner-constraints"),
+])
+# Topology/CapacityType / It("should balance pods across capacity types"), It("should respect provisioner capacity type constraints")
+def test_capacity_type_spread_balances_pods(cluster: Cluster, requirements: list[dict[str, Any]] | None) -> None:
+    if requirements:
+        cluster.apply(default_provisioner(requirements=requirements))
+    topology = spread(CAPACITY_TYPE)
+    cluster.provision(*make_pods(4, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(2, 2)
+
+
+@pytest.mark.parametrize("when, expected", [
+    pytest.param("DoNotSchedule", (1, 2), id="do-not-schedule"),
+    pytest.param("ScheduleAnyway", (1, 5), id="schedule-anyway"),
+])
+# Topology/CapacityType / It("should not violate max-skew when unsat = do not schedule (capacity type)"),
+#                         It("should violate max-skew when unsat = schedule anyway (capacity type)")
+def test_capacity_type_spread_when_unsatisfiable(cluster: Cluster, when: str, expected: tuple[int, ...]) -> None:
+    topology = spread(CAPACITY_TYPE, when=when)
+    cluster.apply(default_provisioner(requirements=requiring(CAPACITY_TYPE, "spot")))
+    cluster.provision(upod(LABELS, cpu="1.1", topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1)
+    cluster.apply(default_provisioner(requirements=requiring(CAPACITY_TYPE, "on-demand")))
+    cluster.provision(*make_pods(5, cpu="1.1", topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(*expected)
+
+
+# Topology/CapacityType / It("should only count running/scheduled pods with matching labels scheduled to nodes with a corresponding domain")
+def test_capacity_type_spread_counts_only_running_matching_pods_on_nodes_with_a_capacity_type(cluster: Cluster) -> None:
+    topology = _counting_fixture(cluster, CAPACITY_TYPE, {CAPACITY_TYPE: "spot"}, {CAPACITY_TYPE: "on-demand"})
+    assert cluster.skew(topology[0]) == consist_of(2, 3)
+
+
+# Topology/CapacityType / It("should match all pods when labelSelector is not specified")
+def test_capacity_type_spread_without_selector_matches_all_pods(cluster: Cluster) -> None:
+    topology = spread(CAPACITY_TYPE, match_labels=None)
+    cluster.provision(upod())
+    assert cluster.skew(topology[0]) == consist_of(1)
+
+
+# Topology/CapacityType / It("should balance pods across capacity-types (node required affinity constrained)")
+def test_capacity_type_spread_domains_are_limited_by_the_pods_node_affinity(cluster: Cluster) -> None:
+    first, = cluster.provision(upod(LABELS, affinity=node_requirements(*requiring(ZONE, "test-zone-1"),
+                                                                       *requiring(CAPACITY_TYPE, "on-demand"))))
+    cluster.scheduled(first)
+    topology = spread(CAPACITY_TYPE)
+    cluster.provision(*make_pods(5, topologySpreadConstraints=topology,
+                                 affinity=node_requirements(*requiring(ZONE, "test-zone-2"), *requiring(CAPACITY_TYPE, "spot"))))
+    assert cluster.skew(topology[0]) == consist_of(1, 5)
+
+
+@pytest.mark.parametrize("key, first, then", [
+    pytest.param(CAPACITY_TYPE, "on-demand", "spot", id="capacity-type"),
+    pytest.param(ARCH, "amd64", "arm64", id="arch"),
+])
+# Topology/CapacityType / It("should balance pods across capacity-types (no constraints)"), It("should balance pods across arch (no constraints)")
+def test_spread_sees_the_existing_domain_when_the_provisioner_narrows(cluster: Cluster, key: str, first: str, then: str) -> None:
+    p, = cluster.provision(upod(LABELS, affinity=node_requirements(*requiring(key, first))))
+    cluster.scheduled(p)
+    topology = spread(key)
+    cluster.apply(default_provisioner(requirements=requiring(key, then)))
+    cluster.provision(*make_pods(5, cpu="2", topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1, 2)
+
+
+# --- Context("Combined Hostname and Zonal Topology") ---
+
+# Topology/Combined Hostname and Zonal Topology / It("should spread pods while respecting both constraints")
+def test_zonal_and_hostname_spreads_hold_together_batch_after_batch(cluster: Cluster) -> None:
+    topology = spread(ZONE) + spread(HOSTNAME, max_skew=3)
+    for count, zones in ((2, (1, 1)), (3, (2, 2, 1)), (5, (4, 3, 3)), (11, (7, 7, 7))):
+        cluster.provision(*make_pods(count, topologySpreadConstraints=topology))
+        assert cluster.skew(topology[0]) == consist_of(*zones)
+        assert all(c <= 3 for c in cluster.skew(topology[1]))
+
+
+# Topology/Combined Hostname and Zonal Topology / It("should balance pods across provisioner requirements")
+def test_spread_over_a_provisioner_label_balances_across_provisioners(cluster: Cluster) -> None:
+    cluster.provisioners.clear()
+    cluster.apply(default_provisioner("spot", requirements=requiring(CAPACITY_TYPE, "spot") + requiring("capacity.spread.4-1", "2", "3", "4", "5")),
+                  default_provisioner("on-demand", requirements=requiring(CAPACITY_TYPE, "on-demand") + requiring("capacity.spread.4-1", "1")))
+    topology = spread("capacity.spread.4-1")
+    batch = cluster.provision(*make_pods(20, topologySpreadConstraints=topology))
+    for p in batch:
+        cluster.scheduled(p)
+    assert cluster.skew(topology[0]) == consist_of(4, 4, 4, 4, 4)
+    assert cluster.skew(spread(CAPACITY_TYPE)[0]) == consist_of(4, 16)
+
+
+# Topology/Combined Hostname and Zonal Topology (second context) / It("should spread pods while respecting both constraints")
+def test_zonal_spread_with_schedule_anyway_hostname_spread(cluster: Cluster) -> None:
+    topology = spread(ZONE) + spread(HOSTNAME, when="ScheduleAnyway")
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-1", "test-zone-2")))
+    cluster.provision(*make_pods(10, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1, 1)   # test-zone-3 is a domain the provisioner cannot reach
+    assert cluster.skew(topology[1]) == consist_of(1, 1)
+
+
+# Topology/Combined Hostname and Capacity Type Topology / It("should spread pods while respecting both constraints")
+def test_capacity_type_and_hostname_spreads_hold_together_batch_after_batch(cluster: Cluster) -> None:
+    topology = spread(CAPACITY_TYPE) + spread(HOSTNAME, max_skew=3)
+    for count, types in ((2, (1, 1)), (3, (3, 2)), (5, (5, 5)), (11, (11, 10))):
+        cluster.provision(*make_pods(count, topologySpreadConstraints=topology))
+        assert cluster.skew(topology[0]) == consist_of(*types)
+        assert all(c <= 3 for c in cluster.skew(topology[1]))
+
+
+# Topology/Combined Zonal and Capacity Type Topology / It("should spread pods while respecting both constraints")
+def test_capacity_type_and_zonal_spreads_hold_together_batch_after_batch(cluster: Cluster) -> None:
+    topology = spread(CAPACITY_TYPE) + spread(ZONE)
+    for count, most_per_type, most_per_zone in ((2, 1, 1), (3, 3, 2), (5, 5, 4), (11, 11, 7)):
+        cluster.provision(*make_pods(count, topologySpreadConstraints=topology))
+        assert all(c <= most_per_type for c in cluster.skew(topology[0]))
+        assert all(c <= most_per_zone for c in cluster.skew(topology[1]))
+
+
+def _assorted_catalog() -> dict[str, Any]:
+    """fake.InstanceTypesAssorted: one offering each, over cpu, memory, zone, capacity type, os and arch."""
+    types = []
+    for cpu in (1, 2, 4, 8, 16, 32, 64):
+        for mem in (1, 2, 4, 8, 16, 32, 64, 128):
+            for zone in ("test-zone-1", "test-zone-2", "test-zone-3"):
+                for ct in ("spot", "on-demand"):
+                    for os_ in ("linux", "windows"):
+                        for arch in ("amd64", "arm64"):
+                            price = round(0.1 * cpu + 0.1 * mem * 2**30 / 1e9, 6)
+                            types.append({"name": f"{cpu}-cpu-{mem}-mem-{arch}-{os_}-{zone}-{ct}",
+                                          "capacity": {"cpu": str(cpu), "memory": f"{mem}Gi", "pods": "5"},
+                                          "overhead": {"cpu": "100m", "memory": "10Mi"},
+                                          "offerings": [{"zone": zone, "capacityType": ct, "price": price}],
+                                          "labels": {ARCH: arch, "kubernetes.io/os": os_}})
+    return catalog(*types)
+
+
+# Topology/Combined Hostname, Zonal, and Capacity Type Topology / It("should spread pods while respecting all constraints")
+def test_capacity_type_zonal_and_hostname_spreads_never_exceed_their_max_skew(plan: Plan) -> None:
+    cluster = Cluster(plan, _assorted_catalog())
+    cluster.apply(default_provisioner())
+    topology = spread(CAPACITY_TYPE) + spread(ZONE, max_skew=2) + spread(HOSTNAME, max_skew=3)
+    for i in range(1, 15):
+        batch = cluster.provision(*make_pods(i, topologySpreadConstraints=topology))
+        assert cluster.max_skew(topology[0]) <= 1
+        assert cluster.max_skew(topology[1]) <= 2
+        assert cluster.max_skew(topology[2]) <= 3
+        for p in batch:
+            cluster.scheduled(p)
+
+
+# --- Context("Combined Zonal Topology and Node Affinity") ---
+
+# Topology/Combined Zonal Topology and Node Affinity / It("should limit spread options by nodeSelector")
+def test_zonal_spread_domains_are_limited_by_node_selector(cluster: Cluster) -> None:
+    topology = spread(ZONE)
+    cluster.provision(*make_pods(5, topologySpreadConstraints=topology, nodeSelector={ZONE: "test-zone-1"}),
+                      *make_pods(10, topologySpreadConstraints=topology, nodeSelector={ZONE: "test-zone-2"}))
+    assert cluster.skew(topology[0]) == consist_of(5, 10)
+
+
+# Topology/Combined Zonal Topology and Node Affinity / It("should limit spread options by node requirements")
+def test_zonal_spread_domains_are_limited_by_node_requirements(cluster: Cluster) -> None:
+    topology = spread(ZONE)
+    cluster.provision(*make_pods(10, topologySpreadConstraints=topology,
+                                 affinity=node_requirements(*zones_in("test-zone-1", "test-zone-2"))))
+    assert cluster.skew(topology[0]) == consist_of(5, 5)
+
+
+# Topology/Combined Zonal Topology and Node Affinity / It("should limit spread options by node affinity")
+def test_zonal_spread_domains_follow_node_affinity_batch_after_batch(cluster: Cluster) -> None:
+    topology = spread(ZONE)
+    cluster.provision(*make_pods(6, topologySpreadConstraints=topology,
+                                 affinity=node_requirements(*zones_in("test-zone-1", "test-zone-2"))))
+    assert cluster.skew(topology[0]) == consist_of(3, 3)
+    cluster.apply(default_provisioner(requirements=zones_in("test-zone-1", "test-zone-2", "test-zone-3")))
+    cluster.provision(*make_pods(1, topologySpreadConstraints=topology,
+                                 affinity=node_requirements(*zones_in("test-zone-2", "test-zone-3"))))
+    assert cluster.skew(topology[0]) == consist_of(3, 3, 1)
+    cluster.provision(*make_pods(5, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(4, 4, 4)
+
+
+# --- Context("Combined Capacity Type Topology and Node Affinity") ---
+
+# Topology/Combined Capacity Type Topology and Node Affinity / It("should limit spread options by nodeSelector")
+def test_schedule_anyway_capacity_type_spread_domains_are_limited_by_node_selector(cluster: Cluster) -> None:
+    topology = spread(CAPACITY_TYPE, when="ScheduleAnyway")
+    cluster.provision(*make_pods(5, topologySpreadConstraints=topology, nodeSelector={CAPACITY_TYPE: "spot"}),
+                      *make_pods(5, topologySpreadConstraints=topology, nodeSelector={CAPACITY_TYPE: "on-demand"}))
+    assert cluster.skew(topology[0]) == consist_of(5, 5)
+
+
+# Topology/Combined Capacity Type Topology and Node Affinity / It("should limit spread options by node affinity (capacity type)")
+def test_capacity_type_spread_domains_follow_node_affinity_batch_after_batch(cluster: Cluster) -> None:
+    topology = spread(CAPACITY_TYPE)
+    cluster.provision(*make_pods(3, topologySpreadConstraints=topology, affinity=node_requirements(*requiring(CAPACITY_TYPE, "spot"))))
+    assert cluster.skew(topology[0]) == consist_of(3)
+    cluster.provision(*make_pods(1, topologySpreadConstraints=topology,
+                                 affinity=node_requirements(*requiring(CAPACITY_TYPE, "on-demand", "spot"))))
+    assert cluster.skew(topology[0]) == consist_of(3, 1)
+    cluster.provision(*make_pods(5, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(5, 4)
