@@ -247,17 +247,19 @@ class Scheduler:
         )
 
     def _domains(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
+        # As Karpenter: every value the provisioners' instance types offer, whether or not the provisioner
+        # allows it. A zone no provisioner may launch in is still a domain a spread counts (empty), so it
+        # holds the other zones to maxSkew instead of letting them fill up.
         domains: dict[str, set[str]] = collections.defaultdict(set)
         for t in self.templates:
             for it in t.instance_types:
                 for o in it.offerings:
-                    if o.available and all(t.requirements.get_or_exists(k).has(v) for k, v in
-                                           ((wk.ZONE, o.zone), (wk.CAPACITY_TYPE, o.capacity_type))):
+                    if o.available:
                         domains[wk.ZONE].add(o.zone)
                         domains[wk.CAPACITY_TYPE].add(o.capacity_type)
                 for key, r in it.requirements.items():
                     if key not in TOPOLOGY_KEYS_FROM_OFFERINGS and not r.complement:
-                        domains[key].update(v for v in r.values if t.requirements.get_or_exists(key).has(v))
+                        domains[key].update(r.values)
             for key, r in t.requirements.items():
                 if not r.complement and key not in TOPOLOGY_KEYS_FROM_OFFERINGS:
                     domains[key].update(r.values)
