@@ -705,7 +705,6 @@ def test_zonal_anti_affinity_keeps_out_of_every_zone_holding_a_selected_pod(clus
 
 
 # Topology/Pod Affinity/Anti-Affinity / It("should not violate pod anti-affinity on zone (other schedules first)")
-@pytest.mark.xfail(strict=True, reason="karpy commits a new node's zone at once; Karpenter leaves it open, so zonal anti-affinity counts the pod in every zone it may take")
 def test_zonal_anti_affinity_avoids_a_pod_whose_zone_is_not_yet_chosen(cluster: Cluster) -> None:
     target = upod(SECURITY, cpu="2")
     avoider = upod(affinity=pod_affinity(anti_required=[term(ZONE)]))
@@ -757,7 +756,6 @@ def test_anti_affinity_of_bound_pods_in_every_zone_keeps_a_selected_pod_out(clus
 
 
 # Topology/Pod Affinity/Anti-Affinity / It("should not violate pod anti-affinity on zone (Schrödinger)")
-@pytest.mark.xfail(strict=True, reason="karpy commits a new node's zone at once; Karpenter leaves it open, so zonal anti-affinity counts the pod in every zone it may take")
 def test_anti_affinity_pod_in_an_undecided_zone_blocks_until_its_node_exists(cluster: Cluster) -> None:
     anywhere = upod(cpu="2", affinity=pod_affinity(anti_required=[term(ZONE)]))
     target = upod(SECURITY)
@@ -785,7 +783,6 @@ def _delete_all_unscheduled(cluster: Cluster) -> None:
 
 
 # Topology/Pod Affinity/Anti-Affinity / It("should support pod anti-affinity with a zone topology")
-@pytest.mark.xfail(strict=True, reason="karpy commits a new node's zone at once; Karpenter leaves it open, so zonal anti-affinity counts the pod in every zone it may take")
 def test_zonal_self_anti_affinity_takes_one_zone_per_batch(cluster: Cluster) -> None:
     top = {"topologyKey": ZONE}
     for expected in ((1,), (1, 1), (1, 1, 1), (1, 1, 1)):
@@ -856,8 +853,9 @@ def test_pod_affinity_namespaces(cluster: Cluster, namespace: str, extra: dict[s
 # Topology/Pod Affinity/Anti-Affinity / It("should count topology across multiple provisioners")
 def test_spread_counts_across_provisioners(cluster: Cluster) -> None:
     cluster.provisioners.clear()
-    cluster.apply(default_provisioner("zone-1", requirements=zones_in("test-zone-1")),
-                  default_provisioner("zone-2-3", requirements=zones_in("test-zone-2", "test-zone-3")))
+    on_demand = requiring(CAPACITY_TYPE, "on-demand")      # test.Provisioner's default capacity type
+    cluster.apply(default_provisioner("zone-1", requirements=zones_in("test-zone-1") + on_demand),
+                  default_provisioner("zone-2-3", requirements=zones_in("test-zone-2", "test-zone-3") + on_demand))
     topology = spread(ZONE, match_labels={"foo": "bar"})
     cluster.provision(*make_pods(10, labels={"foo": "bar"}, topologySpreadConstraints=topology))
     assert cluster.skew(topology[0]) == consist_of(3, 3, 4)
