@@ -23,6 +23,7 @@ HOSTNAME = "kubernetes.io/hostname"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 ARCH = "kubernetes.io/arch"
 LABELS = {"test": "test"}
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 
 
 def _fake_type(name: str, *, cpu: str = "4", memory: str = "4Gi", pods: str = "5", arch: str = "amd64",
@@ -117,6 +118,7 @@ class Cluster:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.namespaces: dict[str, dict[str, Any]] = {}
+        self.daemonsets: dict[str, dict[str, Any]] = {}
         self.last: PlanRun | None = None
 
     def apply(self, *objects: dict[str, Any]) -> None:
@@ -126,6 +128,8 @@ class Cluster:
                 self.provisioners[o["metadata"]["name"]] = o
             elif o["kind"] == "Node":
                 self.nodes[o["metadata"]["name"]] = o
+            elif o["kind"] == "DaemonSet":
+                self.daemonsets[o["metadata"]["name"]] = o
             elif o["kind"] == "Namespace":
                 self.namespaces[o["metadata"]["name"]] = o
             else:
@@ -135,21 +139,24 @@ class Cluster:
     def key(p: dict[str, Any]) -> str:
         return f"{p['metadata']['namespace']}/{p['metadata']['name']}"
 
-    def provision(self, *pods: dict[str, Any]) -> list[dict[str, Any]]:
-        """ExpectProvisioned: apply the pods, plan every pending pod, create the nodes, bind; the pods as they now are."""
+    def provision(self, *pods: dict[str, Any], bind: bool = True) -> list[dict[str, Any]]:
+        """ExpectProvisioned: apply the pods, plan every pending pod, create the nodes, bind; the pods as they now are.
+
+        Nodes are created as Karpenter creates them: not ready (its taint), not initialized, no allocatable
+        reported yet. `bind=False` is ExpectProvisionedNoBinding."""
         self.apply(*pods)
-        run = self._plan(self.catalog, *self.provisioners.values(), *self.namespaces.values(), *self.nodes.values(), *self.pods.values())
+        run = self._plan(self.catalog, *self.provisioners.values(), *self.namespaces.values(), *self.daemonsets.values(), *self.nodes.values(), *self.pods.values())
         assert run.code == 0, run.err
         self.last = run
         out = run.json
         for planned in out["nodes"]:
             name = f"{planned['name']}-{len(self.nodes)}"   # each plan names its nodes afresh; keep them apart
             labels = {**planned["labels"], HOSTNAME: name}
-            self.nodes[name] = node(name, labels=labels, taints=planned.get("taints") or [],
+            self.nodes[name] = node(name, labels=labels, taints=[NOT_READY, *(planned.get("taints") or [])],
                                     allocatable={"cpu": "0", "memory": "0", "pods": "0"})
-            for key in planned["pods"]:
+            for key in planned["pods"] if bind else ():
                 self.pods[key]["spec"]["nodeName"] = name
-        for existing in out["existingNodes"]:
+        for existing in out["existingNodes"] if bind else ():
             for key in existing["pods"]:
                 self.pods[key]["spec"]["nodeName"] = existing["name"]
         return [self.pods[self.key(p)] for p in pods]
@@ -859,3 +866,206 @@ def test_spread_counts_across_provisioners(cluster: Cluster) -> None:
     topology = spread(ZONE, match_labels={"foo": "bar"})
     cluster.provision(*make_pods(10, labels={"foo": "bar"}, topologySpreadConstraints=topology))
     assert cluster.skew(topology[0]) == consist_of(3, 3, 4)
+
+
+# ============================== Describe("In-Flight Nodes") ==============================
+
+def limited(cpu: str, **kw: Any) -> dict[str, Any]:
+    """test.UnschedulablePod with a cpu limit only: requests default from limits."""
+    p = upod(kw.pop("labels", None), **kw)
+    p["spec"]["containers"][0]["resources"] = {"limits": {"cpu": cpu}}
+    return p
+
+
+def name_of(n: dict[str, Any] | None) -> str:
+    assert n is not None
+    return n["metadata"]["name"]
+
+
+# In-Flight Nodes / It("should not launch a second node if there is an in-flight node that can support the pod")
+def test_an_in_flight_node_takes_the_next_pod(cluster: Cluster) -> None:
+    first, = cluster.provision(limited("10m"))
+    second, = cluster.provision(limited("10m"))
+    assert name_of(cluster.scheduled(first)) == name_of(cluster.scheduled(second))
+
+
+# In-Flight Nodes / It("should not launch a second node if there is an in-flight node that can support the pod (node selectors)")
+def test_an_in_flight_node_takes_pods_whose_zones_include_its_own(cluster: Cluster) -> None:
+    first, = cluster.provision(limited("10m", affinity=node_requirements(*zones_in("test-zone-2"))))
+    second, = cluster.provision(limited("10m", affinity=node_requirements(*zones_in("test-zone-1", "test-zone-2"))))
+    assert name_of(cluster.scheduled(first)) == name_of(cluster.scheduled(second))
+    third, = cluster.provision(limited("10m", affinity=node_requirements(*zones_in("test-zone-1", "test-zone-3"))))
+    assert name_of(cluster.scheduled(first)) != name_of(cluster.scheduled(third))
+
+
+# In-Flight Nodes / It("should launch a second node if a pod won't fit on the existingNodes node")
+def test_a_pod_that_does_not_fit_the_in_flight_node_gets_a_new_one(cluster: Cluster) -> None:
+    first, = cluster.provision(limited("1001m"))
+    second, = cluster.provision(limited("1"))
+    assert name_of(cluster.scheduled(first)) != name_of(cluster.scheduled(second))
+
+
+# In-Flight Nodes / It("should launch a second node if a pod isn't compatible with the existingNodes node (node selector)")
+def test_a_pod_incompatible_with_the_in_flight_node_gets_a_new_one(cluster: Cluster) -> None:
+    first, = cluster.provision(limited("10m"))
+    second, = cluster.provision(upod(nodeSelector={ARCH: "arm64"}))
+    assert name_of(cluster.scheduled(first)) != name_of(cluster.scheduled(second))
+
+
+# In-Flight Nodes / It("should launch a second node if an in-flight node is terminating")
+def test_a_terminating_in_flight_node_is_not_capacity(cluster: Cluster) -> None:
+    first, = cluster.provision(limited("10m"))
+    node1 = cluster.scheduled(first)
+    node1["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    node1["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    second, = cluster.provision(limited("10m"))
+    assert name_of(node1) != name_of(cluster.scheduled(second))
+
+
+# --- Context("Topology") ---
+
+# In-Flight Nodes/Topology / It("should balance pods across zones with in-flight nodes")
+def test_zonal_spread_fills_in_flight_nodes_before_launching(cluster: Cluster) -> None:
+    labels = {"foo": "bar"}
+    topology = spread(ZONE, match_labels=labels)
+    cluster.provision(*make_pods(4, labels=labels, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1, 1, 2)
+    first_round = len(cluster.nodes)
+    cluster.provision(*make_pods(5, labels=labels, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(3, 3, 3)
+    assert len(cluster.nodes) == first_round
+
+
+# In-Flight Nodes/Topology / It("should balance pods across hostnames with in-flight nodes")
+def test_hostname_spread_launches_new_nodes_beside_in_flight_ones(cluster: Cluster) -> None:
+    labels = {"foo": "bar"}
+    topology = spread(HOSTNAME, match_labels=labels)
+    cluster.provision(*make_pods(4, labels=labels, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(1, 1, 1, 1)
+    cluster.provision(*make_pods(5, labels=labels, topologySpreadConstraints=topology))
+    assert cluster.skew(topology[0]) == consist_of(*[1] * 9)
+
+
+# --- Context("Taints") ---
+
+def _emptied_node(cluster: Cluster) -> dict[str, Any]:
+    first, = cluster.provision(limited("8"))
+    node1 = cluster.scheduled(first)
+    cluster.delete(first)
+    return node1
+
+
+# In-Flight Nodes/Taints / It("should assume pod will schedule to a tainted node with no taints")
+def test_an_in_flight_node_without_taints_takes_the_pod(cluster: Cluster) -> None:
+    node1 = _emptied_node(cluster)
+    node1["spec"]["taints"] = []
+    second, = cluster.provision(upod())
+    assert name_of(cluster.scheduled(second)) == name_of(node1)
+
+
+# In-Flight Nodes/Taints / It("should not assume pod will schedule to a tainted node")
+def test_an_in_flight_node_with_a_foreign_taint_does_not_take_the_pod(cluster: Cluster) -> None:
+    node1 = _emptied_node(cluster)
+    node1["spec"]["taints"].append({"key": "foo.com/taint", "value": "tainted", "effect": "NoSchedule"})
+    second, = cluster.provision(upod())
+    assert name_of(cluster.scheduled(second)) != name_of(node1)
+
+
+# In-Flight Nodes/Taints / It("should assume pod will schedule to a tainted node with a custom startup taint")
+def test_an_in_flight_node_with_its_startup_taint_takes_the_pod(cluster: Cluster) -> None:
+    taint = {"key": "foo.com/taint", "value": "tainted", "effect": "NoSchedule"}
+    cluster.apply(default_provisioner(startupTaints=[taint]))
+    node1 = _emptied_node(cluster)
+    assert len(node1["spec"]["taints"]) == 2 and taint in node1["spec"]["taints"]   # startup + not ready
+    second, = cluster.provision(upod())
+    assert name_of(cluster.scheduled(second)) == name_of(node1)
+
+
+# In-Flight Nodes/Taints / It("should not assume pod will schedule to a node with startup taints after initialization")
+def test_an_initialized_node_with_its_startup_taint_back_does_not_take_the_pod(cluster: Cluster) -> None:
+    taint = {"key": "ignore-me", "value": "nothing-to-see-here", "effect": "NoSchedule"}
+    cluster.apply(default_provisioner(startupTaints=[taint]))
+    first, = cluster.provision(upod())
+    node1 = cluster.scheduled(first)
+    cluster.delete(first)
+    node1["metadata"]["labels"]["karpenter.sh/initialized"] = "true"
+    node1["spec"]["taints"] = [taint]
+    node1["status"]["capacity"] = {"pods": "10"}
+    second, = cluster.provision(upod())
+    assert name_of(cluster.scheduled(second)) != name_of(node1)
+
+
+# In-Flight Nodes/Taints / It("should consider a tainted NotReady node as in-flight even if initialized")
+def test_an_initialized_not_ready_node_is_still_in_flight(cluster: Cluster) -> None:
+    first, = cluster.provision(upod(cpu="10m"))
+    node1 = cluster.scheduled(first)
+    node1["metadata"]["labels"]["karpenter.sh/initialized"] = "true"
+    node1["spec"]["taints"] = [NOT_READY, {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]
+    # Karpenter's It reads its cluster state before the change (the node is not reconciled again), so it
+    # still holds the type's capacity; a node is initialized once its kubelet reports what it holds
+    node1["status"]["allocatable"] = node1["status"]["capacity"] = {"cpu": "1900m", "memory": "2038Mi", "pods": "5"}
+    second, = cluster.provision(upod(cpu="10m"))
+    assert name_of(cluster.scheduled(second)) == name_of(node1)
+
+
+# --- Context("Daemonsets") ---
+
+def _daemon_pod(ds: dict[str, Any], node_name: str, **kw: Any) -> dict[str, Any]:
+    p = upod(cpu="1", memory="2Gi", node_name=node_name, **kw)
+    p["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds["metadata"]["name"],
+                                         "uid": "ds-uid", "controller": True, "blockOwnerDeletion": True}]
+    return p
+
+
+# In-Flight Nodes/Daemonsets / It("should track daemonset usage separately so we know how many DS resources are remaining to be scheduled")
+@pytest.mark.xfail(strict=True, reason="v0.16.3 assumes an in-flight node holds its type's whole capacity (16 cpu); karpy "
+                                       "assumes capacity less the type's overhead (15.9), so 15 cpu beside the 1-cpu daemon pod does not fit")
+def test_a_bound_daemon_pod_is_not_counted_twice_on_an_in_flight_node(cluster: Cluster) -> None:
+    from tests.builders import daemonset
+    ds = daemonset("ds", cpu="1", memory="1Gi", namespace="default")
+    cluster.apply(ds)
+    node1 = _emptied_node(cluster)                       # the 16-cpu type
+    cluster.apply(_daemon_pod(ds, name_of(node1)))
+    second, = cluster.provision(limited("15"))           # the daemon's share is taken: 15 cpu remain
+    assert name_of(cluster.scheduled(second)) == name_of(node1)
+
+
+# In-Flight Nodes/Daemonsets / It("should handle unexpected daemonset pods binding to the node")
+def test_a_daemon_pod_karpenter_did_not_expect_still_uses_the_in_flight_nodes_room(cluster: Cluster) -> None:
+    from tests.builders import daemonset
+    ds1 = daemonset("ds1", cpu="1", memory="1Gi", namespace="default", nodeSelector={"my-node-label": "value"})
+    ds2 = daemonset("ds2", cpu="1m", namespace="default")
+    cluster.apply(ds1, ds2)
+    node1 = _emptied_node(cluster)
+    node1["metadata"]["labels"]["my-node-label"] = "value"   # a label that appears for reasons karpy cannot track
+    cluster.apply(_daemon_pod(ds1, name_of(node1), nodeSelector={"my-node-label": "value"}))
+    second, = cluster.provision(limited("15.5"))
+    assert name_of(cluster.scheduled(second)) != name_of(node1)
+
+
+# In-Flight Nodes / It("should pack in-flight nodes before launching new nodes")
+def test_batches_pack_in_flight_nodes_before_launching_new_ones(plan: Plan) -> None:
+    import random
+    medium = _fake_type("medium", cpu="4.25", pods="4")
+    cluster = Cluster(plan, catalog(medium))
+    cluster.apply(default_provisioner())
+    rng = random.Random(1)
+    for _ in range(10):
+        for p in cluster.provision(*[limited("1") for _ in range(rng.randrange(10))]):
+            cluster.scheduled(p)
+    free = 0
+    for name in cluster.nodes:
+        used = sum(1 for p in cluster.pods.values() if p["spec"].get("nodeName") == name)
+        if 4.25 - 0.1 - used >= 1:
+            free += 1
+    assert free <= 1
+
+
+# In-Flight Nodes / It("should not launch a second node if there is an in-flight node that can support the pod (#2011)")
+def test_an_in_flight_node_of_a_provider_ref_provisioner_takes_the_pod(cluster: Cluster) -> None:
+    cluster.apply(default_provisioner(providerRef={"name": "default"}))
+    p = limited("10m")
+    cluster.provision(p, bind=False)
+    assert len(cluster.nodes) == 1
+    cluster.provision(bind=False)
+    assert len(cluster.nodes) == 1
