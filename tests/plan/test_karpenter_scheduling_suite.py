@@ -225,7 +225,8 @@ def test_unknown_topology_keys_leave_the_pod_unscheduled(cluster: Cluster) -> No
     pytest.param({"matchLabels": LABELS}, id="match-labels"),
     pytest.param({"matchExpressions": [{"key": "test", "operator": "In", "values": ["test"]}]}, id="match-expressions"),
 ])
-# Topology/Zonal / It("should balance pods across zones (match labels)"), It("... (match expressions)")
+# Topology/Zonal / It("should balance pods across zones (match labels)"),
+#                It("should balance pods across zones (match expressions)")
 def test_zonal_spread_balances_pods_across_zones(cluster: Cluster, selector: dict[str, Any]) -> None:
     topology = spread(ZONE, selector=selector)
     cluster.provision(*[upod(LABELS, topologySpreadConstraints=topology) for _ in range(4)])
@@ -278,7 +279,8 @@ def test_zonal_spread_recovers_skew_by_filling_minimum_zones(cluster: Cluster) -
 
 
 @pytest.mark.parametrize("first_has_spread", [pytest.param(True, id="first-pod-spread"), pytest.param(False, id="discover-domains")])
-# Topology/Zonal / It("should not violate max-skew when unsat = do not schedule"), It("... (discover domains)")
+# Topology/Zonal / It("should not violate max-skew when unsat = do not schedule"),
+#                It("should not violate max-skew when unsat = do not schedule (discover domains)")
 def test_zonal_do_not_schedule_never_exceeds_max_skew(cluster: Cluster, first_has_spread: bool) -> None:
     topology = spread(ZONE)
     cluster.apply(default_provisioner(requirements=zones_in("test-zone-1")))
@@ -844,7 +846,8 @@ def test_a_chain_of_hostname_affinities_schedules_together(plan: Plan) -> None:
     pytest.param("empty-ns-selector", {"namespaceSelector": {"matchLabels": {}}}, True, id="empty-namespace-selector"),
 ])
 # Topology/Pod Affinity/Anti-Affinity / It("should filter pod affinity topologies by namespace, no matching pods"),
-#   It("..., matching pods namespace list"), It("..., empty namespace selector")
+#   It("should filter pod affinity topologies by namespace, matching pods namespace list"),
+#   It("should filter pod affinity topologies by namespace, empty namespace selector")
 def test_pod_affinity_namespaces(cluster: Cluster, namespace: str, extra: dict[str, Any], together: bool) -> None:
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {"foo": "bar"}}})
     target = upod(SECURITY, namespace=namespace)
