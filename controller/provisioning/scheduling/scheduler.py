@@ -163,9 +163,10 @@ def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, i
 def rejection_lasts(pod: PodInfo) -> bool:
     """Whether a node that turns `pod` away will turn away its twins for the rest of the solve.
 
-    Not for a topology spread (the minimum rises as other domains fill, so a node over the skew
-    now may be within it later) nor a pod affinity (its target may land there later)."""
-    return not pod.spreads and not any(not t.anti for t in pod.affinities)
+    Not for a spread over zones or any key but hostname (the minimum rises as other domains fill,
+    so a node over the skew now may be within it later; a hostname's minimum is always 0) nor a
+    pod affinity (its target may land there later)."""
+    return all(s.key == wk.HOSTNAME for s in pod.spreads) and not any(not t.anti for t in pod.affinities)
 
 
 def placement_kind(pod: PodInfo) -> tuple[object, ...]:
