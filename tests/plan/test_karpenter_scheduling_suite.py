@@ -29,7 +29,8 @@ NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 def _fake_type(name: str, *, cpu: str = "4", memory: str = "4Gi", pods: str = "5", arch: str = "amd64",
                extra: dict[str, str] | None = None) -> dict[str, Any]:
     """fake.NewInstanceType: spot in zones 1-2, on-demand in 1-3, priced from its resources."""
-    gib = {"2Gi": 2, "4Gi": 4, "128Gi": 128}[memory]
+    assert memory.endswith("Gi"), memory
+    gib = int(memory[:-2])
     price = 0.1 * float(cpu) + 0.1 * gib * 2**30 / 1e9 + (1.0 if extra and ("nvidia.com/gpu" in extra or "amd.com/gpu" in extra) else 0.0)
     offerings = [{"zone": z, "capacityType": c, "price": round(price, 6)}
                  for c, zones in (("spot", ("test-zone-1", "test-zone-2")), ("on-demand", ("test-zone-1", "test-zone-2", "test-zone-3")))
