@@ -257,15 +257,17 @@ class NewNode:
             if why := reqs.compatible(pod_reqs, well_known=t.well_known):
                 return f"incompatible requirements, {why}"
             reqs = reqs.intersection(pod_reqs)
-        domains, why = topology.domain_for(pod, reqs, hostname=self.hostname, existing_labels=None)
+        narrowed: dict[str, list[str]] = {}
+        domains, why = topology.domain_for(pod, reqs, hostname=self.hostname, existing_labels=None, narrowed=narrowed)
         if domains is None:
             return why
-        pinned = {k: d for k, d in domains.items() if k != wk.HOSTNAME}
+        pinned = {k: [d] for k, d in domains.items() if k != wk.HOSTNAME}
+        pinned.update((k, v) for k, v in narrowed.items() if k != wk.HOSTNAME)
         if pinned:
             if reqs is self.requirements:
                 reqs = reqs.copy()
-            for key, domain in pinned.items():
-                reqs.add(Requirement.exactly(key, domain))
+            for key, values in pinned.items():
+                reqs.add(Requirement.exactly(key, *values))
         options = self.options
         if reqs is not self.requirements:
             options = options & t.compatible(reqs)[0]
@@ -291,7 +293,7 @@ class NewNode:
         self.host_ports = self.host_ports | pod.host_ports
         self.pods.append(pod)
         self.domains.update(reqs.single_values())
-        topology.record(pod, self.domains)
+        topology.record(pod, self.domains, reqs)
         return None
 
     def clone(self) -> NewNode:

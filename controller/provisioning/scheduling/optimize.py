@@ -443,9 +443,10 @@ def _first_fit(nodes: list[NewNode], members: list[_Loose], topology: Topology) 
     if not nodes:
         return members
     t = nodes[0].template
+    dtype = t.allocatable.dtype                  # Python integers when the types' sizes need them
     room = np.array([t.allocatable[int(np.flatnonzero(n.options)[0])] if n.options.any()
-                     else np.zeros(len(t.rows.index), dtype=np.int64) for n in nodes], dtype=np.int64)
-    room = room - np.array([n.used for n in nodes], dtype=np.int64)
+                     else np.zeros(len(t.rows.index), dtype=dtype) for n in nodes], dtype=dtype)
+    room = room - np.array([n.used for n in nodes], dtype=dtype)
     rest = []
     for e in members:
         need = t.rows.of(e.pod)

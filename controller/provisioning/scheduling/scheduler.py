@@ -94,7 +94,8 @@ class Rooms:
     """Room left per node as a matrix, so one comparison finds every node a pod might fit.
 
     Each kind of pod also has a mask of the nodes that turned it away for other reasons
-    (taints, labels, topology): nodes only fill up, so they would turn away its twins too."""
+    (taints, labels, anti-affinity): nodes only fill up, so they would turn away its twins too
+    (`rejection_lasts` says for which pods that holds)."""
 
     def __init__(self, width: int) -> None:
         self._rows = np.zeros((64, width), dtype=np.int64)
@@ -157,6 +158,15 @@ def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, i
         if ratios:
             weights[column] = float(np.median(ratios))
     return weights
+
+
+def rejection_lasts(pod: PodInfo) -> bool:
+    """Whether a node that turns `pod` away will turn away its twins for the rest of the solve.
+
+    Not for a spread over zones or any key but hostname (the minimum rises as other domains fill,
+    so a node over the skew now may be within it later; a hostname's minimum is always 0) nor a
+    pod affinity (its target may land there later)."""
+    return all(s.key == wk.HOSTNAME for s in pod.spreads) and not any(not t.anti for t in pod.affinities)
 
 
 def placement_kind(pod: PodInfo) -> tuple[object, ...]:
@@ -247,17 +257,19 @@ class Scheduler:
         )
 
     def _domains(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
+        # As Karpenter: every value the provisioners' instance types offer, whether or not the provisioner
+        # allows it. A zone no provisioner may launch in is still a domain a spread counts (empty), so it
+        # holds the other zones to maxSkew instead of letting them fill up.
         domains: dict[str, set[str]] = collections.defaultdict(set)
         for t in self.templates:
             for it in t.instance_types:
                 for o in it.offerings:
-                    if o.available and all(t.requirements.get_or_exists(k).has(v) for k, v in
-                                           ((wk.ZONE, o.zone), (wk.CAPACITY_TYPE, o.capacity_type))):
+                    if o.available:
                         domains[wk.ZONE].add(o.zone)
                         domains[wk.CAPACITY_TYPE].add(o.capacity_type)
                 for key, r in it.requirements.items():
                     if key not in TOPOLOGY_KEYS_FROM_OFFERINGS and not r.complement:
-                        domains[key].update(v for v in r.values if t.requirements.get_or_exists(key).has(v))
+                        domains[key].update(r.values)
             for key, r in t.requirements.items():
                 if not r.complement and key not in TOPOLOGY_KEYS_FROM_OFFERINGS:
                     domains[key].update(r.values)
@@ -366,12 +378,14 @@ class Scheduler:
         (nothing, when it fits in what the node's cheapest option has left); then a new node from
         the heaviest provisioner that takes it."""
         kind = placement_kind(pod)
+        lasting = rejection_lasts(pod)
         need = self.rows.of(pod)
         for i in self._existing_rooms.candidates(need, kind).tolist():
             if self.existing[i].add(pod, self.topology) is None:
                 self._existing_rooms.set(i, self.rows.row(self.existing[i].available))
                 return None
-            self._existing_rooms.reject(kind, i)
+            if lasting:
+                self._existing_rooms.reject(kind, i)
         found = self._grow_rooms.candidates(need, kind)
         order = self._free_rooms.cheapest_growth_first(found, need, self._price) if need is not None else found.tolist()
         fresh: float | None = None                     # what a new node for this pod alone would cost
@@ -393,7 +407,8 @@ class Scheduler:
                 self._free_rooms.set(i, node.free_room())
                 self._grow_rooms.set(i, node.grow_room())
                 return None
-            self._grow_rooms.reject(kind, i)
+            if lasting:
+                self._grow_rooms.reject(kind, i)
         if not self.templates:
             return "no provisioner can launch nodes"
         reasons = []

@@ -97,18 +97,31 @@ class Topology:
         self.groups_of(pod)
 
     # --- counting ---------------------------------------------------------------
-    def record(self, pod: PodInfo, domains: Mapping[str, str]) -> None:
-        """Count `pod`, placed on a node whose domain per key is `domains`."""
+    def record(self, pod: PodInfo, domains: Mapping[str, str], requirements: Requirements | None = None) -> None:
+        """Count `pod`, placed on a node whose domain per key is `domains`.
+
+        A new node's `requirements` say which domains it may still take where `domains` names none (its
+        zone is chosen at launch). As Karpenter, anti-affinity counts the pod in every one of them, so no
+        pod it keeps away lands where it may turn out to be; spreads and affinity count only a known domain."""
         for g in self._groups.values():
-            domain = domains.get(g.key)
-            if domain is not None and g.selects(pod):
+            if not g.selects(pod):
+                continue
+            for domain in self._recorded_domains(g, domains, requirements):
                 g.counts[domain] = g.counts.get(domain, 0) + 1
         for t in pod.affinities:
             if t.anti and not t.weight:
-                domain = domains.get(t.key)
-                if domain is not None:
-                    g = self._affinity_group(t)
+                g = self._affinity_group(t)
+                for domain in self._recorded_domains(g, domains, requirements):
                     g.owners[domain] = g.owners.get(domain, 0) + 1
+
+    def _recorded_domains(self, g: Group, domains: Mapping[str, str], requirements: Requirements | None) -> list[str]:
+        domain = domains.get(g.key)
+        if domain is not None:
+            return [domain]
+        if g.kind != ANTI or requirements is None:
+            return []
+        requirement = requirements.get(g.key)
+        return sorted(d for d in self.domains.get(g.key, ()) if requirement is None or requirement.has(d))
 
     def selecting(self, pod: PodInfo) -> list[tuple[str, str]]:
         """(kind, key) of every group whose counts `pod` joins where it lands: moving it moves them."""
@@ -116,28 +129,40 @@ class Topology:
 
     # --- deciding ---------------------------------------------------------------
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
-                   existing_labels: Mapping[str, str] | None) -> tuple[dict[str, str] | None, str | None]:
+                   existing_labels: Mapping[str, str] | None,
+                   narrowed: dict[str, list[str]] | None = None) -> tuple[dict[str, str] | None, str | None]:
         """The domain per topology key the node must take for `pod`, or (None, why not).
 
         `existing_labels` fixes every domain of an existing node; a new node has
         `hostname` as its own hostname domain and takes other domains from its
-        requirements."""
+        requirements. Anti-affinity (the pod's own, or another's that selects it) does
+        not choose one domain of a new node, as Karpenter: it narrows the node to every
+        domain still free, given in `narrowed` (when asked for); the node's domain is
+        chosen at launch."""
         chosen: dict[str, str] = {}
+        open_: dict[str, list[str]] = {}
         inverse = [g for g in self._inverse if g.owners and g.selects(pod)]
         for g in self.groups_of(pod) + inverse:
-            candidates = self._candidates(g.key, chosen, node_requirements, hostname, existing_labels)
+            candidates = self._candidates(g.key, chosen, node_requirements, hostname, existing_labels, open_)
             if not candidates:
                 return None, f"no {g.key} domain for {g.describe()}"
             allowed = self._allowed(g, pod, candidates, owned=g in inverse)
             if not allowed:
                 return None, f"{g.describe()} not satisfiable on {g.key} {', '.join(sorted(candidates)[:5])}"
-            chosen[g.key] = min(allowed, key=lambda d: (g.counts.get(d, 0), d))
+            if narrowed is not None and g.kind == ANTI and len(allowed) > 1:
+                open_[g.key] = allowed
+            else:
+                chosen[g.key] = min(allowed, key=lambda d: (g.counts.get(d, 0), d))
+        if narrowed is not None:
+            narrowed.update((k, v) for k, v in open_.items() if k not in chosen)
         return chosen, None
 
     def _candidates(self, key: str, chosen: Mapping[str, str], reqs: Requirements, hostname: str | None,
-                    existing: Mapping[str, str] | None) -> list[str]:
+                    existing: Mapping[str, str] | None, open_: Mapping[str, list[str]]) -> list[str]:
         if key in chosen:
             return [chosen[key]]
+        if key in open_:
+            return open_[key]
         if existing is not None:
             return [existing[key]] if key in existing else []
         if key == HOSTNAME:
