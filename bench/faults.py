@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 import boto3  # noqa: E402
 import requests  # noqa: E402
 
-from bench.aws import CLUSTER, DISCOVERY, REGION, prepare  # noqa: E402
+from bench.aws import CLUSTER, REGION, prepare  # noqa: E402
 from bench.measure import free_port, wait_for  # noqa: E402
 from bench.slow_clients import SlowClients  # noqa: E402
 from karpy.controller.launch.launcher import FAULT_ENV, KILL_POINTS  # noqa: E402
