@@ -27,9 +27,9 @@ malformed  Non-UTF-8 bytes, non-JSON, wrong shapes, an empty body, deep nesting,
            answers by class (2xx, 4xx, 5xx) and none (connection closed without an answer). Target: 0 5xx.
 outage     A controller whose local cluster is stopped for --outage seconds and started again on the same port
            (empty: the CRDs and the Provisioner are applied again), then a pod of its own node is created. Printed:
-           log lines from the stop until that pod runs, the lines among them of the outage logger (target: one when
-           it goes, one a minute while it stays down, one when it is back), tracebacks, whether a pod created after the restart got its node, seconds
-           from its creation until it runs. Targets: a few outage lines (not one per request), the pod placed.
+           log lines from the stop until that pod runs, the lines among them of the outage logger, tracebacks,
+           whether the pod got its node, seconds from its creation until it runs. Targets: one outage line when
+           the server goes, one a minute while it stays down, one when it is back; the pod placed.
 
 Every process the benchmark starts is stopped before it exits; servers listen on 127.0.0.1 only.
 """
