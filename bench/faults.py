@@ -21,7 +21,8 @@ poison     A healthy 500m pod alone, then next to a pod requesting memory "1e30"
            FailedScheduling Event. Target: as fast with the poison pod (within 1.5x + 1 s of alone).
 slow       --slow-clients connections announcing `Content-Length: 100000`, then one byte every 2 s, against
            `karpy webhook` and `karpy extender` with their default settings; meanwhile --requests normal requests,
-           one every --request-every seconds, each with a 2 s timeout. Printed: answered (share of normal requests answered 200). Target: >= 90%.
+           one every --request-every seconds, each with a 2 s timeout. Printed: answered (share of normal requests
+           answered 200), the slowest of them. Target: >= 90%.
 malformed  Non-UTF-8 bytes, non-JSON, wrong shapes, an empty body, deep nesting, an oversized Content-Length,
            bad chunked encoding and conflicting framing, posted to every path of both servers. Printed: requests,
            answers by class (2xx, 4xx, 5xx) and none (connection closed without an answer). Target: 0 5xx.
