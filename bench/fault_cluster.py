@@ -17,8 +17,10 @@ import boto3
 
 from bench.aws import CLUSTER, REGION, prepare
 from bench.measure import free_port, wait_for
+from bench.tcp_gate import Gate
 from karpy.controller.launch.launcher import FAULT_ENV
 from karpy.kubeclient.raw import RawClient, api_client, path_of
+from karpy.simulator.kubeconfig import write_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +48,7 @@ class Run:
     def __init__(self, work: Path, *, aws: bool, moto_url: str | None, env: dict[str, str]) -> None:
         self.work, self.aws, self.moto_url, self.env = work, aws, moto_url, env
         self.kubeconfig = work / "kubeconfig"
+        self.controller_kubeconfig = self.kubeconfig          # the outage puts a Gate between them
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start_cluster(self, port: int = 0) -> RawClient:
@@ -64,7 +67,7 @@ class Run:
         return RawClient(api_client(str(self.kubeconfig)))
 
     def controller(self, log: Path, fault: str | None, *extra: str) -> subprocess.Popen[bytes]:
-        args = [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(self.kubeconfig), "--metrics-port", "0",
+        args = [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(self.controller_kubeconfig), "--metrics-port", "0",
                 "--health-port", "0", "--batch-idle-duration", "0.3", "--cluster-name", CLUSTER, *extra]
         if self.aws:
             args += ["--cloud-provider", "aws", "--cluster-endpoint", "https://cluster.example"]
@@ -250,21 +253,31 @@ def healthy_pod_seconds(*, poison: bool, timeout: float, env: dict[str, str]) ->
 # --- an API server outage --------------------------------------------------------------------------------------
 
 def api_outage(*, down: float, timeout: float, env: dict[str, str]) -> dict[str, Any]:
+    """The controller reaches its cluster through a Gate. The Gate shuts (refused connections, resets), the cluster
+    behind it is stopped, and `down` seconds later a fresh one is started on the same port with the CRDs and the
+    Provisioner applied before the Gate opens again: as a restarted API server, never half set up."""
     work = Path(tempfile.mkdtemp(prefix="karpy-fault-outage-"))
     run = Run(work, aws=False, moto_url=None, env=env)
+    gate: Gate | None = None
     try:
         port = free_port()
         client = run.start_cluster(port)
         client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), provisioner(False))
+        gate = Gate(("127.0.0.1", port)).open()
+        run.controller_kubeconfig = work / "gated-kubeconfig"
+        write_kubeconfig(str(run.controller_kubeconfig), f"http://127.0.0.1:{gate.port}")
         log = work / "controller.log"
-        run.controller(log, None)
+        controller = run.controller(log, None)
         started(log)
         before = len(log_text(log).splitlines())
+        gate.shut()
+        stopped = time.monotonic()
         run.cluster.terminate()
         run.cluster.wait(timeout=10)
-        time.sleep(down)
         client = run.start_cluster(port)
         client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), provisioner(False))
+        time.sleep(max(0.0, down - (time.monotonic() - stopped)))
+        gate.open()
         created = time.monotonic()
         client.create(path_of("v1", "pods", "default"), bare_pod("after", {"cpu": "1500m"}))
         ran = until(lambda: phases(client).get("after") == "Running", timeout)
@@ -272,6 +285,8 @@ def api_outage(*, down: float, timeout: float, env: dict[str, str]) -> dict[str,
         during = log_text(log).splitlines()[before:]          # from the stop until the pod ran
         return {"lines": len(during), "outage_lines": sum("kubeclient.outage" in line for line in during),
                 "tracebacks": sum("Traceback" in line for line in during), "placed": bool(ran),
-                "seconds": seconds if ran else float("nan"), "alive": run.processes[1].poll() is None}
+                "seconds": seconds if ran else float("nan"), "alive": controller.poll() is None}
     finally:
         run.stop()
+        if gate is not None:
+            gate.shut()

@@ -26,8 +26,10 @@ slow       --slow-clients connections announcing `Content-Length: 100000`, then 
 malformed  Non-UTF-8 bytes, non-JSON, wrong shapes, an empty body, deep nesting, an oversized Content-Length,
            bad chunked encoding and conflicting framing, posted to every path of both servers. Printed: requests,
            answers by class (2xx, 4xx, 5xx) and none (connection closed without an answer). Target: 0 5xx.
-outage     A controller whose local cluster is stopped for --outage seconds and started again on the same port
-           (empty: the CRDs and the Provisioner are applied again), then a pod of its own node is created. Printed:
+outage     A controller whose API server goes away for --outage seconds and comes back on the same port: the
+           controller reaches `karpy sim` through a relay (bench/tcp_gate.py) that is shut, the cluster behind it
+           is stopped and started again, empty, with the CRDs and the Provisioner applied before the relay opens
+           again; then a pod of its own node is created. Printed:
            log lines from the stop until that pod runs, the lines among them of the outage logger, tracebacks,
            whether the pod got its node, seconds from its creation until it runs. Targets: one outage line when
            the server goes, one a minute while it stays down, one when it is back; the pod placed.
