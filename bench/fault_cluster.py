@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -118,9 +119,12 @@ def kill_point(point: str, *, aws: bool, pods: int, timeout: float, moto_url: st
         while time.monotonic() < deadline and len(running()) < pods:
             time.sleep(0.2)
         seconds = time.monotonic() - restarted
-        pending = pods - len(running())
+        placed = running()
+        pending = pods - len(placed)
+        per_node = Counter((p.get("spec") or {}).get("nodeName") for p in placed)
+        shared = sum(1 for count in per_node.values() if count > 1)    # each pod needs a node of its own
         nodes = client.get(path_of("v1", "nodes"))["items"]
-        held = {(n.get("spec") or {}).get("providerID") for n in nodes}
+        held = {n["spec"]["providerID"] for n in nodes if (n.get("spec") or {}).get("providerID")}
         logs = "".join((work / f"controller-{i}.log").read_text(errors="replace") for i in (1, 2))
         launched = set(LAUNCHED.findall(logs))
         if aws:
@@ -129,9 +133,9 @@ def kill_point(point: str, *, aws: bool, pods: int, timeout: float, moto_url: st
             leaked = sum(1 for i in instances if i["State"]["Name"] in ("pending", "running")
                          and f"aws:///{i['Placement']['AvailabilityZone']}/{i['InstanceId']}" not in held)
         else:
-            duplicates = len(launched) - pods
+            duplicates = len(launched | held) - pods      # a Node adopted after the kill may have no launch line
             leaked = len(launched - held)
-        return {"duplicates": duplicates, "leaked": leaked, "pending": pending,
+        return {"duplicates": duplicates, "leaked": leaked, "pending": pending, "shared": shared,
                 "seconds": seconds if pending == 0 else float("nan"), "exit": dying.returncode}
     finally:
         run.stop()

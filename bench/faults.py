@@ -8,8 +8,9 @@ kill       A controller killed at each point of a launch, then started again. Fa
            (one node each). `karpy controller` starts with KARPY_LAUNCH_FAULT=<point> and exits there (os._exit, as
            kill -9 would leave it); a second controller starts without it and must finish the job. Printed:
            duplicates (instances launched beyond one per pod; aws: every instance moto ever ran, fake: distinct
-           provider ids in the `Launched instance` lines of both runs), leaked (instances launched that no Node holds
-           once the pods run; aws: still running), pending (pods not Running at the end), seconds (from the second
+           provider ids in the `Launched instance` lines of both runs and on the Nodes), leaked (instances launched that no Node holds
+           once the pods run; aws: still running), pending (pods not Running at the end), shared (nodes that run more
+           than one of the pods, each of which needs a node of its own: an overcommitted node), seconds (from the second
            controller's start until every pod runs). Targets: 0 duplicates, 0 leaked, 0 pending.
 leader     Two `karpy controller --leader-elect` replicas; the leader is paused (SIGSTOP) until the other holds the
            Lease, --pods pods that each need a node of their own are created, and the old leader resumes (SIGCONT).
@@ -81,14 +82,14 @@ def run_kill(args: argparse.Namespace, env: dict[str, str]) -> None:
         if moto_url:
             wait_for(lambda: urllib.request.urlopen(moto_url + "/moto-api/", timeout=2).status == 200, 30, "the moto server")
         print(f"\n## kill: {args.pods} pods of 1500m cpu (one m5.large each); the first controller dies at the point, "
-              "a second finishes (targets: 0 duplicates, 0 leaked, 0 pending)")
-        print(f"{'provider':>8} {'kill point':>13} {'exit':>5} {'duplicates':>11} {'leaked':>7} {'pending':>8} {'seconds':>8} {'verdict':>7}")
+              "a second finishes (targets: 0 duplicates, 0 leaked, 0 pending, 0 shared)")
+        print(f"{'provider':>8} {'kill point':>13} {'exit':>5} {'duplicates':>11} {'leaked':>7} {'pending':>8} {'shared':>7} {'seconds':>8} {'verdict':>7}")
         for provider in args.providers:
             for point in args.points:
                 r = kill_point(point, aws=provider == "aws", pods=args.pods, timeout=args.timeout, moto_url=moto_url, env=env)
-                ok = r["duplicates"] <= 0 and r["leaked"] == 0 and r["pending"] == 0
+                ok = r["duplicates"] <= 0 and r["leaked"] == 0 and r["pending"] == 0 and r["shared"] == 0
                 print(f"{provider:>8} {point:>13} {r['exit']:>5} {r['duplicates']:>11} {r['leaked']:>7} {r['pending']:>8} "
-                      f"{r['seconds']:>8.1f} {verdict(ok):>7}", flush=True)
+                      f"{r['shared']:>7} {r['seconds']:>8.1f} {verdict(ok):>7}", flush=True)
     finally:
         if moto is not None:
             moto.terminate()
