@@ -216,8 +216,11 @@ def leader_pause(*, pods: int, timeout: float, env: dict[str, str]) -> dict[str,
         time.sleep(3.0)                    # a late launch by the resumed leader would show by now
         nodes = len(client.get(path_of("v1", "nodes"))["items"])
         launched = len(set(LAUNCHED.findall("".join(log_text(log) for log in logs))))
+        per_node = Counter((p.get("spec") or {}).get("nodeName")
+                           for p in client.get(path_of("v1", "pods", "default"))["items"] if (p.get("spec") or {}).get("nodeName"))
         return {"takeover": takeover if taken else float("nan"), "old_exit": old_exit, "new_alive": new.poll() is None,
                 "nodes": nodes, "duplicates": max(nodes, launched) - pods,
+                "shared": sum(1 for count in per_node.values() if count > 1),
                 "pending": sum(phase != "Running" for phase in phases(client).values()),
                 "seconds": seconds if placed else float("nan")}
     finally:

@@ -16,7 +16,8 @@ leader     Two `karpy controller --leader-elect` replicas; the leader is paused 
            Lease, --pods pods that each need a node of their own are created, and the old leader resumes (SIGCONT).
            Printed: takeover (seconds from the pause until the Lease changed hands), old-exit (the resumed leader's
            exit code; `running` if it did not stand down), nodes, duplicates (nodes and launched instances beyond one
-           per pod), seconds (from the pods' creation until all run). Targets: 0 duplicates, the old leader exits.
+           per pod), shared (nodes running more than one of the pods), seconds (from the pods' creation until all
+           run). Targets: 0 duplicates, 0 shared, the old leader exits.
 poison     A healthy 500m pod alone, then next to a pod requesting memory "1e30", each on a fresh cluster and
            controller: seconds until the healthy pod runs, and whether the poison pod stayed Pending with a
            FailedScheduling Event. Target: as fast with the poison pod (within 1.5x + 1 s of alone).
@@ -101,10 +102,10 @@ def run_leader(args: argparse.Namespace, env: dict[str, str]) -> None:
     print(f"\n## leader: the leader paused until the other replica holds the Lease, {args.pods} pods of 1500m cpu "
           "(one m5.large each), then resumed (targets: 0 duplicates, the old leader exits)")
     r = leader_pause(pods=args.pods, timeout=args.timeout, env=env)
-    ok = r["duplicates"] <= 0 and r["old_exit"] not in ("running", 0) and r["pending"] == 0
-    print(f"{'takeover s':>10} {'old exit':>9} {'new alive':>9} {'nodes':>6} {'duplicates':>11} {'pending':>8} {'seconds':>8} {'verdict':>7}")
+    ok = r["duplicates"] <= 0 and r["old_exit"] not in ("running", 0) and r["pending"] == 0 and r["shared"] == 0
+    print(f"{'takeover s':>10} {'old exit':>9} {'new alive':>9} {'nodes':>6} {'duplicates':>11} {'pending':>8} {'shared':>7} {'seconds':>8} {'verdict':>7}")
     print(f"{r['takeover']:>10.1f} {r['old_exit']!s:>9} {r['new_alive']!s:>9} {r['nodes']:>6} {r['duplicates']:>11} "
-          f"{r['pending']:>8} {r['seconds']:>8.1f} {verdict(ok):>7}", flush=True)
+          f"{r['pending']:>8} {r['shared']:>7} {r['seconds']:>8.1f} {verdict(ok):>7}", flush=True)
 
 
 def run_poison(args: argparse.Namespace, env: dict[str, str]) -> None:
