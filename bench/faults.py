@@ -100,7 +100,7 @@ def run_kill(args: argparse.Namespace, env: dict[str, str]) -> None:
 
 def run_leader(args: argparse.Namespace, env: dict[str, str]) -> None:
     print(f"\n## leader: the leader paused until the other replica holds the Lease, {args.pods} pods of 1500m cpu "
-          "(one m5.large each), then resumed (targets: 0 duplicates, the old leader exits)")
+          "(one m5.large each), then resumed (targets: 0 duplicates, 0 shared, the old leader exits)")
     r = leader_pause(pods=args.pods, timeout=args.timeout, env=env)
     ok = r["duplicates"] <= 0 and r["old_exit"] not in ("running", 0) and r["pending"] == 0 and r["shared"] == 0
     print(f"{'takeover s':>10} {'old exit':>9} {'new alive':>9} {'nodes':>6} {'duplicates':>11} {'pending':>8} {'shared':>7} {'seconds':>8} {'verdict':>7}")
