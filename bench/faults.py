@@ -143,7 +143,7 @@ def run_malformed(args: argparse.Namespace, env: dict[str, str]) -> None:
 
 def run_outage(args: argparse.Namespace, env: dict[str, str]) -> None:
     print(f"\n## outage: the controller's API server stopped for {args.outage:g} s and started again on the same port "
-          "(targets: a few outage lines, not one per request; the next pod placed)")
+          "(targets: one outage line as it goes, one a minute while down, one when back; the next pod placed)")
     r = api_outage(down=args.outage, timeout=args.timeout, env=env)
     ok = r["placed"] and r["tracebacks"] == 0 and r["outage_lines"] <= 2 + args.outage // 60   # down, each minute, back
     print(f"{'log lines':>10} {'outage lines':>13} {'tracebacks':>11} {'pod placed':>11} {'seconds':>8} {'verdict':>7}")
