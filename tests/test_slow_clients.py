@@ -13,7 +13,7 @@ import requests
 
 from tests.builders import admission_review, provisioner
 from tests.conftest import Server, start_server, stop_server
-from tests.slow_clients import SlowClients
+from bench.slow_clients import SlowClients
 
 BODY_TIMEOUT = 5.0
 HEADER_TIMEOUT = 3.0
