@@ -35,6 +35,7 @@ from karpy.controller.launch.claims import (Situation, Step, adoption_patch, cla
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
+from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.provisioning")
@@ -89,11 +90,34 @@ class Launcher:
             if not mine:
                 return None
             try:                                                 # 1. the intent, durably, before the cloud hears of it
-                claim = self.state.client.create(CLAIMS, manifest)
+                claim = self._record(manifest)
             except ApiException as e:
                 log.error("Could not record launch of node %s, %s", request.node_name, e.reason)
                 return None
+            if claim is None:
+                return None
             return self._advance(claim, request=request)
+
+    def _record(self, manifest: Obj, *, tries: int = 3) -> Obj | None:
+        """Create the claim. A connection lost with the request in flight (a server swamped by a burst resets
+        some) is tried again, briefly: the claim's name is this launch's own, so a 409 after such a loss is this
+        launch's claim, written, when it lists the same pods (another's otherwise: then nothing is launched)."""
+        name = manifest["metadata"]["name"]
+        for attempt in range(1, tries + 1):
+            try:
+                return self.state.client.create(CLAIMS, manifest)
+            except ApiUnreachable:
+                if attempt == tries:
+                    raise
+                time.sleep(backoff_seconds(attempt, base=0.2, cap=2.0))
+            except ApiException as e:
+                if e.status != 409 or attempt == 1:
+                    raise
+                claim = self.state.client.get(claim_path(name))
+                if (claim.get("spec") or {}).get("pods") != manifest["spec"]["pods"]:
+                    raise
+                return claim
+        return None
 
     def reconcile(self) -> float | None:
         """Take every claim that no thread here is working on one step further, to done or a wait."""
