@@ -28,7 +28,8 @@ from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.garbagecollection import GarbageCollection
 from karpy.controller.node.initialization import Initialization
 from karpy.controller.provisioning.batcher import Batcher
-from karpy.controller.provisioning.provisioner import Provisioner, is_provisionable
+from karpy.controller.provisioning.pending import is_provisionable
+from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.serve import serve_probes
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.controller import Terminator
@@ -137,7 +138,7 @@ class Operator:
         while not self.stop_event.is_set():
             if self.batcher.wait(timeout=1.0) and self._leading():
                 try:
-                    self.provisioner.reconcile()
+                    self.provisioner.reconcile(wait=False)   # launches and binds overlap the next batch
                     unreachable = 0
                 except ApiUnreachable:     # said once by the outage reporter; retry after a growing pause
                     unreachable += 1

@@ -19,6 +19,7 @@ from karpy.apis.provisioner_validation import decode_provisioner, validate_provi
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.failures import FailureReporter
+from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
 from karpy.kubeclient.raw import Informer, RawClient, path_of
@@ -40,6 +41,10 @@ class ClusterState:
         self.gap_reports = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
         self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs, self.namespaces,
                           self.gap_reports]
+        # the pods waiting for capacity, kept by the watch (first handler: later ones read it up to date)
+        self.pending = PendingIndex(self.pods.get)
+        self.pods.handlers.append(self.pending.on_pod)
+        self.gap_reports.handlers.append(self.pending.on_gap_report)
         self.failures = FailureReporter(client)     # bad objects: skipped, said once
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()

@@ -114,7 +114,9 @@ class RawClient:
             response.response.release_conn()
 
 
-POOL_SIZE = 32     # informers hold a connection each for their watch; writers need room beside them
+# informers hold a connection each for their watch; beside them the controller writes from its launch workers
+# and its bind workers (controller/launch/launcher.py) at once, each on a connection of its own
+POOL_SIZE = 64
 
 
 def api_client(kubeconfig: str | None = None, *, host: str | None = None) -> ApiClient:
@@ -195,6 +197,13 @@ def path_of(api_version: str, plural: str, namespace: str | None = None, name: s
 Handler = Callable[[str, Obj], None]      # (ADDED | MODIFIED | DELETED, object)
 
 
+def _trimmed(obj: Obj) -> Obj:
+    """`obj` without metadata.managedFields: the field owners' record is often the bulk of an object and no
+    decision reads it, so a cache of tens of thousands of pods does not keep it."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
+
+
 class Informer:
     """A list+watch cache of one resource across all namespaces."""
 
@@ -239,7 +248,7 @@ class Informer:
             try:
                 listed = self.client.get(path, **({"fieldSelector": self.field_selector} if self.field_selector else {}))
                 failures = 0
-                fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in listed.get("items") or []}
+                fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): _trimmed(o) for o in listed.get("items") or []}
                 with self.lock:
                     gone = [o for k, o in self.cache.items() if k not in fresh]
                     self.cache = fresh
@@ -251,7 +260,7 @@ class Informer:
                 rv = listed["metadata"]["resourceVersion"]
                 while not self._stop.is_set():
                     for event in self.client.watch(path, resource_version=rv, field_selector=self.field_selector):
-                        obj = event["object"]
+                        obj = _trimmed(event["object"])
                         rv = obj["metadata"].get("resourceVersion", rv)
                         if event["type"] == "BOOKMARK":
                             if self._stop.is_set():

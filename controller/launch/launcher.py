@@ -15,6 +15,7 @@ Registration timeouts and instances without a claim are garbage collection's (co
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -34,6 +35,7 @@ from karpy.controller.launch.claims import (Situation, Step, adoption_patch, cla
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
+from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.provisioning")
@@ -43,6 +45,7 @@ LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launc
 CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
 FAULT_ENV = "KARPY_LAUNCH_FAULT"     # a kill point name: the process dies there (fault benchmarks)
 KILL_POINTS = ("before-create", "after-create", "after-status", "after-node", "mid-bind")
+BIND_WORKERS = 24      # binds in flight at once, for all launches together (kubeclient/raw.py POOL_SIZE has room)
 Obj = dict[str, Any]
 
 
@@ -61,13 +64,18 @@ def claim_path(name: str, subresource: str | None = None) -> str:
 
 class Launcher:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Callable[[], Catalog], *,
-                 fault: Callable[[str], None] | None = None) -> None:
+                 fault: Callable[[str], None] | None = None, bind_workers: int = BIND_WORKERS) -> None:
         """`fault` is called at each kill point (KILL_POINTS) so tests can stop a launch there; by default the
         process exits at the point KARPY_LAUNCH_FAULT names, as a kill -9 would."""
         self.state, self.cloud, self._catalog = state, cloud, catalog
         self._fault = fault or _exit_at(os.environ.get(FAULT_ENV))
         self._busy: set[str] = set()           # claims a thread of this process is moving on now
+        self._planned: dict[str, int] = {}     # uid -> launches under way for it whose claim may not be written yet
+        self._landing: dict[str, list[tuple[str, str]]] = {}   # Node written or about to be -> the pods it binds
         self._lock = threading.Lock()
+        # one set of bind workers for every launch: a node's pods bind side by side, and a burst of nodes
+        # cannot open more connections than the client's pool holds
+        self._binds = concurrent.futures.ThreadPoolExecutor(bind_workers, thread_name_prefix="bind")
 
     # --- entry points --------------------------------------------------------------------------
     def launch(self, planned: PlannedNode, *, bind: bool = True) -> str | None:
@@ -82,11 +90,34 @@ class Launcher:
             if not mine:
                 return None
             try:                                                 # 1. the intent, durably, before the cloud hears of it
-                claim = self.state.client.create(CLAIMS, manifest)
+                claim = self._record(manifest)
             except ApiException as e:
                 log.error("Could not record launch of node %s, %s", request.node_name, e.reason)
                 return None
+            if claim is None:
+                return None
             return self._advance(claim, request=request)
+
+    def _record(self, manifest: Obj, *, tries: int = 3) -> Obj | None:
+        """Create the claim. A connection lost with the request in flight (a server swamped by a burst resets
+        some) is tried again, briefly: the claim's name is this launch's own, so a 409 after such a loss is this
+        launch's claim, written, when it lists the same pods (another's otherwise: then nothing is launched)."""
+        name = manifest["metadata"]["name"]
+        for attempt in range(1, tries + 1):
+            try:
+                return self.state.client.create(CLAIMS, manifest)
+            except ApiUnreachable:
+                if attempt == tries:
+                    raise
+                time.sleep(backoff_seconds(attempt, base=0.2, cap=2.0))
+            except ApiException as e:
+                if e.status != 409 or attempt == 1:
+                    raise
+                claim = self.state.client.get(claim_path(name))
+                if (claim.get("spec") or {}).get("pods") != manifest["spec"]["pods"]:
+                    raise
+                return claim
+        return None
 
     def reconcile(self) -> float | None:
         """Take every claim that no thread here is working on one step further, to done or a wait."""
@@ -113,14 +144,56 @@ class Launcher:
         """Every NodeClaim, read from the API server (not a cache: a stale read could repeat a step)."""
         return list(self.state.client.get(CLAIMS).get("items") or [])
 
+    def reserve(self, uids: list[str]) -> None:
+        """Count `uids` as claimed from before their launch is handed to a worker until `release` (called once the
+        launch returned: its claim is written by then, or deleted after a failure), so a batch that opens
+        meanwhile does not plan them again."""
+        with self._lock:
+            for uid in uids:
+                self._planned[uid] = self._planned.get(uid, 0) + 1
+
+    def release(self, uids: list[str]) -> None:
+        with self._lock:
+            for uid in uids:
+                left = self._planned.pop(uid, 1) - 1
+                if left:
+                    self._planned[uid] = left
+
     def claimed_pods(self) -> set[str]:
-        """Uids of the pods a live claim was launched for: capacity for them exists or is on its way, even while the
-        watch has not yet shown them bound. (A pod made again under the same name has a new uid.)"""
-        out: set[str] = set()
+        """Uids of the pods a live claim (or a launch of this process about to write one) was launched for:
+        capacity for them exists or is on its way, even while the watch has not yet shown them bound. (A pod made
+        again under the same name has a new uid.)"""
+        with self._lock:                    # read before the claims: a launch that ends meanwhile has written its claim
+            out: set[str] = set(self._planned)
         for claim in self.claims():
             if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True):
                 out.update(uid for _, _, uid in pods_of(claim) if uid)
         return out
+
+    def landing_nodes(self) -> set[str]:
+        """Nodes this process wrote (or is writing) whose pods the watch does not yet show bound to them: a batch
+        must not count their room as free, or it would place other pods on capacity these pods take."""
+        with self._lock:
+            landing = list(self._landing.items())
+        out = set()
+        for node_name, pods in landing:
+            if all(self._settled(namespace, name) for namespace, name in pods):
+                with self._lock:
+                    self._landing.pop(node_name, None)
+            else:
+                out.add(node_name)
+        return out
+
+    def _settled(self, namespace: str, name: str) -> bool:
+        pod = self.state.pods.get(namespace, name)
+        return pod is None or bool((pod.get("spec") or {}).get("nodeName")) or bool(pod["metadata"].get("deletionTimestamp"))
+
+    def _land(self, claim: Obj) -> None:
+        """Mark the claim's Node as landing (before it is written): see landing_nodes."""
+        node_name = (claim.get("status") or {}).get("nodeName")
+        if node_name and (claim.get("spec") or {}).get("bind", True):
+            with self._lock:
+                self._landing[node_name] = [(namespace, name) for namespace, name, _ in pods_of(claim)]
 
     # --- the steps -----------------------------------------------------------------------------
     def _advance(self, claim: Obj, *, request: NodeRequest | None = None) -> str | None:
@@ -148,6 +221,7 @@ class Launcher:
                 claim = self._patch_status(claim, launched_status(instance))     # 3. record what was launched
                 self._fault("after-status")
             elif step is Step.NODE:
+                self._land(claim)
                 instance = instance or self._existing(claim)
                 if instance is None:                     # gone before it registered: launch it again, by the same name
                     instance = self._create(claim, request or self._request(claim))
@@ -158,6 +232,7 @@ class Launcher:
                 self._fault("after-node")
                 claim = self._patch_status(claim, {"nodeCreated": True})
             elif step is Step.BIND:
+                self._land(claim)
                 self._bind(claim, node_name)                                     # 5. bind
                 claim = self._patch_status(claim, {"podsBound": True})
         return (claim.get("status") or {}).get("nodeName")
@@ -221,19 +296,31 @@ class Launcher:
             self.state.client.patch(path, patch)
 
     def _bind(self, claim: Obj, node_name: str) -> None:
-        bound = 0
-        for namespace, name, uid in pods_of(claim):     # sequential within a node
+        """Bind the claim's pods side by side on the shared bind workers; returns when every bind answered."""
+        pending = []
+        for namespace, name, uid in pods_of(claim):
             pod = self.state.pods.get(namespace, name)
             if pod is not None and ((pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp")):
                 continue                                 # placed elsewhere meanwhile, or leaving
-            try:
-                self.state.client.bind(namespace, name, node_name, uid=uid)
-                bound += 1
-                self._fault("mid-bind")
-            except ApiException as e:
-                if e.status not in (404, 409):           # gone, or kube-scheduler bound it first: both fine
-                    log.error("Binding pod %s/%s to node %s, %s", namespace, name, node_name, e.reason)
+            pending.append((namespace, name, uid))
+        futures = [self._binds.submit(self._bind_one, namespace, name, uid, node_name) for namespace, name, uid in pending]
+        try:
+            bound = sum(f.result() for f in futures)
+        except BaseException:                            # a kill point: the binds not yet sent are not sent
+            for f in futures:
+                f.cancel()
+            raise
         log.info("Bound %d pod(s) to node %s", bound, node_name)
+
+    def _bind_one(self, namespace: str, name: str, uid: str | None, node_name: str) -> bool:
+        try:
+            self.state.client.bind(namespace, name, node_name, uid=uid)
+        except ApiException as e:
+            if e.status not in (404, 409):               # gone, or kube-scheduler bound it first: both fine
+                log.error("Binding pod %s/%s to node %s, %s", namespace, name, node_name, e.reason)
+            return False
+        self._fault("mid-bind")
+        return True
 
     def _finalize(self, claim: Obj) -> None:
         """A deleted claim: its Node goes through termination, then the instance must be gone, then the finalizer."""

@@ -21,13 +21,13 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Gauge, Histogram
 
-from karpy.apis.conditions import unschedulable
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.launch.launcher import Launcher, node_request
+from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
-from karpy.controller.provisioning.scheduling.scheduler import Scheduler
+from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
@@ -39,21 +39,15 @@ __all__ = ["Provisioner", "is_provisionable", "node_request", "provisionable_pod
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def is_provisionable(pod: dict[str, Any], gap_reported: bool = False) -> bool:
-    """Pending, unbound, not terminating, and marked Unschedulable by kube-scheduler (or reported as a capacity
-    gap by the scheduler extender, which is sooner)."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") or status.get("phase", "Pending") != "Pending":
-        return False
-    if any(r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or []):
-        return False
-    return gap_reported or unschedulable(pod) is not None
-
-
 def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
-    """The pods in the cache that wait for capacity karpy should launch."""
-    gaps = state.gap_pod_uids()
-    return [p for p in state.pods.items() if is_provisionable(p, p["metadata"].get("uid") in gaps)]
+    """The pods in the cache that wait for capacity karpy should launch (from the index the watch keeps)."""
+    return state.pending.pods()
+
+
+def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
+    """A launch nobody waits for still says why it failed (the launch loop finishes its claim later)."""
+    if not future.cancelled() and isinstance(future.exception(), Exception):
+        log.error("Launching a node failed, %s", future.exception())
 
 
 class Provisioner:
@@ -79,8 +73,11 @@ class Provisioner:
             if self.state.nodes.get("", name) is None:    # a clash with a claim's name fails that launch, retried
                 return name
 
-    def reconcile(self) -> None:
-        """Plan and launch for every provisionable pod now in the cache."""
+    def reconcile(self, *, wait: bool = True) -> None:
+        """Plan and launch for every provisionable pod now in the cache. With `wait` False the launches (and their
+        binds) go on in the background and the next batch may open meanwhile: their pods count as claimed from
+        before they are handed over, and their Nodes are left out of its plan until the watch shows their pods
+        bound."""
         provisionable = provisionable_pods(self.state)
         if provisionable:
             on_the_way = self.launcher.claimed_pods()
@@ -90,6 +87,10 @@ class Provisioner:
             return
         log.info("Found %d provisionable pod(s)", len(provisionable))
         snapshot = self.state.snapshot(self.catalog, self.state.bound_pods() + provisionable)
+        landing = self.launcher.landing_nodes()          # read after the snapshot's nodes: covers every one of them
+        if landing:
+            snapshot = dataclasses.replace(snapshot, nodes=[n for n in snapshot.nodes if n["metadata"]["name"] not in landing],
+                                           pods=[p for p in snapshot.pods if p.node_name not in landing])
         started = time.perf_counter()
         results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve()
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
@@ -99,19 +100,37 @@ class Provisioner:
             options = sorted({t.name for n in results.new_nodes for t in n.options[:10]})
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
                      len(results.new_nodes), pods, " ".join(options))
-        # launches are independent: do them side by side, as Karpenter does in goroutines
-        launched = list(self._pool.map(self.launcher.launch, results.new_nodes))
-        self._await_cache([n for n in launched if n])
+        launches = self._launch_all(results.new_nodes, bind=True)
+        if wait:
+            self._await_cache([n for n in (f.result() for f in launches) if n])
+        by_key = {f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}": p for p in provisionable}
         for key, reason in results.unschedulable.items():
             if key in results.failed_pods:
                 continue                    # reported once, above
             log.info("Could not schedule pod %s, %s", key, reason)
-            namespace, name = key.split("/", 1)
-            pod = next((p for p in provisionable if p["metadata"]["namespace"] == namespace and p["metadata"]["name"] == name), None)
+            pod = by_key.get(key)
             if pod is not None:
                 events.record(self.state.client, pod, reason="FailedProvisioning", message=reason, component="karpy",
                               event_type="Warning")
         self._update_status()
+
+    def _launch_all(self, nodes: list[PlannedNode], *, bind: bool) -> list[concurrent.futures.Future[str | None]]:
+        """Hand every planned node to a launch worker (launches are independent: side by side, as Karpenter does in
+        goroutines); its pods count as claimed from now until its claim is written."""
+        futures = []
+        for planned in nodes:
+            uids = [uid for p in planned.pods if (uid := p.raw["metadata"].get("uid"))]
+            self.launcher.reserve(uids)
+            future = self._pool.submit(self._launch_one, planned, uids, bind)
+            future.add_done_callback(_log_failure)
+            futures.append(future)
+        return futures
+
+    def _launch_one(self, planned: PlannedNode, uids: list[str], bind: bool) -> str | None:
+        try:
+            return self.launcher.launch(planned, bind=bind)
+        finally:
+            self.launcher.release(uids)
 
     def _await_cache(self, names: list[str], timeout: float = 5.0) -> None:
         """Let the watch deliver the launched nodes, so the next batch counts them."""
@@ -135,7 +154,7 @@ class Provisioner:
         pods = [p for p in snapshot.pods if p.node_name in going]
         results = Scheduler(dataclasses.replace(snapshot, nodes=nodes, pods=pods), name_node=self.node_name,
                             packing=self.packing).solve()
-        launched = list(self._pool.map(lambda planned: self.launcher.launch(planned, bind=False), results.new_nodes))
+        launched = [f.result() for f in self._launch_all(results.new_nodes, bind=False)]
         return sum(1 for n in launched if n)
 
     def _update_status(self) -> None:

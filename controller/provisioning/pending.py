@@ -1,0 +1,88 @@
+"""Which pods wait for capacity: the test, and an index of them kept by the watch.
+
+A batch asks "which pods wait for capacity?" once; with tens of thousands of
+pods in the cache, filtering all of them per batch costs more than the answer.
+`PendingIndex` is told every pod and capacity-gap event as the informers see
+it and keeps the set of provisionable pods, by key, up to date, so a batch
+reads it in time proportional to the pods that wait. It holds references to
+the cached objects, never copies.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from karpy.apis.conditions import unschedulable
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+
+def is_provisionable(pod: Obj, gap_reported: bool = False) -> bool:
+    """Pending, unbound, not terminating, and marked Unschedulable by kube-scheduler (or reported as a capacity
+    gap by the scheduler extender, which is sooner)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") or status.get("phase", "Pending") != "Pending":
+        return False
+    if any(r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or []):
+        return False
+    return gap_reported or unschedulable(pod) is not None
+
+
+def key_of(obj: Obj) -> Key:
+    return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+class PendingIndex:
+    """The provisionable pods, kept by `on_pod` and `on_gap_report` (informer handlers).
+
+    `lookup` reads a pod as the pod cache holds it now: each event re-decides its pod from the cache's current
+    version under one lock, so two informer threads telling of the same pod in either order leave the answer
+    the cache's latest version gives."""
+
+    def __init__(self, lookup: Callable[[str, str], Obj | None]) -> None:
+        self._lookup = lookup
+        self._lock = threading.Lock()
+        self._pods: dict[Key, Obj] = {}
+        self._gaps: dict[Key, str] = {}          # capacity-gap event -> the uid of the pod it reports
+        self._gap_counts: dict[str, int] = {}     # pod uid -> how many gap events report it
+
+    def pods(self) -> list[Obj]:
+        with self._lock:
+            return list(self._pods.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pods)
+
+    def on_pod(self, kind: str, pod: Obj) -> None:
+        with self._lock:
+            self._decide(key_of(pod))
+
+    def on_gap_report(self, kind: str, event: Obj) -> None:
+        involved = event.get("involvedObject") or {}
+        key, uid = key_of(event), involved.get("uid")
+        with self._lock:
+            before = self._gaps.pop(key, None)
+            if before is not None:
+                self._count(before, -1)
+            if kind != "DELETED" and uid:
+                self._gaps[key] = uid
+                self._count(uid, +1)
+            if involved.get("name"):
+                self._decide((involved.get("namespace") or "", involved["name"]))
+
+    def _count(self, uid: str, change: int) -> None:
+        left = self._gap_counts.get(uid, 0) + change
+        if left > 0:
+            self._gap_counts[uid] = left
+        else:
+            self._gap_counts.pop(uid, None)
+
+    def _decide(self, key: Key) -> None:
+        pod = self._lookup(*key)
+        if pod is not None and is_provisionable(pod, pod["metadata"].get("uid") in self._gap_counts):
+            self._pods[key] = pod
+        else:
+            self._pods.pop(key, None)

@@ -1,0 +1,64 @@
+"""The live path as a pipeline: a node's pods bind side by side, and a batch does not wait for the binds of the
+last one (nor plans its pods again)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from karpy.apis import nodeclaim as api
+from karpy.controller.launch.launcher import Launcher
+from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.kubeclient.raw import path_of
+from tests.builders import provisioner, unschedulable_pod
+from tests.controller.conftest import CATALOG, Env
+
+CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
+ELSEWHERE = "another-scheduler"      # the local cluster's scheduler leaves these pods to karpy
+
+
+def test_the_pods_of_one_node_bind_side_by_side(env: Env) -> None:
+    env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="100m") for i in range(40)])
+    # each bind, once sent, waits for nine others: binds sent one at a time would never meet and break the barrier
+    meet = threading.Barrier(10, timeout=20)
+
+    def in_step(at: str) -> None:
+        if at == "mid-bind":
+            meet.wait()
+
+    Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG, fault=in_step)).reconcile()
+    assert not meet.broken
+    (claim,) = env.client.get(CLAIMS)["items"]
+    assert claim["status"]["podsBound"] is True
+    nodes = {env.client.get(path_of("v1", "pods", "default", f"web-{i}"))["spec"].get("nodeName") for i in range(40)}
+    assert nodes == {claim["status"]["nodeName"]}
+
+
+def test_a_batch_opens_while_the_last_one_binds_and_does_not_plan_its_pods_again(env: Env) -> None:
+    env.apply(provisioner("default"), *[unschedulable_pod(f"first-{i}", cpu="100m", schedulerName=ELSEWHERE) for i in range(20)])
+    gate = threading.Event()
+
+    def held(at: str) -> None:
+        if at == "mid-bind":
+            gate.wait(20)
+
+    provisioning = Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG, fault=held))
+    try:
+        provisioning.reconcile(wait=False)
+        env.apply(*[unschedulable_pod(f"second-{i}", cpu="100m", schedulerName=ELSEWHERE) for i in range(5)])
+        provisioning.reconcile(wait=False)                    # returns while the first node's binds are held
+        def every_pod_claimed() -> list[dict[str, Any]] | None:
+            items = env.client.get(CLAIMS)["items"]
+            return items if sum(len(c["spec"]["pods"]) for c in items) >= 25 else None
+
+        claims = env.settle(every_pod_claimed)
+        assert not any((c.get("status") or {}).get("podsBound") for c in claims)
+        planned = sorted(p["name"] for c in claims for p in c["spec"]["pods"])      # each pod once, in one claim
+        assert planned == sorted([f"first-{i}" for i in range(20)] + [f"second-{i}" for i in range(5)])
+        assert not any({p["name"][:5] for p in c["spec"]["pods"]} == {"first", "secon"} for c in claims)
+    finally:
+        gate.set()
+    env.settle(lambda: all((c.get("status") or {}).get("podsBound") for c in env.client.get(CLAIMS)["items"]))
+    assert len(env.cloud.create_calls) == len(claims)
+    pods = env.client.get(path_of("v1", "pods", "default"))["items"]
+    assert len(pods) == 25 and all(p["spec"].get("nodeName") for p in pods)
