@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from karpy.apis import labels as wk
 from karpy.apis import nodeclaim as api
 from karpy.apis.requirements import Requirements
+from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.types import Instance, InstanceType, NodeRequest
 
 Obj = dict[str, Any]
@@ -144,3 +145,14 @@ def next_step(claim: Obj, now: Situation) -> Step:
 
 def pods_of(claim: Obj) -> list[tuple[str, str, str | None]]:
     return [(p["namespace"], p["name"], p.get("uid")) for p in (claim.get("spec") or {}).get("pods") or []]
+
+
+def that_fit(requests: list[tuple[Any, Resources]], room: Resources) -> list[Any]:
+    """Pure: the keys of the pods, in order, that fit into `room` one after another. A restarted launcher binds
+    onto a node kube-scheduler may already have placed other pods on: binding past its room would overfill it."""
+    fitting = []
+    for key, asked in requests:
+        if not asked.exceeding(room):
+            fitting.append(key)
+            room = room - asked
+    return fitting

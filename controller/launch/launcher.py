@@ -28,10 +28,12 @@ from prometheus_client import Counter, Histogram
 
 from karpy.apis import labels as wk
 from karpy.apis import nodeclaim as api
+from karpy.apis.pods import pod_requests
+from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound, InsufficientCapacity, NodeRequest
 from karpy.controller.launch.claims import (Situation, Step, adoption_patch, claim_manifest, launched_status, next_step,
-                                            node_manifest, pods_of, request_of)
+                                            node_manifest, pods_of, request_of, that_fit)
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -303,6 +305,7 @@ class Launcher:
             if pod is not None and ((pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp")):
                 continue                                 # placed elsewhere meanwhile, or leaving
             pending.append((namespace, name, uid))
+        pending = self._fitting(node_name, pending)
         futures = [self._binds.submit(self._bind_one, namespace, name, uid, node_name) for namespace, name, uid in pending]
         try:
             bound = sum(f.result() for f in futures)
@@ -311,6 +314,38 @@ class Launcher:
                 f.cancel()
             raise
         log.info("Bound %d pod(s) to node %s", bound, node_name)
+
+    def _fitting(self, node_name: str, pending: list[tuple[str, str, str | None]]) -> list[tuple[str, str, str | None]]:
+        """The pods of `pending` that still fit on the node, judged against the pods the API server has bound there
+        now (not the cache: after a restart kube-scheduler may have placed pods on the node moments ago). The others
+        stay pending for kube-scheduler or the next batch."""
+        node = self._node(node_name)
+        allocatable = ((node or {}).get("status") or {}).get("allocatable")
+        if not allocatable or not pending:       # nothing known to judge by: bind as planned
+            return pending
+        bound = self.state.client.get(path_of("v1", "pods"), fieldSelector=f"spec.nodeName={node_name}").get("items") or []
+        room = Resources.parse(allocatable)
+        for pod in bound:
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                room = room - pod_requests(pod.get("spec") or {})
+        asked = []
+        for key in pending:
+            pod = self.state.pods.get(key[0], key[1]) or self._pod(key[0], key[1])
+            if pod is not None:
+                asked.append((key, pod_requests(pod.get("spec") or {})))
+        fitting = that_fit(asked, room)
+        if len(fitting) < len(pending):
+            log.info("Left %d pod(s) to the scheduler: node %s has no room for them now", len(pending) - len(fitting), node_name)
+        return fitting
+
+    def _pod(self, namespace: str, name: str) -> Obj | None:
+        """A pod the cache has not shown yet, from the server; None when it is gone."""
+        try:
+            return self.state.client.get(path_of("v1", "pods", namespace, name))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
 
     def _bind_one(self, namespace: str, name: str, uid: str | None, node_name: str) -> bool:
         try:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 
 from karpy.apis import nodeclaim as api
+from karpy.apis.resources import Resources
 from karpy.controller.launch.launcher import KILL_POINTS, Launcher
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.kubeclient.raw import path_of
-from tests.builders import provisioner, unschedulable_pod
+from tests.builders import pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 
 
@@ -59,3 +60,19 @@ def test_pods_a_claim_is_for_are_not_planned_again_while_it_is_unfinished(env: E
         dying.reconcile()
     Provisioner(env.state, env.cloud, CATALOG).reconcile()            # a batch before the claims were finished
     assert env.cloud.create_calls == [] and len(env.client.get(path_of(api.GROUP_VERSION, api.PLURAL))["items"]) == 1
+
+
+def test_a_restarted_launch_binds_no_pod_past_the_room_the_scheduler_left_on_its_node(env: Env) -> None:
+    env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="1500m", schedulerName="another-scheduler"))
+    dying = Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG,
+                                                                        fault=kill_at("after-node")))
+    with pytest.raises(SystemExit):
+        dying.reconcile()
+    (node,) = [n for n in env.client.get(path_of("v1", "nodes"))["items"]
+               if n["metadata"]["labels"].get("karpenter.sh/provisioner-name") == "default"]
+    room = Resources.parse(node["status"]["allocatable"]) - Resources.parse({"cpu": "1500m"})
+    # while karpy was down, the scheduler filled the node with another pod as large as the room left for web-0
+    env.apply(pod("squatter", node_name=node["metadata"]["name"], cpu=f"{room['cpu'] + 500}m"))
+    restart(env).reconcile()
+    web = env.client.get(path_of("v1", "pods", "default", "web-0"))
+    assert web["spec"].get("nodeName") != node["metadata"]["name"]        # left pending: it no longer fits there
