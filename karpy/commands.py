@@ -163,6 +163,8 @@ def controller(args: argparse.Namespace) -> int:
     catalog = None
     if args.node_cost_per_hour < 0:
         raise UsageError("--node-cost-per-hour must not be negative")
+    if args.packing_budget_seconds <= 0:
+        raise UsageError("--packing-budget-seconds must be positive")
     try:
         disruption_budget(args.consolidation_max_disrupted, 0)
     except ValueError:
@@ -190,7 +192,8 @@ def controller(args: argparse.Namespace) -> int:
                                                             max_disrupted=args.consolidation_max_disrupted,
                                                             budget_seconds=args.consolidation_budget_seconds,
                                                             pending_wait_seconds=args.consolidation_pending_wait),
-                        packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
+                        packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
+                                               max_seconds=args.packing_budget_seconds))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
     except config_errors as e:

@@ -34,11 +34,12 @@ ANTI = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
 
 
 def solve(tmp_path: Path, *documents: dict[str, Any], optimize: bool = True, node_cost: float = 0.0,
-          catalog_name: str = "aws") -> Results:
+          catalog_name: str = "aws", max_seconds: float | None = None) -> Results:
     path = tmp_path / "input.yaml"
     path.write_text(yaml.safe_dump_all(list(documents), sort_keys=False))
     loaded = load([str(path)], catalog=catalog_name)
-    return Scheduler(loaded.snapshot, packing=PackingOptions(optimize=optimize, node_cost_per_hour=node_cost)).solve()
+    return Scheduler(loaded.snapshot, packing=PackingOptions(optimize=optimize, node_cost_per_hour=node_cost,
+                                                                 max_seconds=max_seconds)).solve()
 
 
 def price(results: Results) -> float:
@@ -98,6 +99,13 @@ def test_the_realistic_mix_costs_less_than_the_greedy_plan(tmp_path: Path) -> No
     assert len(placed(best)) == 212 and not best.unschedulable
     assert price(best) < 0.95 * price(greedy)
     assert_nodes_hold_their_pods(best)
+
+
+def test_past_its_time_budget_the_optimiser_leaves_the_greedy_plan_as_it_is(tmp_path: Path) -> None:
+    greedy = solve(tmp_path, *realistic_mix(), optimize=False)
+    hurried = solve(tmp_path, *realistic_mix(), max_seconds=1e-9)
+    assert price(hurried) == price(greedy) and placed(hurried) == placed(greedy)
+    assert sorted(n.options[0].name for n in hurried.new_nodes) == sorted(n.options[0].name for n in greedy.new_nodes)
 
 
 def test_a_node_cost_favours_fewer_larger_nodes(tmp_path: Path) -> None:

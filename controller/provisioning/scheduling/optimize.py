@@ -28,6 +28,7 @@ logging.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -55,6 +56,9 @@ class PackingOptions:
 
     optimize: bool = True
     node_cost_per_hour: float = 0.0
+    # wall-clock bound on the whole optimisation (None: none, so a plan depends on its input alone); past it the
+    # greedy's plan stands, so a burst never waits on the optimiser (the controller sets one, `karpy plan` does not)
+    max_seconds: float | None = None
 
     def seconds_for(self, pods: int) -> float:
         """A guard on the solver's time for a batch: grows with it, capped so a plan stays interactive.
@@ -124,6 +128,7 @@ def _order(pod: PodInfo) -> tuple[int, int, str]:
 
 def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
             options: PackingOptions) -> list[NewNode] | None:
+    started = time.monotonic()
     # 1. lift the loose pods; the rest stay, on copies shrunk to what they still hold
     anchored: list[NewNode] = []
     loose: list[_Loose] = []
@@ -158,9 +163,13 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     for e in rest:
         groups.setdefault(e.group, []).append(e)
     budget = options.seconds_for(len(rest)) / max(1, len(groups))
+    deadline = None if options.max_seconds is None else started + options.max_seconds
     for key in sorted(groups):
+        if deadline is not None and time.monotonic() > deadline:
+            return None
+        seconds = budget if deadline is None else max(0.1, min(budget, deadline - time.monotonic()))
         placed = _pack_group(groups[key], anchored, topology=topology, open_node=open_node,
-                             node_cost=options.node_cost_per_hour, seconds=budget)
+                             node_cost=options.node_cost_per_hour, seconds=seconds, deadline=deadline)
         if placed is None:
             return None
         fresh += placed
@@ -249,7 +258,8 @@ def _restore(node: NewNode, state: tuple[object, ...]) -> None:
 
 
 def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topology,
-                open_node: Callable[[NodeTemplate], NewNode], node_cost: float, seconds: float) -> list[NewNode] | None:
+                open_node: Callable[[NodeTemplate], NewNode], node_cost: float, seconds: float,
+                deadline: float | None = None) -> list[NewNode] | None:
     """New nodes for one group's pods (one provisioner, one set of requirements), or None when
     some pod fits nowhere (the greedy's plan then stands)."""
     t = group[0].template
@@ -292,6 +302,8 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
         node.refit()                          # a cheaper type may hold what the node ended up with
     neighbours = [n for n in anchored if n.template is t and _fits_pins(n, pins)][:GROWTH_CANDIDATES]
     for e in leftovers:
+        if deadline is not None and time.monotonic() > deadline:
+            return None
         if any(_try_add(n, e.pod, topology) for n in fresh):
             continue
         if _grow_cheapest(fresh + neighbours, e.pod, topology,
