@@ -328,6 +328,8 @@ class Launcher:
         for pod in bound:
             if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 room = room - pod_requests(pod.get("spec") or {})
+        placed = {(p["metadata"].get("namespace"), p["metadata"]["name"]) for p in bound}
+        pending = [key for key in pending if (key[0], key[1]) not in placed]   # bound there meanwhile: nothing to do
         asked = []
         for key in pending:
             pod = self.state.pods.get(key[0], key[1]) or self._pod(key[0], key[1])

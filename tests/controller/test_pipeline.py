@@ -18,7 +18,8 @@ ELSEWHERE = "another-scheduler"      # the local cluster's scheduler leaves thes
 
 
 def test_the_pods_of_one_node_bind_side_by_side(env: Env) -> None:
-    env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="100m") for i in range(40)])
+    # another scheduler's pods: karpy alone binds them, so every bind reaches the barrier below
+    env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="100m", schedulerName=ELSEWHERE) for i in range(40)])
     # each bind, once sent, waits for nine others: binds sent one at a time would never meet and break the barrier
     meet = threading.Barrier(10, timeout=20)
 
