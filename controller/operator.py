@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from kubernetes.client import ApiClient
@@ -38,6 +39,7 @@ from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import RawClient, api_client
 
 log = logging.getLogger("controller")
+PENDING_RESYNC_SECONDS = 10.0       # how often pods that still wait for capacity are planned again without an event
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +137,15 @@ class Operator:
 
     def _provision_forever(self) -> None:
         unreachable = 0                    # batches in a row that found the API server unreachable
+        last_batch = time.monotonic()
         while not self.stop_event.is_set():
+            # pods still waiting get another look now and then, as Karpenter requeues them: a launch that failed
+            # or left pods unbound (no room on the node after a restart) sends no new pod event to open a batch
+            if time.monotonic() - last_batch > PENDING_RESYNC_SECONDS and len(self.state.pending):
+                self.batcher.trigger()
+                last_batch = time.monotonic()
             if self.batcher.wait(timeout=1.0) and self._leading():
+                last_batch = time.monotonic()
                 try:
                     self.provisioner.reconcile(wait=False)   # launches and binds overlap the next batch
                     unreachable = 0

@@ -162,13 +162,15 @@ class Launcher:
                     self._planned[uid] = left
 
     def claimed_pods(self) -> set[str]:
-        """Uids of the pods a live claim (or a launch of this process about to write one) was launched for:
+        """Uids of the pods a live claim not yet done binding (or a launch of this process about to write one) is for:
         capacity for them exists or is on its way, even while the watch has not yet shown them bound. (A pod made
         again under the same name has a new uid.)"""
         with self._lock:                    # read before the claims: a launch that ends meanwhile has written its claim
             out: set[str] = set(self._planned)
         for claim in self.claims():
-            if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True):
+            # a claim done binding claims nothing more: a pod it left unbound (no room on its node) waits again
+            if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True) \
+                    and not (claim.get("status") or {}).get("podsBound"):
                 out.update(uid for _, _, uid in pods_of(claim) if uid)
         return out
 
