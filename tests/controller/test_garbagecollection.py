@@ -16,6 +16,7 @@ from karpy.apis.requirements import Requirements
 from karpy.kubeclient.raw import path_of
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
+from tests.controller.test_faults import kill_at
 
 
 def test_an_instance_is_an_orphan_only_when_nothing_accounts_for_it_for_the_grace_period() -> None:
@@ -48,9 +49,7 @@ def test_a_launched_node_with_its_claim_is_kept(env: Env) -> None:
 def test_a_claim_whose_instance_never_appears_is_removed_after_the_registration_timeout(env: Env) -> None:
     env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m"))
 
-    def dies(at: str) -> None:
-        if at == "before-create":
-            raise SystemExit(at)
+    dies = kill_at("before-create")
     with pytest.raises(SystemExit):
         Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG, fault=dies)).reconcile()
     claims = path_of(api.GROUP_VERSION, api.PLURAL)
@@ -64,9 +63,7 @@ def test_a_claim_whose_instance_never_appears_is_removed_after_the_registration_
 def test_a_claim_younger_than_the_registration_timeout_is_kept(env: Env) -> None:
     env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m"))
 
-    def dies(at: str) -> None:
-        if at == "before-create":
-            raise SystemExit(at)
+    dies = kill_at("before-create")
     with pytest.raises(SystemExit):
         Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG, fault=dies)).reconcile()
     GarbageCollection(env.state, env.cloud, Launcher(env.state, env.cloud, lambda: CATALOG, fault=dies)).reconcile()
