@@ -1,12 +1,24 @@
-"""Expectations that read as the test's sentence."""
+"""Expectations that read as the test's sentence.
+
+Webhook answers (`expect_admitted`, `expect_denied`), and Karpenter's scheduling expectations
+(pkg/test/expectations): `expect_provisioned` plans pods in process with the same core and the
+same JSON as `karpy plan -o json`; `expect_scheduled`, `expect_not_scheduled` and `expect_nodes`
+read that plan, or the local cluster when given a client; `expect_events` reads Events from the
+cluster. They lean on the plan's JSON contract and the API only, so a change inside the
+scheduling core changes nothing here.
+"""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
-from typing import Any
+import time
+from typing import Any, Mapping
 
 import requests
+
+from karpy.kubeclient.raw import RawClient, path_of
 
 
 def expect_admitted(response: requests.Response, uid: str | None = None) -> dict[str, Any]:
@@ -58,8 +70,6 @@ def expect_json_error(response: requests.Response, status: int = 400) -> str:
 def eventually(check: Any, *, timeout: float = 10.0, interval: float = 0.05) -> Any:
     """Call `check` until it returns a truthy value (returned) or raises no AssertionError; else fail."""
     __tracebackhide__ = True
-    import time
-
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while time.monotonic() < deadline:
@@ -72,3 +82,122 @@ def eventually(check: Any, *, timeout: float = 10.0, interval: float = 0.05) -> 
             last = e
         time.sleep(interval)
     raise AssertionError(f"not within {timeout}s: {last or 'condition stayed false'}")
+
+
+# --- scheduling -------------------------------------------------------------------------------------
+def pod_key(pod: Mapping[str, Any] | str) -> str:
+    """`namespace/name` of a pod manifest (a string is taken as the key already)."""
+    if isinstance(pod, str):
+        return pod
+    meta = pod["metadata"]
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Provisioned:
+    """One provisioning pass planned in process. `plan` is the document `karpy plan -o json` prints."""
+
+    plan: dict[str, Any]
+    warnings: list[str]
+    failed_provisioners: dict[str, str]
+
+    def node_of(self, pod: Mapping[str, Any] | str) -> dict[str, Any] | None:
+        """The new or existing node the plan puts `pod` on (`None`: on none)."""
+        key = pod_key(pod)
+        return next((n for n in self.plan["nodes"] + self.plan["existingNodes"] if key in n["pods"]), None)
+
+    @property
+    def unschedulable(self) -> dict[str, str]:
+        """Pod key -> the reason it fits nowhere."""
+        return {u["pod"]: u["reason"] for u in self.plan["unschedulable"]}
+
+
+def expect_provisioned(*objects: Mapping[str, Any], catalog: str = "aws", node_cost_per_hour: float = 0.0) -> Provisioned:
+    """ExpectProvisioned, in process: Provisioners, pods, nodes, workloads, DaemonSets, Namespaces and an optional
+    InstanceTypeCatalog planned by the core `karpy plan` runs (`catalog` names the built-in one used when no
+    InstanceTypeCatalog is among `objects`). Bad input raises PlanInputError, naming each problem."""
+    from karpy.controller.plan.inputs import Document, from_documents
+    from karpy.controller.plan.render import plan_json
+    from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+    from karpy.controller.provisioning.scheduling.scheduler import Scheduler
+
+    loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(objects, 1)], catalog=catalog)
+    results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=node_cost_per_hour)).solve()
+    # through JSON and back, so a test reads exactly what a user of `karpy plan` reads
+    return Provisioned(json.loads(json.dumps(plan_json(results))), list(loaded.warnings), dict(results.failed_provisioners))
+
+
+def _live_pod(client: RawClient, pod: Mapping[str, Any] | str) -> dict[str, Any]:
+    namespace, name = pod_key(pod).split("/", 1)
+    return dict(client.get(path_of("v1", "pods", namespace, name)))
+
+
+def expect_scheduled(where: Provisioned | RawClient, pod: Mapping[str, Any] | str, *, timeout: float = 0.0) -> dict[str, Any]:
+    """ExpectScheduled: the node `pod` is on. From a Provisioned, the planned node (new or existing, as the plan's
+    JSON gives it); from a client, the Node object its `spec.nodeName` names, waiting up to `timeout` seconds."""
+    __tracebackhide__ = True
+    if isinstance(where, Provisioned):
+        found = where.node_of(pod)
+        assert found is not None, f"{pod_key(pod)} was not scheduled: {where.unschedulable.get(pod_key(pod), 'not in the plan')}"
+        return found
+    client = where
+
+    def bound() -> str:
+        name = (_live_pod(client, pod).get("spec") or {}).get("nodeName")
+        assert name, f"{pod_key(pod)} has no nodeName"
+        return str(name)
+
+    name = eventually(bound, timeout=timeout) if timeout else bound()
+    return dict(client.get(path_of("v1", "nodes", name=name)))
+
+
+def expect_not_scheduled(where: Provisioned | RawClient, pod: Mapping[str, Any] | str) -> str:
+    """ExpectNotScheduled: `pod` is on no node. From a Provisioned, returns the reason the plan gives;
+    from a client, the message of its PodScheduled=False condition ("" when it has none)."""
+    __tracebackhide__ = True
+    if isinstance(where, Provisioned):
+        found = where.node_of(pod)
+        assert found is None, f"{pod_key(pod)} was scheduled to {found['name']}"
+        reason = where.unschedulable.get(pod_key(pod))
+        assert reason is not None, f"{pod_key(pod)} is not in the plan at all"
+        return reason
+    live = _live_pod(where, pod)
+    assert not (live.get("spec") or {}).get("nodeName"), f"{pod_key(pod)} was scheduled to {live['spec']['nodeName']}"
+    condition = next((c for c in (live.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    return str(condition.get("message") or "")
+
+
+def expect_nodes(where: Provisioned | RawClient, count: int | None = None, *,
+                 labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The new nodes of a plan, or the Node objects of the cluster, carrying every one of `labels`;
+    exactly `count` of them when it is given."""
+    __tracebackhide__ = True
+    wanted = dict(labels or {})
+    if isinstance(where, Provisioned):
+        nodes = [n for n in where.plan["nodes"] if all(n["labels"].get(k) == v for k, v in wanted.items())]
+    else:
+        nodes = [n for n in where.get(path_of("v1", "nodes"))["items"]
+                 if all((n["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())]
+    if count is not None:
+        assert len(nodes) == count, f"expected {count} node(s) labelled {wanted}, found {len(nodes)}"
+    return nodes
+
+
+def expect_events(client: RawClient, obj: Mapping[str, Any], *reasons: str, event_type: str | None = None,
+                  timeout: float = 5.0) -> list[dict[str, Any]]:
+    """Events about `obj` (matched by kind, namespace and name) with each of `reasons`, waiting up to `timeout`
+    seconds for them to appear; returns the matching Events, oldest first. With no reasons, any Event counts."""
+    __tracebackhide__ = True
+    kind, meta = obj.get("kind"), obj["metadata"]
+    namespace = meta.get("namespace") or "default"
+
+    def found() -> list[dict[str, Any]]:
+        about = [e for e in client.get(path_of("v1", "events", namespace))["items"]
+                 if e["involvedObject"].get("name") == meta["name"] and (kind is None or e["involvedObject"].get("kind") == kind)
+                 and (event_type is None or e.get("type") == event_type)]
+        missing = [r for r in reasons if not any(e.get("reason") == r for e in about)]
+        assert about and not missing, f"no {', '.join(missing) or 'Event'} on {kind} {meta['name']}: {[e.get('reason') for e in about]}"
+        return sorted((e for e in about if not reasons or e.get("reason") in reasons),
+                      key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+    return list(eventually(found, timeout=timeout))

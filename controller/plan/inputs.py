@@ -108,7 +108,11 @@ def read_documents(paths: Sequence[str]) -> list[Document]:
 
 def load(paths: Sequence[str], *, catalog: str = "aws") -> PlanInput:
     """Read `paths` into a PlanInput; raises PlanInputError listing every problem."""
-    docs = read_documents(paths)
+    return from_documents(read_documents(paths), catalog=catalog)
+
+
+def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInput:
+    """Documents already read (from files, or built in memory) into a PlanInput; raises PlanInputError."""
     problems: list[str] = []
     warnings: list[str] = []
     chosen = _catalog(docs, catalog, problems)

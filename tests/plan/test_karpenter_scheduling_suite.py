@@ -1,7 +1,7 @@
 """Karpenter v0.16.3's scheduling suite (pkg/controllers/provisioning/scheduling/suite_test.go), ported.
 
 Contexts "Topology" (with "Pod Affinity/Anti-Affinity") and "In-Flight Nodes", one test per
-Karpenter `It`, run through `karpy plan` in-process. `Cluster` plays Karpenter's test
+Karpenter `It`, planned in process by `expect_provisioned`. `Cluster` plays Karpenter's test
 environment: every `provision` plans all pending pods, then creates the planned nodes
 (in flight: not initialized, no allocatable reported) and binds the pods, as
 ExpectProvisioned does. The catalog is the fake cloud provider's default instance types.
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.builders import catalog, node, pod, provisioner
-from tests.plan.conftest import Plan, PlanRun
+from tests.expectations import Provisioned, expect_provisioned
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -112,15 +112,14 @@ def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
 class Cluster:
     """Karpenter's test environment: objects applied, provisioning runs, bindings made."""
 
-    def __init__(self, plan: Plan, instance_types: dict[str, Any] = CATALOG) -> None:
-        self._plan = plan
+    def __init__(self, instance_types: dict[str, Any] = CATALOG) -> None:
         self.catalog = instance_types
         self.provisioners: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.namespaces: dict[str, dict[str, Any]] = {}
         self.daemonsets: dict[str, dict[str, Any]] = {}
-        self.last: PlanRun | None = None
+        self.last: Provisioned | None = None
 
     def apply(self, *objects: dict[str, Any]) -> None:
         for o in objects:
@@ -146,10 +145,9 @@ class Cluster:
         Nodes are created as Karpenter creates them: not ready (its taint), not initialized, no allocatable
         reported yet. `bind=False` is ExpectProvisionedNoBinding."""
         self.apply(*pods)
-        run = self._plan(self.catalog, *self.provisioners.values(), *self.namespaces.values(), *self.daemonsets.values(), *self.nodes.values(), *self.pods.values())
-        assert run.code == 0, run.err
+        run = expect_provisioned(self.catalog, *self.provisioners.values(), *self.namespaces.values(), *self.daemonsets.values(), *self.nodes.values(), *self.pods.values())
         self.last = run
-        out = run.json
+        out = run.plan
         for planned in out["nodes"]:
             name = f"{planned['name']}-{len(self.nodes)}"   # each plan names its nodes afresh; keep them apart
             labels = {**planned["labels"], HOSTNAME: name}
@@ -168,7 +166,7 @@ class Cluster:
 
     def scheduled(self, p: dict[str, Any]) -> dict[str, Any]:
         n = self.node_of(p)
-        assert n is not None, f"{self.key(p)} was not scheduled: {self.last.json['unschedulable'] if self.last else ''}"
+        assert n is not None, f"{self.key(p)} was not scheduled: {self.last.unschedulable if self.last else ''}"
         return n
 
     def not_scheduled(self, p: dict[str, Any]) -> None:
@@ -202,8 +200,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(plan: Plan) -> Cluster:
-    c = Cluster(plan)
+def cluster() -> Cluster:
+    c = Cluster()
     c.apply(default_provisioner())
     return c
 
@@ -521,8 +519,8 @@ def _assorted_catalog() -> dict[str, Any]:
 
 
 # Topology/Combined Hostname, Zonal, and Capacity Type Topology / It("should spread pods while respecting all constraints")
-def test_capacity_type_zonal_and_hostname_spreads_never_exceed_their_max_skew(plan: Plan) -> None:
-    cluster = Cluster(plan, _assorted_catalog())
+def test_capacity_type_zonal_and_hostname_spreads_never_exceed_their_max_skew() -> None:
+    cluster = Cluster(_assorted_catalog())
     cluster.apply(default_provisioner())
     topology = spread(CAPACITY_TYPE) + spread(ZONE, max_skew=2) + spread(HOSTNAME, max_skew=3)
     for i in range(1, 15):
@@ -830,10 +828,10 @@ def test_zonal_pod_affinity_follows_a_target_pinned_to_a_zone(cluster: Cluster) 
 
 # Topology/Pod Affinity/Anti-Affinity / It("should handle multiple dependent affinities")
 # (Karpenter's It applies no provisioner and asserts nothing; here the chain must also land on one node)
-def test_a_chain_of_hostname_affinities_schedules_together(plan: Plan) -> None:
+def test_a_chain_of_hostname_affinities_schedules_together() -> None:
     db, web, cache, ui = ({"type": t, "spread": "spread"} for t in ("db", "web", "cache", "ui"))
     for _ in range(50):
-        cluster = Cluster(plan)                  # ExpectCleanedUp
+        cluster = Cluster()                  # ExpectCleanedUp
         cluster.apply(default_provisioner())
         batch = cluster.provision(upod(db), upod(web, affinity=pod_affinity(required=[term(HOSTNAME, db)])),
                                   upod(cache, affinity=pod_affinity(required=[term(HOSTNAME, web)])),
@@ -1048,10 +1046,10 @@ def test_a_daemon_pod_karpenter_did_not_expect_still_uses_the_in_flight_nodes_ro
 
 
 # In-Flight Nodes / It("should pack in-flight nodes before launching new nodes")
-def test_batches_pack_in_flight_nodes_before_launching_new_ones(plan: Plan) -> None:
+def test_batches_pack_in_flight_nodes_before_launching_new_ones() -> None:
     import random
     medium = _fake_type("medium", cpu="4.25", pods="4")
-    cluster = Cluster(plan, catalog(medium))
+    cluster = Cluster(catalog(medium))
     cluster.apply(default_provisioner())
     rng = random.Random(1)
     for _ in range(10):
