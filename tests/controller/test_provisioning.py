@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
-import pytest
-
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.fake import Faults
 from karpy.controller.provisioning.provisioner import Provisioner
@@ -13,30 +9,24 @@ from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
+from tests.expectations import expect_events, expect_nodes, expect_not_scheduled, expect_scheduled
 
 
-def test_launches_a_node_and_binds_the_pods_at_once(env: Env, caplog: pytest.LogCaptureFixture) -> None:
-    env.apply(provisioner("default", taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}], labels={"team": "a"}),
-              *[unschedulable_pod(f"web-{i}", cpu="1", tolerations=[{"key": "team", "operator": "Exists"}]) for i in range(3)])
-    caplog.set_level(logging.INFO, logger="controller.provisioning")
+def test_launches_a_node_and_binds_the_pods_at_once(env: Env) -> None:
+    web = [unschedulable_pod(f"web-{i}", cpu="1", tolerations=[{"key": "team", "operator": "Exists"}]) for i in range(3)]
+    env.apply(provisioner("default", taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}], labels={"team": "a"}), *web)
     # a per-node cost makes one large node the choice (two small ones would cost less by price alone)
     Provisioner(env.state, env.cloud, CATALOG, packing=PackingOptions(node_cost_per_hour=0.5)).reconcile()
     assert len(env.cloud.create_calls) == 1
-    nodes = [n for n in env.client.get(path_of("v1", "nodes"))["items"]]
-    assert len(nodes) == 1
-    made = nodes[0]
+    (made,) = expect_nodes(env.client, 1)
     assert made["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
     assert made["metadata"]["labels"][wk.PROVISIONER_NAME] == "default"
     assert made["metadata"]["labels"]["team"] == "a"
     assert made["metadata"]["labels"][wk.INSTANCE_TYPE] == "large"
     assert {"key": "team", "value": "a", "effect": "NoSchedule"} in made["spec"]["taints"]
     assert made["spec"]["providerID"] == f"fake://{made['metadata']['name']}"
-    for i in range(3):
-        assert env.client.get(path_of("v1", "pods", "default", f"web-{i}"))["spec"]["nodeName"] == made["metadata"]["name"]
-    messages = [r.getMessage() for r in caplog.records]
-    assert "Found 3 provisionable pod(s)" in messages
-    assert any(m.startswith("Computed packing of 1 node(s) for 3 pod(s) with instance type option(s) [large]") for m in messages)
-    assert f"Bound 3 pod(s) to node {made['metadata']['name']}" in messages
+    for p in web:                                   # bound by the reconcile itself, not later by a scheduler
+        assert expect_scheduled(env.client, p)["metadata"]["name"] == made["metadata"]["name"]
     env.settle(lambda: env.client.get(path_of("karpenter.sh/v1alpha5", "provisioners", name="default")).get("status", {})
                .get("resources", {}).get("cpu") == "8")
 
@@ -78,14 +68,14 @@ def test_counts_nodes_already_launching_and_never_launches_twice(env: Env) -> No
     assert env.cloud.create_calls == []           # the launching node holds the pod
 
 
-def test_limits_refuse_a_launch_and_say_so(env: Env, caplog: pytest.LogCaptureFixture) -> None:
-    env.apply(provisioner("default", limits={"resources": {"cpu": "1"}}), unschedulable_pod("a", cpu="1"))
-    caplog.set_level(logging.INFO, logger="controller.provisioning")
+def test_limits_refuse_a_launch_and_say_so(env: Env) -> None:
+    a = unschedulable_pod("a", cpu="1")
+    env.apply(provisioner("default", limits={"resources": {"cpu": "1"}}), a)
     Provisioner(env.state, env.cloud, CATALOG).reconcile()
     assert env.cloud.create_calls == []
-    assert any("exceeds limits of provisioner default" in r.getMessage() for r in caplog.records)
-    events = env.client.get(path_of("v1", "events", "default"))["items"]
-    assert any(e["reason"] == "FailedProvisioning" and "limits" in e["message"] for e in events)
+    expect_not_scheduled(env.client, a)
+    (event,) = expect_events(env.client, a, "FailedProvisioning", event_type="Warning")
+    assert "limits" in event["message"]
 
 
 def test_no_capacity_leaves_pods_pending_and_launches_nothing(env: Env) -> None:
