@@ -229,7 +229,7 @@ class NodeState:
         meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
         taints = tuple(spec.get("taints") or ())
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        if not ready and not any(t.get("key") == NOT_READY_TAINT["key"] for t in taints):
+        if not ready and not any(t.get("key") == NOT_READY_TAINT["key"] and t.get("effect") == "NoSchedule" for t in taints):
             taints += (NOT_READY_TAINT,)
         try:
             allocatable = amounts(status.get("allocatable"))
@@ -267,9 +267,15 @@ def static_reasons(pod: PodFacts, node: NodeState) -> list[str]:
 
 def node_affinity_matches(pod: PodFacts, node: NodeState) -> bool:
     """nodeSelector AND (any of the required nodeSelectorTerms)."""
-    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+    return selects_node(pod.node_selector, pod.node_terms, node)
+
+
+def selects_node(node_selector: Mapping[str, str], node_terms: Iterable[Obj] | None, node: NodeState) -> bool:
+    """A pod's nodeSelector (every label equal) AND its required nodeSelectorTerms (any one of them; None: no
+    required node affinity)."""
+    if any(node.labels.get(k) != v for k, v in node_selector.items()):
         return False
-    return pod.node_terms is None or any(node_selector_term_matches(t, node.name, node.labels) for t in pod.node_terms)
+    return node_terms is None or any(node_selector_term_matches(t, node.name, node.labels) for t in node_terms)
 
 
 def resource_reasons(pod: PodFacts, node: NodeState) -> list[str]:
@@ -285,6 +291,53 @@ def resource_reasons(pod: PodFacts, node: NodeState) -> list[str]:
     if pod.ports and _ports_conflict(pod.ports, node.ports):
         out.append(PORTS)
     return out
+
+
+# --- the DaemonSet controller --------------------------------------------------------------------------
+# What the DaemonSet controller adds to every daemon pod (AddOrUpdateDaemonPodTolerations): it survives a node
+# going not-ready or unreachable, and the node-condition taints (TaintNodesByCondition) never keep it off.
+DAEMON_TOLERATIONS: tuple[Obj, ...] = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+)
+HOST_NETWORK_TOLERATION: Obj = {"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def daemon_pod_tolerations(spec: Obj) -> list[Obj]:
+    """A daemon pod's tolerations: its template's, then each default the template does not already have
+    (a template's own toleration with the same key, operator and effect stands in for the default)."""
+    own = [dict(t) for t in spec.get("tolerations") or []]
+    defaults = [*DAEMON_TOLERATIONS, *((HOST_NETWORK_TOLERATION,) if spec.get("hostNetwork") else ())]
+    have = {(t.get("key"), t.get("operator") or "Equal", t.get("effect")) for t in own}
+    return own + [dict(t) for t in defaults if (t["key"], t["operator"], t["effect"]) not in have]
+
+
+@dataclasses.dataclass(frozen=True)
+class DaemonPlacement:
+    should_run: bool            # a daemon pod belongs on the node: create one when it has none
+    should_continue: bool       # a daemon pod already there may stay
+
+
+def daemon_placement(spec: Obj, node: NodeState) -> DaemonPlacement:
+    """The DaemonSet controller's NodeShouldRunDaemonPod for a pod template's spec: the node name and the node
+    affinity/selector must match, or the node gets no daemon pod and loses the one it has. A taint the daemon pod
+    does not tolerate (the defaults included) keeps a new one off, but only a NoExecute one evicts a running one.
+    Unlike kube-scheduler, it never looks at resources, ports or spec.unschedulable."""
+    if spec.get("nodeName") and spec["nodeName"] != node.name:
+        return DaemonPlacement(False, False)
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = None if required is None else tuple(required.get("nodeSelectorTerms") or ())
+    if not selects_node(spec.get("nodeSelector") or {}, terms, node):
+        return DaemonPlacement(False, False)
+    tolerations = daemon_pod_tolerations(spec)
+    if untolerated_taint(tolerations, node.taints) is None:
+        return DaemonPlacement(True, True)
+    evicting = untolerated_taint(tolerations, (t for t in node.taints if t.get("effect") == "NoExecute"))
+    return DaemonPlacement(False, evicting is None)
 
 
 class Cluster:

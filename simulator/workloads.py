@@ -18,14 +18,12 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.conditions import ready
-from karpy.apis.requirements import Requirements
-from karpy.apis.selectors import Taint, untolerated
 from karpy.apis import disruption
 from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
+from karpy.simulator import fit
 
 log = logging.getLogger("simulator.workloads")
 Obj = dict[str, Any]
-SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 ORPHAN_GRACE_SECONDS = 3.0      # a new owner may not be in the cache yet
 
 
@@ -249,6 +247,8 @@ class Workloads:
         else:
             pod_meta["generateName"] = f"{owner['metadata']['name']}-"
         spec = template.get("spec") or {}
+        if owner["kind"] == "DaemonSet":
+            spec["tolerations"] = fit.daemon_pod_tolerations(spec)
         if node_name:
             spec["nodeName"] = node_name
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
@@ -331,39 +331,34 @@ class Workloads:
             self._status(owner, plural, replica_status(owner, active))
 
     def _daemonset(self, ds: Obj, pods: list[Obj], nodes: list[Obj]) -> None:
-        """`pods` are the ones `ds` controls."""
+        """`pods` are the ones `ds` controls. Where a daemon pod goes is fit.daemon_placement's answer, the
+        DaemonSet controller's rule, not kube-scheduler's: a node that should run one and has none gets one,
+        a node that may no longer keep one loses it. Pods of a node that is gone are the kubelets' pod-GC's job."""
         meta, spec = ds["metadata"], ds.get("spec") or {}
         if meta.get("deletionTimestamp"):
             return
         template_spec = (spec.get("template") or {}).get("spec") or {}
-        tolerations = list(template_spec.get("tolerations") or [])
-        requirements = Requirements.from_labels(template_spec.get("nodeSelector"))
-        terms = ((((template_spec.get("affinity") or {}).get("nodeAffinity") or {})
-                  .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
         mine = {(p.get("spec") or {}).get("nodeName"): p for p in pods if not p["metadata"].get("deletionTimestamp")}
-        eligible = []
+        desired = misscheduled = 0
         for node in nodes:
+            name = node["metadata"]["name"]
             if node["metadata"].get("deletionTimestamp"):
                 continue
-            taints = [Taint.parse(t) for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in SCHEDULING_EFFECTS]
-            labels = node["metadata"].get("labels") or {}
-            if untolerated(tolerations, taints) or not requirements.allows_labels(labels):
-                continue
-            if terms and not any(Requirements.from_node_selector_requirements(t.get("matchExpressions") or []).allows_labels(labels)
-                                 for t in terms):
-                continue
-            eligible.append(node["metadata"]["name"])
-            if node["metadata"]["name"] not in mine and not self._created_on(ds, node["metadata"]["name"]):
-                self._create_pod(ds, None, node_name=node["metadata"]["name"])
-                self._on_node.setdefault(ds["metadata"]["uid"], {})[node["metadata"]["name"]] = time.monotonic() + 10
-        for node_name, pod in mine.items():
-            if node_name not in eligible:
-                self._delete_pod(pod)
+            placement = fit.daemon_placement(template_spec, fit.NodeState.of(node))
+            desired += placement.should_run
+            if name in mine:
+                self._on_node.get(meta["uid"], {}).pop(name, None)     # the creation is seen: a later one is news
+                misscheduled += not placement.should_run
+                if not placement.should_continue:
+                    self._delete_pod(mine[name])
+            elif placement.should_run and not self._created_on(ds, name):
+                self._create_pod(ds, None, node_name=name)
+                self._on_node.setdefault(meta["uid"], {})[name] = time.monotonic() + 10
         ready_count = sum(1 for p in mine.values() if ready(p))
-        self._status(ds, "daemonsets", {"desiredNumberScheduled": len(eligible), "currentNumberScheduled": len(mine),
+        self._status(ds, "daemonsets", {"desiredNumberScheduled": desired, "currentNumberScheduled": len(mine) - misscheduled,
                                         "updatedNumberScheduled": len(mine), "numberReady": ready_count,
-                                        "numberAvailable": ready_count, "numberUnavailable": max(0, len(eligible) - ready_count),
-                                        "numberMisscheduled": 0, "observedGeneration": meta.get("generation", 1)})
+                                        "numberAvailable": ready_count, "numberUnavailable": max(0, desired - ready_count),
+                                        "numberMisscheduled": misscheduled, "observedGeneration": meta.get("generation", 1)})
 
     def _created_on(self, ds: Obj, node: str) -> bool:
         return self._on_node.get(ds["metadata"]["uid"], {}).get(node, 0) > time.monotonic()

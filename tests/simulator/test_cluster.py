@@ -95,6 +95,39 @@ def test_daemonsets_run_one_pod_per_node_and_statefulsets_name_their_pods(live: 
     eventually(lambda: not pods_of(live, f"app={ds}") and not pods_of(live, f"app={sts}"))
 
 
+def test_daemonset_pods_follow_the_daemonset_controllers_rules_not_the_schedulers(live: Kube) -> None:
+    pool = name("pool")
+    target = node(name("node"), labels={"pool": pool}, allocatable={"cpu": "0", "memory": "0", "pods": "0"})
+    n = target["metadata"]["name"]
+    live.core.create_node(target)
+    ds = name("agent")
+    live.apps.create_namespaced_daemon_set("default", {
+        "metadata": {"name": ds}, "spec": {"selector": {"matchLabels": {"app": ds}}, "template": {
+            "metadata": {"labels": {"app": ds}}, "spec": {"nodeSelector": {"pool": pool},
+                                                          "containers": [{"name": "a", "image": "x"}]}}}})
+    try:
+        # no room by kube-scheduler's measure, and the node not Ready at first: still one pod, once it is Ready
+        (agent,) = eventually(lambda: [p for p in pods_of(live, f"app={ds}") if p.spec.node_name == n])
+        assert [p.spec.node_name for p in pods_of(live, f"app={ds}")] == [n]          # only the selected node
+        tolerated = {(t.key, t.effect) for t in agent.spec.tolerations}
+        assert {("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unschedulable", "NoSchedule")} <= tolerated
+
+        def taint(*taints: dict[str, str]) -> None:
+            live.core.patch_node(n, {"spec": {"taints": list(taints)}})
+
+        taint({"key": "dedicated", "effect": "NoSchedule"})       # keeps new daemon pods off, evicts none
+        eventually(lambda: live.apps.read_namespaced_daemon_set(ds, "default").status.number_misscheduled == 1)
+        assert [p.metadata.uid for p in pods_of(live, f"app={ds}")] == [agent.metadata.uid]
+        taint({"key": "dedicated", "effect": "NoExecute"})        # evicts
+        eventually(lambda: not pods_of(live, f"app={ds}"))
+        taint()
+        eventually(lambda: [p.spec.node_name for p in pods_of(live, f"app={ds}")] == [n])
+    finally:
+        live.apps.delete_namespaced_daemon_set(ds, "default")
+        live.core.delete_node(n)
+    eventually(lambda: not pods_of(live, f"app={ds}"))
+
+
 def test_kubectl_drain_evicts_only_what_the_pod_disruption_budget_allows(live: Kube) -> None:
     d = name("guarded")
     live.kubectl("create", "deployment", d, "--image=pause", "--replicas=4")

@@ -98,6 +98,9 @@ TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
                  id="not-ready-carries-the-not-ready-taint"),
     pytest.param(pod(tolerations=[{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]), node(ready=False), [],
                  id="not-ready-tolerated"),
+    pytest.param(pod(tolerations=[{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]),
+                 node(ready=False, taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]),
+                 ["node(s) had untolerated taint {node.kubernetes.io/not-ready: }"], id="not-ready-no-execute-alone-does-not-hide-no-schedule"),
 ])
 def test_node_name_unschedulable_and_taints(p: dict[str, Any], n: fit.NodeState, want: list[str]) -> None:
     assert reasons(p, n) == want
@@ -251,3 +254,123 @@ def test_message_counts_reasons_across_nodes() -> None:
     import collections
     assert fit.unschedulable_message(3, collections.Counter({"Insufficient cpu": 2, "node(s) were unschedulable": 1})) == \
         "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were unschedulable."
+
+
+# --- more of kube-scheduler's documented filter semantics ------------------------------------------
+@pytest.mark.parametrize("p, n, want", [
+    pytest.param(pod(tolerations=[{"operator": "Exists", "effect": "NoSchedule"}]),
+                 node(taints=[TAINT, {"key": "evict", "effect": "NoExecute"}]), ["node(s) had untolerated taint {evict: }"],
+                 id="empty-key-exists-with-an-effect-tolerates-that-effect-only"),
+    pytest.param(pod(tolerations=[{"key": "evict", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]),
+                 node(taints=[{"key": "evict", "effect": "NoExecute"}]), [], id="no-execute-toleration-with-seconds-still-schedules"),
+    pytest.param(pod(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"}]),
+                 node(taints=[TAINT]), ["node(s) had untolerated taint {dedicated: gpu}"], id="equal-with-another-effect"),
+    pytest.param(pod(tolerations=[{"key": "dedicated", "operator": "Equal", "effect": "NoSchedule"}]),
+                 node(taints=[{"key": "dedicated", "effect": "NoSchedule"}]), [], id="equal-empty-value-matches-an-empty-value"),
+    pytest.param(pod(), node(taints=[{"key": "soft", "effect": "PreferNoSchedule"}, TAINT]),
+                 ["node(s) had untolerated taint {dedicated: gpu}"], id="prefer-no-schedule-beside-a-hard-taint"),
+])
+def test_taints_and_tolerations_by_effect_and_operator(p: dict[str, Any], n: fit.NodeState, want: list[str]) -> None:
+    assert reasons(p, n) == want
+
+
+@pytest.mark.parametrize("p, want", [
+    pytest.param(pod(affinity=required({"matchExpressions": [expr("gpu", "In", "x")]})), MISMATCH, id="in-absent-key"),
+    pytest.param(pod(affinity=required({"matchExpressions": [expr("gpu", "Gt", "1")]})), MISMATCH, id="gt-absent-key"),
+    pytest.param(pod(affinity=required({"matchExpressions": [expr("cores", "Gt", "8")]})), MISMATCH, id="gt-is-strict"),
+    pytest.param(pod(affinity=required({"matchExpressions": [expr("cores", "Lt", "9")]})), [], id="lt-below"),
+    pytest.param(pod(affinity=required({"matchExpressions": [expr("gpu", "DoesNotExist")]})), [], id="does-not-exist-absent-key"),
+    pytest.param(pod(affinity=required({"matchExpressions": [expr("zone", "NotIn", "b"), expr("cores", "Exists")]},
+                                       {"matchExpressions": [expr("zone", "In", "z")]})), [], id="first-term-all-true"),
+    pytest.param(pod(affinity=required({"matchExpressions": [expr("zone", "In", "z")]}, {})), MISMATCH,
+                 id="an-empty-term-beside-a-failing-one-matches-nothing"),
+    pytest.param(pod(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [expr("zone", "In", "z")]}}]}}), [], id="preferred-is-not-a-filter"),
+])
+def test_node_affinity_operators_and_terms(p: dict[str, Any], want: list[str]) -> None:
+    assert reasons(p, node("n1", labels=ZONE_A)) == want
+
+
+@pytest.mark.parametrize("p, n, placed, want", [
+    pytest.param(pod(cpu="1", initContainers=[{"name": "i", "resources": {"requests": {"cpu": "2"}}}]), node(cpu="2"),
+                 [], [], id="init-container-alone-fits-exactly"),
+    pytest.param(pod(cpu="1", initContainers=[{"name": "i", "resources": {"requests": {"cpu": "2"}}}]), node(cpu="2"),
+                 [("n1", pod(cpu="100m"))], ["Insufficient cpu"], id="init-container-peak-counts-against-placed-pods"),
+    pytest.param(pod(cpu="1", initContainers=[{"name": "i", "resources": {"requests": {"memory": "3Gi"}}}]), node(cpu="2", memory="4Gi"),
+                 [("n1", pod(cpu=None, memory="2Gi"))], ["Insufficient memory"], id="init-container-peak-per-resource"),
+    pytest.param(pod(cpu="1", overhead={"memory": "1Gi"}), node(cpu="2", memory="4Gi"), [("n1", pod(cpu=None, memory="3500Mi"))],
+                 ["Insufficient memory"], id="overhead-in-a-resource-the-containers-do-not-ask-for"),
+    pytest.param(pod(cpu=None), node(cpu="2", pods="2"), [("n1", pod(cpu="2"))], [], id="a-pod-asking-nothing-fits-a-full-node"),
+])
+def test_node_resources_fit_with_init_containers_and_overhead(p: dict[str, Any], n: fit.NodeState,
+                                                             placed: list[tuple[str, dict[str, Any]]], want: list[str]) -> None:
+    assert reasons(p, n, placed=placed) == want
+
+
+@pytest.mark.parametrize("p, existing, want", [
+    pytest.param(with_port(80, host_ip="10.0.0.1"), with_port(80, host_ip="10.0.0.1"), PORTS, id="same-ip-same-port"),
+    pytest.param(with_port(80), with_port(80, host_ip="10.0.0.2"), PORTS, id="wildcard-wanted-conflicts-with-a-used-ip"),
+    pytest.param(with_port(80, "SCTP"), with_port(80, "SCTP"), PORTS, id="same-sctp-port"),
+    pytest.param(pod(containers=[{"name": "c", "ports": [{"containerPort": 80}]}]), with_port(80), [],
+                 id="a-container-port-without-host-port-takes-none"),
+])
+def test_node_ports_by_protocol_and_host_ip(p: dict[str, Any], existing: dict[str, Any], want: list[str]) -> None:
+    assert reasons(p, node(), placed=[("n1", existing)]) == want
+
+
+# --- the DaemonSet controller: which nodes get a daemon pod ----------------------------------------------
+def ds_spec(**spec: Any) -> dict[str, Any]:
+    return {"containers": [{"name": "agent", "resources": {"requests": {"cpu": "100m"}}}], **spec}
+
+
+RUN, KEEP_ONLY, NEITHER = fit.DaemonPlacement(True, True), fit.DaemonPlacement(False, True), fit.DaemonPlacement(False, False)
+
+
+@pytest.mark.parametrize("spec, n, want", [
+    pytest.param(ds_spec(), node(), RUN, id="plain-node"),
+    pytest.param(ds_spec(), node(cpu="0", pods="0"), RUN, id="resources-are-not-its-concern"),
+    pytest.param(ds_spec(), node(unschedulable=True), RUN, id="cordoned-node-still-runs-one"),
+    pytest.param(ds_spec(), node(taints=[TAINT]), KEEP_ONLY, id="no-schedule-keeps-new-pods-off-but-not-running-ones"),
+    pytest.param(ds_spec(), node(taints=[{"key": "evict", "effect": "NoExecute"}]), NEITHER, id="no-execute-evicts"),
+    pytest.param(ds_spec(), node(taints=[{"key": "soft", "effect": "PreferNoSchedule"}]), RUN, id="prefer-no-schedule-is-ignored"),
+    pytest.param(ds_spec(tolerations=[{"key": "dedicated", "operator": "Exists"}]), node(taints=[TAINT]), RUN,
+                 id="tolerated-by-the-template"),
+    pytest.param(ds_spec(), node(ready=False), KEEP_ONLY, id="not-ready-node-gets-no-new-pod"),
+    pytest.param(ds_spec(), node(taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]), RUN,
+                 id="not-ready-no-execute-tolerated-by-default"),
+    pytest.param(ds_spec(), node(ready=False, taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]), KEEP_ONLY,
+                 id="a-not-ready-node-has-the-no-schedule-twin-too"),
+    pytest.param(ds_spec(), node(taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]), RUN,
+                 id="unreachable-no-execute-tolerated-by-default"),
+    pytest.param(ds_spec(), node(taints=[{"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"},
+                                         {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"},
+                                         {"key": "node.kubernetes.io/pid-pressure", "effect": "NoSchedule"},
+                                         {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]), RUN,
+                 id="node-condition-taints-tolerated-by-default"),
+    pytest.param(ds_spec(), node(taints=[{"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"}]), KEEP_ONLY,
+                 id="network-unavailable-not-tolerated-without-host-network"),
+    pytest.param(ds_spec(hostNetwork=True), node(taints=[{"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"}]),
+                 RUN, id="network-unavailable-tolerated-with-host-network"),
+    pytest.param(ds_spec(nodeSelector={"zone": "a"}), node(labels=ZONE_A), RUN, id="node-selector-match"),
+    pytest.param(ds_spec(nodeSelector={"zone": "b"}), node(labels=ZONE_A), NEITHER, id="node-selector-mismatch-removes-too"),
+    pytest.param(ds_spec(affinity=required({"matchExpressions": [expr("zone", "In", "b")]},
+                                           {"matchExpressions": [expr("cores", "Gt", "4")]})), node(labels=ZONE_A), RUN,
+                 id="affinity-terms-ored"),
+    pytest.param(ds_spec(affinity=required({"matchExpressions": [expr("zone", "In", "a"), expr("cores", "Lt", "4")]})),
+                 node(labels=ZONE_A), NEITHER, id="affinity-expressions-anded"),
+    pytest.param(ds_spec(affinity=required({"matchFields": [expr("metadata.name", "In", "n1")]})), node("n1"), RUN,
+                 id="affinity-on-the-node-name"),
+    pytest.param(ds_spec(nodeName="n2"), node("n1"), NEITHER, id="template-node-name-other"),
+])
+def test_daemonset_controller_placement(spec: dict[str, Any], n: fit.NodeState, want: fit.DaemonPlacement) -> None:
+    assert fit.daemon_placement(spec, n) == want
+
+
+def test_daemon_pods_get_the_default_tolerations_once() -> None:
+    own = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
+    tolerations = fit.daemon_pod_tolerations(ds_spec(tolerations=[own, {"key": "team", "operator": "Exists"}]))
+    assert tolerations[:2] == [own, {"key": "team", "operator": "Exists"}]   # the template's own, as written
+    assert sorted((t["key"], t["effect"]) for t in tolerations[2:]) == [
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"), ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule")]
