@@ -9,7 +9,8 @@ from typing import Any, Iterator
 import pytest
 
 from tests.builders import node, pod
-from tests.expectations import eventually
+from karpy.kubeclient.raw import RawClient
+from tests.expectations import eventually, expect_events
 from tests.simulator.conftest import Kube, start
 
 
@@ -54,8 +55,9 @@ def test_pods_that_fit_nowhere_are_marked_unschedulable_like_kube_scheduler(live
     condition = eventually(marked)
     assert condition.reason == "Unschedulable"
     assert condition.message == "0/2 nodes are available: 2 Insufficient cpu."
-    events = live.kubectl("describe", "pod", n).stdout
-    assert "FailedScheduling" in events and "Insufficient cpu" in events
+    (event,) = expect_events(RawClient(live.api_client), {"kind": "Pod", "metadata": {"name": n, "namespace": "default"}},
+                             "FailedScheduling", event_type="Warning")
+    assert event["message"] == condition.message and event["source"]["component"] == "default-scheduler"
     live.core.delete_namespaced_pod(n, "default")
 
 
