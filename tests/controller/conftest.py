@@ -47,6 +47,16 @@ class Env:
                 ns = meta.get("namespace", "default") if namespaced else ""
                 eventually(lambda: informer.get(ns, meta["name"]) is not None)
 
+    def provision(self, *objects: dict[str, Any], **options: Any) -> list[dict[str, Any]]:
+        """ExpectProvisioned on the local cluster: apply `objects`, run one provisioning pass (launch and bind, with
+        the Provisioner's keyword `options`), and return the pods among `objects` as the API server now holds them."""
+        from karpy.controller.provisioning.provisioner import Provisioner
+
+        self.apply(*objects)
+        Provisioner(self.state, self.cloud, CATALOG, **options).reconcile()
+        return [self.client.get(path_of("v1", "pods", o["metadata"].get("namespace", "default"), o["metadata"]["name"]))
+                for o in objects if o["kind"] == "Pod"]
+
     def settle(self, check: Any, timeout: float = 10) -> Any:
         return eventually(check, timeout=timeout)
 

@@ -14,9 +14,9 @@ from tests.expectations import expect_events, expect_nodes, expect_not_scheduled
 
 def test_launches_a_node_and_binds_the_pods_at_once(env: Env) -> None:
     web = [unschedulable_pod(f"web-{i}", cpu="1", tolerations=[{"key": "team", "operator": "Exists"}]) for i in range(3)]
-    env.apply(provisioner("default", taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}], labels={"team": "a"}), *web)
     # a per-node cost makes one large node the choice (two small ones would cost less by price alone)
-    Provisioner(env.state, env.cloud, CATALOG, packing=PackingOptions(node_cost_per_hour=0.5)).reconcile()
+    web = env.provision(provisioner("default", taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}], labels={"team": "a"}),
+                        *web, packing=PackingOptions(node_cost_per_hour=0.5))
     assert len(env.cloud.create_calls) == 1
     (made,) = expect_nodes(env.client, 1)
     assert made["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
@@ -69,9 +69,7 @@ def test_counts_nodes_already_launching_and_never_launches_twice(env: Env) -> No
 
 
 def test_limits_refuse_a_launch_and_say_so(env: Env) -> None:
-    a = unschedulable_pod("a", cpu="1")
-    env.apply(provisioner("default", limits={"resources": {"cpu": "1"}}), a)
-    Provisioner(env.state, env.cloud, CATALOG).reconcile()
+    (a,) = env.provision(provisioner("default", limits={"resources": {"cpu": "1"}}), unschedulable_pod("a", cpu="1"))
     assert env.cloud.create_calls == []
     expect_not_scheduled(env.client, a)
     (event,) = expect_events(env.client, a, "FailedProvisioning", event_type="Warning")
