@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
 import json
 import time
 from typing import Any, Mapping
@@ -125,6 +126,19 @@ def expect_provisioned(*objects: Mapping[str, Any], catalog: str = "aws", node_c
     results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=node_cost_per_hour)).solve()
     # through JSON and back, so a test reads exactly what a user of `karpy plan` reads
     return Provisioned(json.loads(json.dumps(plan_json(results))), list(loaded.warnings), dict(results.failed_provisioners))
+
+
+def expect_consolidated(*objects: Mapping[str, Any], catalog: str = "aws", now: datetime.datetime | None = None,
+                        **options: Any) -> dict[str, Any]:
+    """What `karpy plan --consolidate -o json` prints for `objects` (its `decisionSeconds` aside), decided in process
+    at `now` (the wall clock by default); `options` are the Consolidator's keyword arguments."""
+    from karpy.controller.consolidation.decisions import Consolidator
+    from karpy.controller.plan.inputs import Document, from_documents
+    from karpy.controller.plan.render import consolidation_json
+
+    loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(objects, 1)], catalog=catalog)
+    decided = Consolidator(loaded.snapshot, loaded.pdbs, now=now or datetime.datetime.now(datetime.timezone.utc), **options).plan()
+    return dict(json.loads(json.dumps(consolidation_json(decided))))
 
 
 def _live_pod(client: RawClient, pod: Mapping[str, Any] | str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`karpy plan --consolidate`: each action, each blocker, the order of candidates, and the JSON contract."""
+"""`karpy plan --consolidate`: each action, each blocker, the order of candidates, and the JSON contract (decided in
+process by `expect_consolidated`; the table through the command line)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 import pytest
 
 from tests.builders import catalog, instance_type, node, pod, provisioner
-from tests.plan.conftest import Plan, PlanRun
+from tests.expectations import expect_consolidated
+from tests.plan.conftest import Plan
 
 CATALOG = catalog(
     instance_type("small", cpu="2", memory="8Gi", price=0.10, zones=("zone-a", "zone-b")),
@@ -31,63 +33,62 @@ def karpy_node(name: str, instance_type: str = "medium", *, capacity_type: str =
                 allocatable={"cpu": cpu, "memory": memory, "pods": "110"}, created=created, **kw)
 
 
-def consolidate(plan: Plan, *docs: dict[str, Any]) -> PlanRun:
-    run = plan(CATALOG, *docs, args=("--consolidate",))
-    assert run.code == 0, run.err
-    return run
+def consolidate(*docs: dict[str, Any]) -> dict[str, Any]:
+    """What `karpy plan --consolidate -o json` prints, decided in process."""
+    return expect_consolidated(CATALOG, *docs)
 
 
-def reasons(run: PlanRun) -> dict[str, str]:
-    return {k["node"]: k["reason"] for k in run.json["kept"]}
+def reasons(run: dict[str, Any]) -> dict[str, str]:
+    return {k["node"]: k["reason"] for k in run["kept"]}
 
 
-def test_empty_nodes_are_deleted_together_first(plan: Plan) -> None:
-    run = consolidate(plan, consolidating(), karpy_node("a"), karpy_node("b", "large"),
+def test_empty_nodes_are_deleted_together_first() -> None:
+    run = consolidate(consolidating(), karpy_node("a"), karpy_node("b", "large"),
                       karpy_node("c"), pod("busy", cpu="3", node_name="c"))
-    first = run.json["actions"][0]
+    first = run["actions"][0]
     assert first == {"type": "delete", "nodes": ["a", "b"], "savingsPerHour": 0.6, "pods": [], "moves": []}
     assert reasons(run)["c"].startswith("no cheaper fit")
 
 
-def test_a_node_whose_pods_fit_elsewhere_is_deleted(plan: Plan) -> None:
-    run = consolidate(plan, consolidating(), karpy_node("a"), karpy_node("b"),
+def test_a_node_whose_pods_fit_elsewhere_is_deleted() -> None:
+    run = consolidate(consolidating(), karpy_node("a"), karpy_node("b"),
                       pod("p1", cpu="1", node_name="a"), pod("p2", cpu="2", node_name="b"))
-    assert run.json["actions"] == [{"type": "delete", "nodes": ["a"], "savingsPerHour": 0.2, "pods": ["default/p1"],
+    assert run["actions"] == [{"type": "delete", "nodes": ["a"], "savingsPerHour": 0.2, "pods": ["default/p1"],
                                      "moves": [{"pod": "default/p1", "to": "b"}]}]
     assert reasons(run) == {"b": "no cheaper fit: pod default/p1 would fit nowhere else (insufficient cpu)"} \
         or reasons(run)["b"].startswith("no cheaper fit")
 
 
-def test_an_oversized_on_demand_node_is_replaced_by_a_cheaper_one(plan: Plan) -> None:
-    run = consolidate(plan, consolidating(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
+def test_an_oversized_on_demand_node_is_replaced_by_a_cheaper_one() -> None:
+    run = consolidate(consolidating(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
                                                          "values": ["on-demand"]}]),
                       karpy_node("big", "large"), pod("p", cpu="1", node_name="big"))
-    (action,) = run.json["actions"]
+    (action,) = run["actions"]
     assert action["type"] == "replace" and action["nodes"] == ["big"]
     assert action["replacement"] == {"instanceType": "small", "zone": "zone-a", "capacityType": "on-demand",
                                      "pricePerHour": 0.1}
     assert action["savingsPerHour"] == pytest.approx(0.3)
-    assert run.json["kept"] == []
+    assert run["kept"] == []
 
 
-def test_replacement_is_priced_at_its_worst_case_offering(plan: Plan) -> None:
+def test_replacement_is_priced_at_its_worst_case_offering() -> None:
     """Spot allowed: the replacement could land on-demand, so it is priced on-demand."""
-    run = consolidate(plan, consolidating(), karpy_node("big", "large"), pod("p", cpu="1", node_name="big"))
-    (action,) = run.json["actions"]
+    run = consolidate(consolidating(), karpy_node("big", "large"), pod("p", cpu="1", node_name="big"))
+    (action,) = run["actions"]
     assert action["replacement"]["pricePerHour"] == 0.1
     assert action["savingsPerHour"] == pytest.approx(0.3)
 
 
-def test_a_spot_node_is_never_replaced(plan: Plan) -> None:
-    run = consolidate(plan, consolidating(), karpy_node("big", "large", capacity_type="spot"),
+def test_a_spot_node_is_never_replaced() -> None:
+    run = consolidate(consolidating(), karpy_node("big", "large", capacity_type="spot"),
                       pod("p", cpu="1", node_name="big"))
-    assert run.json["actions"] == []
+    assert run["actions"] == []
     assert "spot nodes are only deleted" in reasons(run)["big"]
 
 
-def test_no_replacement_that_is_not_strictly_cheaper(plan: Plan) -> None:
-    run = consolidate(plan, consolidating(), karpy_node("s", "small"), pod("p", cpu="1500m", node_name="s"))
-    assert run.json["actions"] == []
+def test_no_replacement_that_is_not_strictly_cheaper() -> None:
+    run = consolidate(consolidating(), karpy_node("s", "small"), pod("p", cpu="1500m", node_name="s"))
+    assert run["actions"] == []
     assert reasons(run)["s"].endswith("does not cost less than $0.1000/h")
 
 
@@ -97,61 +98,61 @@ def test_no_replacement_that_is_not_strictly_cheaper(plan: Plan) -> None:
     (dict(owner=None), "pod default/p has no controller owner"),
     (dict(initialized=False), "node is not initialized yet"),
 ], ids=["do-not-consolidate", "do-not-evict", "unowned", "uninitialized"])
-def test_blockers_keep_a_node_with_the_reason(plan: Plan, blocked: dict[str, Any], expected: str) -> None:
+def test_blockers_keep_a_node_with_the_reason(blocked: dict[str, Any], expected: str) -> None:
     n = karpy_node("a", initialized=blocked.get("initialized", True))
     if "node_annotations" in blocked:
         n["metadata"]["annotations"] = blocked["node_annotations"]
     p = pod("p", cpu="1", node_name="a", annotations=blocked.get("pod_annotations"),
             owner=blocked.get("owner", ("ReplicaSet", "app")))
-    run = consolidate(plan, consolidating(), n, karpy_node("b"), p)
+    run = consolidate(consolidating(), n, karpy_node("b"), p)
     assert reasons(run)["a"] == expected
-    assert all("a" not in action["nodes"] for action in run.json["actions"])
+    assert all("a" not in action["nodes"] for action in run["actions"])
 
 
-def test_a_pdb_that_allows_no_disruption_blocks(plan: Plan) -> None:
+def test_a_pdb_that_allows_no_disruption_blocks() -> None:
     pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}
     docs = [consolidating(), karpy_node("a"), karpy_node("b"),
             pod("w1", cpu="1", node_name="a", labels={"app": "web"}), pod("w2", cpu="1", node_name="b", labels={"app": "web"})]
-    run = consolidate(plan, *docs, pdb)
-    assert run.json["actions"] == []
+    run = consolidate(*docs, pdb)
+    assert run["actions"] == []
     assert reasons(run) == {"a": "pdb default/web prevents evicting pod default/w1",
                             "b": "pdb default/web prevents evicting pod default/w2"}
     pdb["spec"]["minAvailable"] = 1
-    assert consolidate(plan, *docs, pdb).json["actions"][0]["nodes"] == ["a"]
+    assert consolidate(*docs, pdb)["actions"][0]["nodes"] == ["a"]
 
 
-def test_nodes_karpy_does_not_own_or_may_not_consolidate_are_kept(plan: Plan) -> None:
-    run = consolidate(plan, provisioner("default"), karpy_node("a"),
+def test_nodes_karpy_does_not_own_or_may_not_consolidate_are_kept() -> None:
+    run = consolidate(provisioner("default"), karpy_node("a"),
                       node("system", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}),
                       karpy_node("unknown-type", "medium"))
     kept = reasons(run)
     assert kept["a"] == "provisioner default does not have consolidation enabled"
     assert kept["system"].startswith("not launched by a provisioner")
-    assert run.json["actions"] == []
+    assert run["actions"] == []
 
 
-def test_cheapest_disruption_first_and_older_first_among_equals(plan: Plan) -> None:
+def test_cheapest_disruption_first_and_older_first_among_equals() -> None:
     """Three half-full nodes: only one can go. The one with fewer pods goes; between equals, the older."""
     docs = [consolidating(), karpy_node("x", created="2024-01-02T00:00:00Z"), karpy_node("y", created="2024-01-01T00:00:00Z"),
             karpy_node("z", created="2023-01-01T00:00:00Z")]
     docs += [pod("x1", cpu="2", node_name="x"), pod("y1", cpu="2", node_name="y"),
              pod("z1", cpu="1", node_name="z"), pod("z2", cpu="1", node_name="z")]
-    run = consolidate(plan, *docs)
-    assert run.json["actions"][0]["nodes"] == ["y"]
+    run = consolidate(*docs)
+    assert run["actions"][0]["nodes"] == ["y"]
 
 
-def test_every_node_appears_once(plan: Plan) -> None:
+def test_every_node_appears_once() -> None:
     docs: list[dict[str, Any]] = [consolidating()]
     for i in range(8):
         docs.append(karpy_node(f"n{i}", "large" if i % 2 else "medium"))
         docs += [pod(f"p{i}-{j}", cpu="500m", node_name=f"n{i}") for j in range(i % 3)]
-    run = consolidate(plan, *docs)
-    acted = [n for a in run.json["actions"] for n in a["nodes"]]
-    kept = [k["node"] for k in run.json["kept"]]
+    run = consolidate(*docs)
+    acted = [n for a in run["actions"] for n in a["nodes"]]
+    kept = [k["node"] for k in run["kept"]]
     assert sorted(acted + kept) == sorted(f"n{i}" for i in range(8))
     assert len(set(acted)) == len(acted)
-    assert run.json["summary"]["savingsPerHour"] == pytest.approx(sum(a["savingsPerHour"] for a in run.json["actions"]))
+    assert run["summary"]["savingsPerHour"] == pytest.approx(sum(a["savingsPerHour"] for a in run["actions"]))
 
 
 def test_table_output_names_actions_and_reasons(plan: Plan) -> None:
@@ -161,12 +162,12 @@ def test_table_output_names_actions_and_reasons(plan: Plan) -> None:
     assert "delete" in run.out and "Nodes kept:" in run.out and "no cheaper fit" in run.out
 
 
-def test_pod_deletion_cost_and_priority_make_a_node_dearer_to_disrupt(plan: Plan) -> None:
+def test_pod_deletion_cost_and_priority_make_a_node_dearer_to_disrupt() -> None:
     """Two equal nodes (only one may go): the one whose pod is cheaper to delete goes, though it is younger."""
     docs = [consolidating(), karpy_node("old", created="2023-01-01T00:00:00Z"), karpy_node("young", created="2024-06-01T00:00:00Z")]
     dear = pod("dear", cpu="2", node_name="old", annotations={"controller.kubernetes.io/pod-deletion-cost": str(2 ** 30)})
-    assert consolidate(plan, *docs, dear, pod("plain", cpu="2", node_name="young")).json["actions"][0]["nodes"] == ["young"]
+    assert consolidate(*docs, dear, pod("plain", cpu="2", node_name="young"))["actions"][0]["nodes"] == ["young"]
     important = pod("important", cpu="2", node_name="old", priority=1_000_000_000)
-    assert consolidate(plan, *docs, important, pod("plain", cpu="2", node_name="young")).json["actions"][0]["nodes"] == ["young"]
-    assert consolidate(plan, *docs, pod("a", cpu="2", node_name="old"),
-                       pod("b", cpu="2", node_name="young")).json["actions"][0]["nodes"] == ["old"]
+    assert consolidate(*docs, important, pod("plain", cpu="2", node_name="young"))["actions"][0]["nodes"] == ["young"]
+    assert consolidate(*docs, pod("a", cpu="2", node_name="old"),
+                       pod("b", cpu="2", node_name="young"))["actions"][0]["nodes"] == ["old"]

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from karpy.controller.consolidation.decisions import Consolidator
-from karpy.controller.plan.inputs import load
+from karpy.controller.plan.inputs import Document, from_documents
 from tests.builders import catalog, instance_type, node, pod, provisioner
-from tests.plan.conftest import Plan, PlanRun
+from tests.expectations import expect_consolidated
+from tests.plan.conftest import Plan
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
 SIZES = {"small": ("2", "8Gi"), "medium": ("4", "16Gi"), "large": ("8", "32Gi")}
@@ -36,46 +37,45 @@ def consolidating() -> dict[str, Any]:
                        requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}])
 
 
-def consolidate(plan: Plan, cat: dict[str, Any], *docs: dict[str, Any], args: tuple[str, ...] = ()) -> PlanRun:
-    run = plan(cat, consolidating(), *docs, args=("--consolidate", *args))
-    assert run.code == 0, run.err
-    return run
+def consolidate(cat: dict[str, Any], *docs: dict[str, Any]) -> dict[str, Any]:
+    """What `karpy plan --consolidate -o json` prints, decided in process."""
+    return expect_consolidated(cat, consolidating(), *docs)
 
 
-def test_several_nodes_are_deleted_in_one_action_when_all_their_pods_fit_on_the_rest(plan: Plan) -> None:
-    run = consolidate(plan, prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"), karpy_node("c"),
+def test_several_nodes_are_deleted_in_one_action_when_all_their_pods_fit_on_the_rest() -> None:
+    run = consolidate(prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"), karpy_node("c"),
                       pod("pa", cpu="1", node_name="a"), pod("pb", cpu="1", node_name="b"),
                       pod("pc", cpu="1", node_name="c"))
-    first = run.json["actions"][0]
+    first = run["actions"][0]
     assert first["type"] == "delete" and first["nodes"] == ["a", "c"]
     assert first["moves"] == [{"pod": "default/pa", "to": "b"}, {"pod": "default/pc", "to": "b"}]
     assert first["savingsPerHour"] == pytest.approx(0.4)
-    s = run.json["summary"]
+    s = run["summary"]
     assert s["pricePerHourBefore"] == pytest.approx(0.6) and s["pricePerHourAfter"] == pytest.approx(0.2)
 
 
-def test_several_nodes_are_replaced_by_one_cheaper_node(plan: Plan) -> None:
+def test_several_nodes_are_replaced_by_one_cheaper_node() -> None:
     """Two half-full mediums ($0.40/h together) fit one large at $0.30/h; neither alone has a cheaper fit."""
-    run = consolidate(plan, prices(0.15, 0.2, 0.3), karpy_node("a"), karpy_node("b"),
+    run = consolidate(prices(0.15, 0.2, 0.3), karpy_node("a"), karpy_node("b"),
                       pod("pa", cpu="3", node_name="a"), pod("pb", cpu="3", node_name="b"))
-    (action,) = run.json["actions"]
+    (action,) = run["actions"]
     assert action["type"] == "replace" and action["nodes"] == ["a", "b"]
     assert action["replacement"]["instanceType"] == "large"
     assert action["savingsPerHour"] == pytest.approx(0.1)
     assert {m["to"] for m in action["moves"]} == {"replacement"}
-    assert run.json["summary"]["actionsByKind"] == {"delete": 0, "replace": 1, "split": 0}
+    assert run["summary"]["actionsByKind"] == {"delete": 0, "replace": 1, "split": 0}
 
 
-def test_a_node_is_split_into_smaller_nodes_when_they_cost_less(plan: Plan) -> None:
+def test_a_node_is_split_into_smaller_nodes_when_they_cost_less() -> None:
     """Two 1.5-cpu pods on a large ($0.40/h): one medium would cost $0.30/h, two smalls $0.20/h."""
-    run = consolidate(plan, prices(0.1, 0.3, 0.4), karpy_node("big", "large"),
+    run = consolidate(prices(0.1, 0.3, 0.4), karpy_node("big", "large"),
                       pod("p1", cpu="1500m", node_name="big"), pod("p2", cpu="1500m", node_name="big"))
-    (action,) = run.json["actions"]
+    (action,) = run["actions"]
     assert action["type"] == "replace" and action["nodes"] == ["big"]
     assert [r["instanceType"] for r in action["replacements"]] == ["small", "small"]
     assert action["savingsPerHour"] == pytest.approx(0.2)
     assert sorted(m["to"] for m in action["moves"]) == ["replacement-1", "replacement-2"]
-    assert run.json["summary"]["actionsByKind"]["split"] == 1
+    assert run["summary"]["actionsByKind"]["split"] == 1
 
 
 def test_table_lists_each_action_and_where_each_pod_goes(plan: Plan) -> None:
@@ -87,22 +87,22 @@ def test_table_lists_each_action_and_where_each_pod_goes(plan: Plan) -> None:
     assert "$0.4000/hour before, $0.1000/hour after" in run.out   # a goes, b becomes a small
 
 
-def test_a_node_that_pending_pods_are_headed_for_is_not_consolidated(plan: Plan) -> None:
+def test_a_node_that_pending_pods_are_headed_for_is_not_consolidated() -> None:
     """v0.16 does not consider a node nominated for pods: here the pods of a node being deleted."""
     going = karpy_node("going")
     going["metadata"]["deletionTimestamp"] = "2024-06-01T00:00:00Z"
-    run = consolidate(plan, prices(0.1, 0.2, 0.4), going, karpy_node("fresh"),
+    run = consolidate(prices(0.1, 0.2, 0.4), going, karpy_node("fresh"),
                       pod("moving", cpu="1", node_name="going"))
-    kept = {k["node"]: k["reason"] for k in run.json["kept"]}
+    kept = {k["node"]: k["reason"] for k in run["kept"]}
     assert kept["fresh"] == "node is nominated for pod default/moving, which is on its way to it"
-    assert run.json["actions"] == []
+    assert run["actions"] == []
 
 
-def test_a_pod_no_provisioner_can_satisfy_does_not_stop_consolidation(plan: Plan) -> None:
+def test_a_pod_no_provisioner_can_satisfy_does_not_stop_consolidation() -> None:
     stuck = pod("stuck", cpu="1", node_selector={"topology.kubernetes.io/zone": "zone-nowhere"})
-    run = consolidate(plan, prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"),
+    run = consolidate(prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"),
                       pod("pa", cpu="1", node_name="a"), stuck)
-    assert run.json["actions"][0]["nodes"] == ["b"]
+    assert run["actions"][0]["nodes"] == ["b"]
 
 
 def test_the_time_budget_returns_the_actions_found_so_far() -> None:
@@ -118,12 +118,8 @@ def test_the_time_budget_returns_the_actions_found_so_far() -> None:
     assert any(k.reason == "not considered: the decision time budget ran out" for k in cut.kept)
 
 
-def _load(cat: dict[str, Any], docs: list[dict[str, Any]], tmp: Any = None) -> Any:
-    import json
-    import tempfile
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        f.write("\n---\n".join(json.dumps(d) for d in [cat, *docs]))
-    return load([f.name])
+def _load(cat: dict[str, Any], docs: list[dict[str, Any]]) -> Any:
+    return from_documents([Document("<test>", i, d) for i, d in enumerate([cat, *docs], 1)])
 
 
 @pytest.mark.parametrize("seed", range(12))
