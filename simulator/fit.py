@@ -307,7 +307,7 @@ DAEMON_TOLERATIONS: tuple[Obj, ...] = (
 HOST_NETWORK_TOLERATION: Obj = {"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def daemon_pod_tolerations(spec: Obj) -> list[Obj]:
+def daemon_pod_tolerations(spec: Obj) -> list[dict[str, Any]]:
     """A daemon pod's tolerations: its template's, then each default the template does not already have
     (a template's own toleration with the same key, operator and effect stands in for the default)."""
     own = [dict(t) for t in spec.get("tolerations") or []]

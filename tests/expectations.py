@@ -177,7 +177,7 @@ def expect_not_scheduled(where: Provisioned | RawClient, pod: Mapping[str, Any] 
         return reason
     live = _live_pod(where, pod)
     assert not (live.get("spec") or {}).get("nodeName"), f"{pod_key(pod)} was scheduled to {live['spec']['nodeName']}"
-    condition = next((c for c in (live.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    condition: dict[str, Any] = next((c for c in (live.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), {})
     return str(condition.get("message") or "")
 
 
