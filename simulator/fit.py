@@ -18,7 +18,7 @@ import collections
 import dataclasses
 import functools
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from karpy.apis.quantity import Quantity, QuantityError
 
@@ -123,7 +123,7 @@ def tolerates(toleration: Obj, taint: Obj) -> bool:
     return op == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-def untolerated_taint(tolerations: list[Obj], taints: Iterable[Obj]) -> Obj | None:
+def untolerated_taint(tolerations: Sequence[Obj], taints: Iterable[Obj]) -> Obj | None:
     """The first NoSchedule/NoExecute taint no toleration matches."""
     for taint in taints:
         if taint.get("effect") in SCHEDULING_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
