@@ -10,6 +10,7 @@ ExpectProvisioned does. The catalog is the fake cloud provider's default instanc
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from typing import Any
 
@@ -22,13 +23,15 @@ ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 ARCH = "kubernetes.io/arch"
+INTEGER = "integer"                       # fake.IntegerInstanceLabelKey
 LABELS = {"test": "test"}
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 
 
 def _fake_type(name: str, *, cpu: str = "4", memory: str = "4Gi", pods: str = "5", arch: str = "amd64",
                extra: dict[str, str] | None = None) -> dict[str, Any]:
-    """fake.NewInstanceType: spot in zones 1-2, on-demand in 1-3, priced from its resources."""
+    """fake.NewInstanceType: spot in zones 1-2, on-demand in 1-3, priced from its resources, labelled `integer`
+    with its cpu count."""
     assert memory.endswith("Gi"), memory
     gib = int(memory[:-2])
     price = 0.1 * float(cpu) + 0.1 * gib * 2**30 / 1e9 + (1.0 if extra and ("nvidia.com/gpu" in extra or "amd.com/gpu" in extra) else 0.0)
@@ -36,7 +39,8 @@ def _fake_type(name: str, *, cpu: str = "4", memory: str = "4Gi", pods: str = "5
                  for c, zones in (("spot", ("test-zone-1", "test-zone-2")), ("on-demand", ("test-zone-1", "test-zone-2", "test-zone-3")))
                  for z in zones]
     return {"name": name, "capacity": {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})},
-            "overhead": {"cpu": "100m", "memory": "10Mi"}, "offerings": offerings, "labels": {ARCH: arch}}
+            "overhead": {"cpu": "100m", "memory": "10Mi"}, "offerings": offerings,
+            "labels": {ARCH: arch, INTEGER: str(math.ceil(float(cpu)))}}
 
 
 # fake.CloudProvider.GetInstanceTypes at v0.16.3

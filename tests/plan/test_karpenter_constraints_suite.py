@@ -1,0 +1,189 @@
+"""Karpenter v0.16.3's scheduling suite (pkg/controllers/provisioning/scheduling/suite_test.go), ported:
+the "Custom Constraints" and "Preferential Fallback" contexts, one row per Karpenter `It`, planned in process
+by `expect_provisioned` against the fake cloud provider's instance types (test_karpenter_scheduling_suite.py
+ports the "Topology" and "In-Flight Nodes" contexts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.expectations import expect_not_scheduled, expect_provisioned, expect_scheduled
+from tests.plan.test_karpenter_scheduling_suite import CATALOG, INTEGER, default_provisioner, node_requirements, upod
+
+ZONE = "topology.kubernetes.io/zone"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ALL_ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
+LABELS = {"test-key": "test-value"}
+
+
+def req(key: str, operator: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": operator, **({"values": list(values)} if values else {})}
+
+
+def preferring(*requirements: dict[str, Any]) -> dict[str, Any]:
+    """test.PodOptions.NodePreferences: one preferred term of weight 1."""
+    return {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": list(requirements)}}]}
+
+
+def affinity(required: list[dict[str, Any]] | None = None, preferred: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    node_affinity: dict[str, Any] = {}
+    if required:
+        node_affinity.update(node_requirements(*required)["nodeAffinity"])
+    if preferred:
+        node_affinity.update(preferring(*preferred))
+    return {"affinity": {"nodeAffinity": node_affinity}}
+
+
+def terms(*required_terms: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several required nodeSelectorTerms (ORed)."""
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": t} for t in required_terms]}}}}
+
+
+def weighted(*preferences: tuple[int, list[dict[str, Any]]]) -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": w, "preference": {"matchExpressions": t}} for w, t in preferences]}}}
+
+
+class Not(str):
+    """A label value the node must not carry (Gomega's ToNot(HaveKeyWithValue(...)))."""
+
+
+NOT_SCHEDULED = None
+P = pytest.param
+
+# (provisioner spec, pod spec, labels its node must carry (None: the key absent; Not(v): any value but v) or NOT_SCHEDULED)
+CASES = [
+    # --- Custom Constraints / Provisioner with Labels
+    P({"labels": LABELS}, {}, LABELS, id="labels/an-unconstrained-pod-gets-the-provisioners-labels"),
+    P({"labels": LABELS}, {"nodeSelector": {"test-key": "different-value"}}, NOT_SCHEDULED, id="labels/conflicting-node-selector"),
+    P({}, {"nodeSelector": LABELS}, NOT_SCHEDULED, id="labels/node-selector-with-an-undefined-key"),
+    P({"labels": LABELS}, affinity([req("test-key", "In", "test-value", "another-value")]), LABELS, id="labels/matching-requirements"),
+    P({"labels": LABELS}, affinity([req("test-key", "In", "another-value")]), NOT_SCHEDULED, id="labels/conflicting-requirements"),
+    # --- Custom Constraints / Well Known Labels
+    P({"requirements": [req(ZONE, "In", "test-zone-2")]}, {}, {ZONE: "test-zone-2"}, id="well-known/provisioner-constraints"),
+    P({"requirements": [req(ZONE, "In", "test-zone-1", "test-zone-2")]}, {"nodeSelector": {ZONE: "test-zone-2"}}, {ZONE: "test-zone-2"},
+      id="well-known/node-selectors"),
+    P({}, {"nodeSelector": {"kubernetes.io/hostname": "red-node"}}, NOT_SCHEDULED, id="well-known/hostname-selector"),
+    P({"requirements": [req(ZONE, "In", "test-zone-1")]}, {"nodeSelector": {ZONE: "unknown"}}, NOT_SCHEDULED,
+      id="well-known/unknown-node-selector"),
+    P({"requirements": [req(ZONE, "In", "test-zone-1")]}, {"nodeSelector": {ZONE: "test-zone-2"}}, NOT_SCHEDULED,
+      id="well-known/node-selector-outside-the-provisioner"),
+    P({}, affinity([req(ZONE, "In", "test-zone-3")]), {ZONE: "test-zone-3"}, id="well-known/in"),
+    P({"requirements": [req(INTEGER, "Gt", "8")]}, {}, {INTEGER: "16"}, id="well-known/gt"),
+    P({"requirements": [req(INTEGER, "Lt", "8")]}, {}, {INTEGER: "2"}, id="well-known/lt"),
+    P({}, affinity([req(ZONE, "In", "unknown")]), NOT_SCHEDULED, id="well-known/in-unknown"),
+    P({}, affinity([req(ZONE, "NotIn", "test-zone-1", "test-zone-2", "unknown")]), {ZONE: "test-zone-3"}, id="well-known/not-in"),
+    P({}, affinity([req(ZONE, "NotIn", *ALL_ZONES, "unknown")]), NOT_SCHEDULED, id="well-known/not-in-every-zone"),
+    P({}, affinity([req(ZONE, "In", *ALL_ZONES, "unknown")], [req(ZONE, "In", "test-zone-2", "unknown")]), {ZONE: "test-zone-2"},
+      id="well-known/compatible-preference-in"),
+    P({}, affinity([req(ZONE, "In", *ALL_ZONES, "unknown")], [req(ZONE, "In", "unknown")]), {}, id="well-known/incompatible-preference-in"),
+    P({}, affinity([req(ZONE, "In", *ALL_ZONES, "unknown")], [req(ZONE, "NotIn", "test-zone-1", "test-zone-3")]), {ZONE: "test-zone-2"},
+      id="well-known/compatible-preference-not-in"),
+    P({}, affinity([req(ZONE, "In", *ALL_ZONES, "unknown")], [req(ZONE, "NotIn", *ALL_ZONES)]), {},
+      id="well-known/incompatible-preference-not-in"),
+    P({}, {"nodeSelector": {ZONE: "test-zone-3"}, **affinity([req(ZONE, "In", *ALL_ZONES)], [req(ZONE, "In", *ALL_ZONES)])},
+      {ZONE: "test-zone-3"}, id="well-known/selector-preference-and-requirement"),
+    P({}, {"nodeSelector": {ZONE: "test-zone-3", INSTANCE_TYPE: "arm-instance-type"},
+           **affinity([req(ZONE, "In", "test-zone-1", "test-zone-3"), req(INSTANCE_TYPE, "In", "default-instance-type", "arm-instance-type")],
+                      [req(ZONE, "NotIn", "unknown"), req(INSTANCE_TYPE, "NotIn", "unknown")])},
+      {ZONE: "test-zone-3", INSTANCE_TYPE: "arm-instance-type"}, id="well-known/multidimensional"),
+    # --- Custom Constraints / Scheduling Logic
+    P({}, affinity([req("test-key", "In", "test-value")]), NOT_SCHEDULED, id="logic/in-with-an-undefined-key"),
+    P({}, affinity([req("test-key", "NotIn", "test-value")]), {"test-key": Not("test-value")},
+      id="logic/not-in-with-an-undefined-key"),
+    P({}, affinity([req("test-key", "Exists")]), NOT_SCHEDULED, id="logic/exists-with-an-undefined-key"),
+    P({}, affinity([req("test-key", "DoesNotExist")]), {"test-key": None}, id="logic/does-not-exist-with-an-undefined-key"),
+    P({"requirements": [req("test-key", "In", "test-value")]}, {}, LABELS, id="logic/an-unconstrained-pod-gets-the-required-label"),
+    P({"requirements": [req("test-key", "In", "test-value")]}, affinity([req("test-key", "In", "test-value")]), LABELS,
+      id="logic/in-the-same-value"),
+    P({"requirements": [req("test-key", "In", "test-value")]}, affinity([req("test-key", "NotIn", "test-value")]), NOT_SCHEDULED,
+      id="logic/not-in-the-only-value"),
+    P({"requirements": [req("test-key", "In", "test-value")]}, affinity([req("test-key", "Exists")]), {}, id="logic/exists-with-a-defined-key"),
+    P({"requirements": [req("test-key", "In", "test-value")]}, affinity([req("test-key", "DoesNotExist")]), NOT_SCHEDULED,
+      id="logic/does-not-exist-with-a-defined-key"),
+    P({"requirements": [req("test-key", "In", "test-value")]}, affinity([req("test-key", "In", "another-value")]), NOT_SCHEDULED,
+      id="logic/in-another-value"),
+    P({"requirements": [req("test-key", "In", "test-value")]}, affinity([req("test-key", "NotIn", "another-value")]), LABELS,
+      id="logic/not-in-another-value"),
+    P({}, affinity([req(ZONE, "In", "non-existent-zone"), req(ZONE, "Exists")]), NOT_SCHEDULED,
+      id="logic/exists-does-not-widen-an-in"),
+    # --- Preferential Fallback / Required
+    P({"requirements": [req(ZONE, "In", "test-zone-1"), req(INSTANCE_TYPE, "In", "default-instance-type")]},
+      terms([req(ZONE, "In", "invalid")]), NOT_SCHEDULED, id="fallback/the-final-required-term-is-never-relaxed"),
+    P({}, terms([req(ZONE, "In", "invalid")], [req(ZONE, "In", "invalid")], [req(ZONE, "In", "test-zone-1")], [req(ZONE, "In", "test-zone-2")]),
+      {ZONE: "test-zone-1"}, id="fallback/required-terms-are-tried-in-order"),
+    # --- Preferential Fallback / Preferred
+    P({}, weighted((1, [req(ZONE, "In", "invalid")]), (1, [req(INSTANCE_TYPE, "In", "invalid")])), {}, id="fallback/every-preference-relaxed"),
+    P({"requirements": [req(ZONE, "In", "test-zone-1", "test-zone-2")]},
+      weighted((100, [req(INSTANCE_TYPE, "In", "test-zone-3")]), (50, [req(ZONE, "In", "test-zone-2")]), (1, [req(ZONE, "In", "test-zone-1")])),
+      {ZONE: "test-zone-2"}, id="fallback/relaxed-to-the-next-lighter-weight"),
+    P({}, {"affinity": {"nodeAffinity": {**preferring(req(ZONE, "NotIn", "test-zone-3")),
+                                         **node_requirements(req(ZONE, "In", "test-zone-3"))["nodeAffinity"]}}},
+      {ZONE: "test-zone-3"}, id="fallback/a-preference-against-the-requirement-gives-way"),
+    P({}, {"affinity": {"nodeAffinity": preferring(req(ZONE, "In", "invalid"), req(ZONE, "NotIn", "invalid"))}}, {},
+      id="fallback/self-contradicting-preferences-give-way"),
+]
+
+
+@pytest.mark.parametrize("spec, pod_spec, labels", CASES)
+def test_custom_constraints_and_preferential_fallback(spec: dict[str, Any], pod_spec: dict[str, Any],
+                                                      labels: dict[str, str | None] | None) -> None:
+    p = upod(**pod_spec)
+    run = expect_provisioned(CATALOG, default_provisioner(**spec), p)
+    if labels is NOT_SCHEDULED:
+        expect_not_scheduled(run, p)
+        return
+    node = expect_scheduled(run, p)
+    for key, value in labels.items():
+        if isinstance(value, Not):
+            assert node["labels"].get(key) != value, (key, node["labels"])
+        else:
+            assert node["labels"].get(key) == value, (key, node["labels"])
+
+
+# Custom Constraints / Scheduling Logic / It("should schedule compatible pods to the same node")
+def test_compatible_pods_share_a_node() -> None:
+    prov = default_provisioner(requirements=[req("test-key", "In", "test-value", "another-value")])
+    a, b = upod(**affinity([req("test-key", "In", "test-value")])), upod(**affinity([req("test-key", "NotIn", "another-value")]))
+    run = expect_provisioned(CATALOG, prov, a, b)
+    assert expect_scheduled(run, a)["name"] == expect_scheduled(run, b)["name"]
+    assert expect_scheduled(run, a)["labels"]["test-key"] == "test-value"
+
+
+# Custom Constraints / Scheduling Logic / It("should schedule incompatible pods to the different node")
+def test_incompatible_pods_get_nodes_of_their_own() -> None:
+    prov = default_provisioner(requirements=[req("test-key", "In", "test-value", "another-value")])
+    a, b = upod(**affinity([req("test-key", "In", "test-value")])), upod(**affinity([req("test-key", "In", "another-value")]))
+    run = expect_provisioned(CATALOG, prov, a, b)
+    assert expect_scheduled(run, a)["labels"]["test-key"] == "test-value"
+    assert expect_scheduled(run, b)["labels"]["test-key"] == "another-value"
+    assert expect_scheduled(run, a)["name"] != expect_scheduled(run, b)["name"]
+
+
+# Custom Constraints / Constraints Validation: v1alpha5.RestrictedLabels and RestrictedLabelDomains at v0.16.3
+@pytest.mark.parametrize("key", ["karpenter.sh/emptiness-timestamp", "kubernetes.io/hostname",
+                                 "kubernetes.io/test", "k8s.io/test", "karpenter.sh/test"])
+def test_pods_requiring_restricted_labels_are_not_scheduled(key: str) -> None:
+    p = upod(**affinity([req(key, "In", "test")]))
+    expect_not_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)
+
+
+# Constraints Validation / It("should schedule pods that have node selectors with label in restricted domains exceptions list")
+@pytest.mark.parametrize("domain", ["kops.k8s.io", "node.kubernetes.io"])
+def test_labels_in_the_restricted_domains_exceptions_are_put_on_the_node(domain: str) -> None:
+    p = upod()
+    run = expect_provisioned(CATALOG, default_provisioner(requirements=[req(f"{domain}/test", "In", "test-value")]), p)
+    assert expect_scheduled(run, p)["labels"][f"{domain}/test"] == "test-value"
+
+
+# Constraints Validation / It("should schedule pods that have node selectors with label in wellknown label list")
+def test_pods_selecting_well_known_labels_are_scheduled() -> None:
+    pods = [upod(nodeSelector={ZONE: "test-zone-1"}), upod(nodeSelector={INSTANCE_TYPE: "default-instance-type"}),
+            upod(nodeSelector={"kubernetes.io/arch": "arm64"}), upod(nodeSelector={"kubernetes.io/os": "linux"}),
+            upod(nodeSelector={"karpenter.sh/capacity-type": "spot"})]
+    run = expect_provisioned(CATALOG, default_provisioner(), *pods)
+    for p in pods:
+        expect_scheduled(run, p)
