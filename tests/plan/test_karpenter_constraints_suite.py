@@ -1,7 +1,8 @@
 """Karpenter v0.16.3's scheduling suite (pkg/controllers/provisioning/scheduling/suite_test.go), ported:
-the "Custom Constraints" and "Preferential Fallback" contexts, one row per Karpenter `It`, planned in process
-by `expect_provisioned` against the fake cloud provider's instance types (test_karpenter_scheduling_suite.py
-ports the "Topology" and "In-Flight Nodes" contexts)."""
+the "Custom Constraints", "Preferential Fallback", "Taints" and "Instance Type Compatibility" contexts, one
+row or test per Karpenter `It`, planned in process by `expect_provisioned` against the fake cloud provider's
+instance types (test_karpenter_scheduling_suite.py ports "Topology" and "In-Flight Nodes"). Not ported: the
+Its about operating systems (the fake arm type offers four) and "Provider Specific Labels"."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.builders import catalog
 from tests.expectations import expect_not_scheduled, expect_provisioned, expect_scheduled
-from tests.plan.test_karpenter_scheduling_suite import CATALOG, INTEGER, default_provisioner, node_requirements, upod
+from tests.plan.test_karpenter_scheduling_suite import CATALOG, INTEGER, _fake_type, default_provisioner, node_requirements, upod
 
 ZONE = "topology.kubernetes.io/zone"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -187,3 +189,106 @@ def test_pods_selecting_well_known_labels_are_scheduled() -> None:
     run = expect_provisioned(CATALOG, default_provisioner(), *pods)
     for p in pods:
         expect_scheduled(run, p)
+
+
+# ============================== Describe("Taints") ==============================
+
+# Taints / It("should taint nodes with provisioner taints")
+def test_nodes_carry_the_provisioners_taints() -> None:
+    taint = {"key": "test", "value": "bar", "effect": "NoSchedule"}
+    p = upod(tolerations=[{"effect": "NoSchedule", "operator": "Exists"}])
+    assert taint in expect_scheduled(expect_provisioned(CATALOG, default_provisioner(taints=[taint]), p), p)["taints"]
+
+
+# Taints / It("should schedule pods that tolerate provisioner constraints")
+@pytest.mark.parametrize("tolerations, scheduled", [
+    P([{"key": "test-key", "operator": "Exists", "effect": "NoSchedule"}], True, id="exists"),
+    P([{"key": "test-key", "value": "test-value", "operator": "Equal", "effect": "NoSchedule"}], True, id="equal"),
+    P([], False, id="missing-toleration"),
+    P([{"key": "invalid", "operator": "Exists"}], False, id="key-mismatch"),
+    P([{"key": "test-key", "operator": "Equal", "effect": "NoSchedule"}], False, id="value-mismatch"),
+])
+def test_only_pods_tolerating_the_provisioners_taints_are_scheduled(tolerations: list[dict[str, str]], scheduled: bool) -> None:
+    prov = default_provisioner(taints=[{"key": "test-key", "value": "test-value", "effect": "NoSchedule"}])
+    p = upod(tolerations=tolerations)
+    run = expect_provisioned(CATALOG, prov, p)
+    if scheduled:
+        expect_scheduled(run, p)
+    else:
+        expect_not_scheduled(run, p)
+
+
+# Taints / It("should provision nodes with taints and schedule pods if the taint is only a startup taint")
+def test_startup_taints_do_not_keep_pods_off() -> None:
+    p = upod()
+    prov = default_provisioner(startupTaints=[{"key": "ignore-me", "value": "nothing-to-see-here", "effect": "NoSchedule"}])
+    expect_scheduled(expect_provisioned(CATALOG, prov, p), p)
+
+
+# Taints / It("should not generate taints for OpExists")
+def test_a_toleration_generates_no_taint() -> None:
+    p = upod(tolerations=[{"key": "test-key", "operator": "Exists", "effect": "NoExecute"}])
+    assert expect_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)["taints"] == []
+
+
+# ============================== Describe("Instance Type Compatibility") ==============================
+BOTH_ARCHS = [req("kubernetes.io/arch", "In", "arm64", "amd64")]
+AMD64 = [req("kubernetes.io/arch", "In", "amd64")]
+
+
+# It("should not schedule if requesting more resources than any instance type has")
+def test_a_pod_larger_than_every_instance_type_is_not_scheduled() -> None:
+    p = upod(cpu="512")
+    expect_not_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)
+
+
+# It("should launch pods with different archs / instance type node selectors / zone selectors on different instances")
+@pytest.mark.parametrize("first, second", [
+    P({"kubernetes.io/arch": "amd64"}, {"kubernetes.io/arch": "arm64"}, id="archs"),
+    P({"beta.kubernetes.io/instance-type": "small-instance-type"}, {INSTANCE_TYPE: "default-instance-type"}, id="instance-types"),
+    P({ZONE: "test-zone-1"}, {ZONE: "test-zone-2"}, id="zones"),
+])
+def test_pods_selecting_different_values_get_different_nodes(first: dict[str, str], second: dict[str, str]) -> None:
+    a, b = upod(nodeSelector=first), upod(nodeSelector=second)
+    run = expect_provisioned(CATALOG, default_provisioner(requirements=BOTH_ARCHS), a, b)
+    assert expect_scheduled(run, a)["name"] != expect_scheduled(run, b)["name"]
+
+
+# It("should exclude instance types that are not supported by the pod constraints (node affinity/instance type)")
+def test_an_instance_type_outside_the_provisioners_arch_is_not_used() -> None:
+    p = upod(**affinity([req(INSTANCE_TYPE, "In", "arm-instance-type")]))
+    expect_not_scheduled(expect_provisioned(CATALOG, default_provisioner(requirements=AMD64), p), p)
+
+
+# It("should exclude instance types that are not supported by the provider constraints (arch)")
+def test_limits_alone_count_as_requests_and_only_the_excluded_arch_could_hold_them() -> None:
+    p = upod(cpu=None)
+    p["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "14"}}
+    expect_not_scheduled(expect_provisioned(CATALOG, default_provisioner(requirements=AMD64), p), p)
+
+
+def _gpu_catalog() -> dict[str, Any]:
+    """fake.InstanceTypes(5) with a made-up device on each of the first two."""
+    return catalog(_fake_type("fake-it-0", extra={"karpenter.sh/super-great-gpu": "25"}),
+                   _fake_type("fake-it-1", extra={"karpenter.sh/even-better-gpu": "25"}),
+                   *[_fake_type(f"fake-it-{i}") for i in range(2, 5)])
+
+
+def _asking(**devices: str) -> dict[str, Any]:
+    p = upod()
+    p["spec"]["containers"][0]["resources"] = {"limits": {f"karpenter.sh/{name.replace('_', '-')}": v for name, v in devices.items()}}
+    return p
+
+
+# It("should launch pods with resources that aren't on any single instance type on different instances")
+def test_pods_asking_for_devices_no_one_type_has_both_of_get_a_node_each() -> None:
+    a, b = _asking(super_great_gpu="1"), _asking(even_better_gpu="1")
+    run = expect_provisioned(_gpu_catalog(), default_provisioner(), a, b)
+    assert expect_scheduled(run, a)["instanceType"] == "fake-it-0"
+    assert expect_scheduled(run, b)["instanceType"] == "fake-it-1"
+
+
+# It("should fail to schedule a pod with resources requests that aren't on a single instance type")
+def test_a_pod_asking_for_devices_no_one_type_has_both_of_is_not_scheduled() -> None:
+    p = _asking(super_great_gpu="1", even_better_gpu="1")
+    expect_not_scheduled(expect_provisioned(_gpu_catalog(), default_provisioner(), p), p)
