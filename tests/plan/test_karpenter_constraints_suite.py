@@ -1,6 +1,6 @@
 """Karpenter v0.16.3's scheduling suite (pkg/controllers/provisioning/scheduling/suite_test.go), ported:
-the "Custom Constraints", "Preferential Fallback", "Taints" and "Instance Type Compatibility" contexts, one
-row or test per Karpenter `It`, planned in process by `expect_provisioned` against the fake cloud provider's
+the "Custom Constraints", "Preferential Fallback", "Taints", "Instance Type Compatibility" and "Networking
+constraints" contexts, one row or test per Karpenter `It`, planned in process by `expect_provisioned` against the fake cloud provider's
 instance types (test_karpenter_scheduling_suite.py ports "Topology" and "In-Flight Nodes"). Not ported: the
 Its about operating systems (the fake arm type offers four) and "Provider Specific Labels"."""
 
@@ -12,7 +12,15 @@ import pytest
 
 from tests.builders import catalog
 from tests.expectations import expect_not_scheduled, expect_provisioned, expect_scheduled
-from tests.plan.test_karpenter_scheduling_suite import CATALOG, INTEGER, _fake_type, default_provisioner, node_requirements, upod
+from tests.plan.test_karpenter_scheduling_suite import (
+    CATALOG,
+    INTEGER,
+    Cluster,
+    _fake_type,
+    default_provisioner,
+    node_requirements,
+    upod,
+)
 
 ZONE = "topology.kubernetes.io/zone"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -292,3 +300,42 @@ def test_pods_asking_for_devices_no_one_type_has_both_of_get_a_node_each() -> No
 def test_a_pod_asking_for_devices_no_one_type_has_both_of_is_not_scheduled() -> None:
     p = _asking(super_great_gpu="1", even_better_gpu="1")
     expect_not_scheduled(expect_provisioned(_gpu_catalog(), default_provisioner(), p), p)
+
+
+# ============================== Describe("Networking constraints") / Context("HostPort") ==============================
+def _with_port(**port: Any) -> dict[str, Any]:
+    p = upod()
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": 1234, "hostPort": 80, **port}]
+    return p
+
+
+@pytest.mark.parametrize("first, second, together", [
+    P({}, {}, False, id="same-port-default-protocol"),
+    P({"protocol": "UDP"}, {"protocol": "UDP"}, False, id="same-port-and-protocol"),
+    P({}, {"hostIP": "1.2.3.4"}, False, id="same-port-default-ip-is-every-ip"),
+    P({"protocol": "TCP", "hostIP": "1.2.3.4"}, {"protocol": "TCP", "hostIP": "0.0.0.0"}, False, id="same-port-one-ip-all-interfaces"),
+    P({"protocol": "TCP"}, {"protocol": "UDP"}, True, id="same-port-other-protocol"),
+    P({"protocol": "TCP", "hostIP": "1.2.3.4"}, {"protocol": "TCP", "hostIP": "4.5.6.7"}, True, id="same-port-other-ip"),
+])
+def test_host_ports(first: dict[str, Any], second: dict[str, Any], together: bool) -> None:
+    a, b = _with_port(**first), _with_port(**second)
+    run = expect_provisioned(CATALOG, default_provisioner(), a, b)
+    assert (expect_scheduled(run, a)["name"] == expect_scheduled(run, b)["name"]) is together
+
+
+# HostPort / It("should co-locate pods that don't use HostPort")
+def test_container_ports_without_host_ports_do_not_keep_pods_apart() -> None:
+    a, b = upod(), upod()
+    for p in (a, b):
+        p["spec"]["containers"][0]["ports"] = [{"containerPort": 1234, "protocol": "TCP"}]
+    run = expect_provisioned(CATALOG, default_provisioner(), a, b)
+    assert expect_scheduled(run, a)["name"] == expect_scheduled(run, b)["name"]
+
+
+# HostPort / It("shouldn't co-locate pods that use the same HostPort but a different IP, where one ip is 0.0.0.0 (existingNodes)")
+def test_a_host_port_taken_on_an_in_flight_node_sends_the_next_pod_elsewhere() -> None:
+    cluster = Cluster()
+    cluster.apply(default_provisioner())
+    (a,) = cluster.provision(_with_port(protocol="TCP", hostIP="1.2.3.4"))
+    (b,) = cluster.provision(_with_port(protocol="TCP", hostIP="0.0.0.0"))
+    assert cluster.scheduled(a)["metadata"]["name"] != cluster.scheduled(b)["metadata"]["name"]
