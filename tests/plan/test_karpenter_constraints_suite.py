@@ -1,8 +1,9 @@
 """Karpenter v0.16.3's scheduling suite (pkg/controllers/provisioning/scheduling/suite_test.go), ported:
 the "Custom Constraints", "Preferential Fallback", "Taints", "Instance Type Compatibility" and "Networking
-constraints" contexts, one row or test per Karpenter `It`, planned in process by `expect_provisioned` against the fake cloud provider's
-instance types (test_karpenter_scheduling_suite.py ports "Topology" and "In-Flight Nodes"). Not ported: the
-Its about operating systems (the fake arm type offers four) and "Provider Specific Labels"."""
+constraints" contexts, one row or test per Karpenter `It`, planned in process by `expect_provisioned`
+against the fake cloud provider's instance types (test_karpenter_scheduling_suite.py ports "Topology" and
+"In-Flight Nodes"). Not ported: the Its about operating systems (the fake arm type offers four) and
+"Provider Specific Labels"."""
 
 from __future__ import annotations
 
