@@ -1,6 +1,6 @@
 """Karpenter v0.16.3's scheduling suite (pkg/controllers/provisioning/scheduling/suite_test.go), ported:
 the "Custom Constraints", "Preferential Fallback", "Taints", "Instance Type Compatibility" and "Networking
-constraints" contexts, one row or test per Karpenter `It`, planned in process by `expect_provisioned`
+constraints" and "Binpacking" contexts, one row or test per Karpenter `It`, planned in process by `expect_provisioned`
 against the fake cloud provider's instance types (test_karpenter_scheduling_suite.py ports "Topology" and
 "In-Flight Nodes"). Not ported: the Its about operating systems (the fake arm type offers four) and
 "Provider Specific Labels"."""
@@ -276,11 +276,15 @@ def test_limits_alone_count_as_requests_and_only_the_excluded_arch_could_hold_th
     expect_not_scheduled(expect_provisioned(CATALOG, default_provisioner(requirements=AMD64), p), p)
 
 
+def fake_instance_types(count: int, extra: dict[int, dict[str, str]] | None = None) -> dict[str, Any]:
+    """fake.InstanceTypes(count): fake-it-i with i+1 cpu, 2(i+1) GiB and 10(i+1) pods; `extra` adds resources by index."""
+    return catalog(*[_fake_type(f"fake-it-{i}", cpu=str(i + 1), memory=f"{(i + 1) * 2}Gi", pods=str((i + 1) * 10),
+                                extra=(extra or {}).get(i)) for i in range(count)])
+
+
 def _gpu_catalog() -> dict[str, Any]:
     """fake.InstanceTypes(5) with a made-up device on each of the first two."""
-    return catalog(_fake_type("fake-it-0", extra={"karpenter.sh/super-great-gpu": "25"}),
-                   _fake_type("fake-it-1", extra={"karpenter.sh/even-better-gpu": "25"}),
-                   *[_fake_type(f"fake-it-{i}") for i in range(2, 5)])
+    return fake_instance_types(5, {0: {"karpenter.sh/super-great-gpu": "25"}, 1: {"karpenter.sh/even-better-gpu": "25"}})
 
 
 def _asking(**devices: str) -> dict[str, Any]:
@@ -340,3 +344,114 @@ def test_a_host_port_taken_on_an_in_flight_node_sends_the_next_pod_elsewhere() -
     (a,) = cluster.provision(_with_port(protocol="TCP", hostIP="1.2.3.4"))
     (b,) = cluster.provision(_with_port(protocol="TCP", hostIP="0.0.0.0"))
     assert cluster.scheduled(a)["metadata"]["name"] != cluster.scheduled(b)["metadata"]["name"]
+
+
+# ============================== Describe("Binpacking") ==============================
+def _requesting(count: int = 1, **requests: str) -> list[dict[str, Any]]:
+    pods = [upod() for _ in range(count)]
+    for p in pods:
+        p["spec"]["containers"][0]["resources"] = {"requests": dict(requests)}
+    return pods
+
+
+def _instance_types_of(run: Any, pods: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
+    """The names of the nodes `pods` went to, and their instance types."""
+    nodes = [expect_scheduled(run, p) for p in pods]
+    return {n["name"] for n in nodes}, {n["instanceType"] for n in nodes}
+
+
+# It("should schedule a small pod on the smallest instance") / ("... on the smallest possible instance type")
+@pytest.mark.parametrize("memory", ["100M", "2000M"])
+def test_a_small_pod_gets_the_smallest_instance_type(memory: str) -> None:
+    pods = _requesting(memory=memory)
+    assert _instance_types_of(expect_provisioned(CATALOG, default_provisioner(), *pods), pods)[1] == {"small-instance-type"}
+
+
+# It("should schedule multiple small pods on the smallest possible instance type")
+def test_small_pods_share_one_smallest_node() -> None:
+    pods = _requesting(5, memory="10M")
+    names, types = _instance_types_of(expect_provisioned(CATALOG, default_provisioner(), *pods), pods)
+    assert (len(names), types) == (1, {"small-instance-type"})
+
+
+AMD = {"nodeSelector": {"kubernetes.io/arch": "amd64"}}
+# default-instance-type, pod-eni-instance-type and aws-neuron-instance-type cost the same: Karpenter's fake provider
+# launches the first of them in its list; karpy breaks the tie by name and picks a type with an accelerator no pod asked for
+TIED_WITH_AN_ACCELERATOR = pytest.mark.xfail(strict=True, reason="karpy breaks price ties by name: aws-neuron-instance-type, "
+                                             "whose accelerator no pod asked for, over default-instance-type")
+
+
+# It("should create new nodes when a node is at capacity")
+@pytest.mark.xfail(strict=True, reason="40 small nodes cost exactly what 20 default ones do; karpy launches the 40")
+def test_new_nodes_when_one_is_full() -> None:
+    pods = [upod(**AMD, **p["spec"]) for p in _requesting(40, memory="1.8G")]
+    names, types = _instance_types_of(expect_provisioned(CATALOG, default_provisioner(), *pods), pods)
+    assert (len(names), types) == (20, {"default-instance-type"})
+
+
+# It("should pack small and large pods together")
+@TIED_WITH_AN_ACCELERATOR
+def test_small_pods_fill_the_room_large_pods_leave() -> None:
+    pods = [upod(**AMD, **p["spec"]) for p in _requesting(40, memory="1.8G") + _requesting(20, memory="400M")]
+    names, types = _instance_types_of(expect_provisioned(CATALOG, default_provisioner(), *pods), pods)
+    assert (len(names), types) == (20, {"default-instance-type"})
+
+
+# It("should pack nodes tightly")
+def test_a_small_pod_beside_a_large_one_gets_a_smaller_node() -> None:
+    large, small = _requesting(cpu="4.5") + _requesting(cpu="1")
+    run = expect_provisioned(fake_instance_types(5), default_provisioner(), large, small)
+    assert expect_scheduled(run, large)["instanceType"] != expect_scheduled(run, small)["instanceType"]
+
+
+# It("should handle zero-quantity resource requests")
+def test_a_zero_request_of_a_resource_no_type_has_is_fine() -> None:
+    (p,) = _requesting(**{"foo.com/weird-resources": "0"})
+    p["spec"]["containers"][0]["resources"]["limits"] = {"foo.com/weird-resources": "0"}
+    expect_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)
+
+
+# It("should not schedule pods that exceed every instance type's capacity")
+def test_a_pod_asking_more_memory_than_any_type_is_not_scheduled() -> None:
+    (p,) = _requesting(memory="2Ti")
+    expect_not_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)
+
+
+# It("should create new nodes when a node is at capacity due to pod limits per node")
+def test_the_pod_count_fills_a_node() -> None:
+    pods = [upod(**AMD, **p["spec"]) for p in _requesting(25, memory="1m", cpu="1m")]
+    names, types = _instance_types_of(expect_provisioned(CATALOG, default_provisioner(), *pods), pods)
+    assert (len(names), types) == (5, {"small-instance-type"})
+
+
+def _with_init(memory: str) -> dict[str, Any]:
+    (p,) = _requesting(memory="1Gi", cpu="1")
+    p["spec"]["initContainers"] = [{"name": "init", "image": "pause", "resources": {"requests": {"memory": memory, "cpu": "2"}}}]
+    return p
+
+
+# It("should take into account initContainer resource requests when binpacking")
+@TIED_WITH_AN_ACCELERATOR
+def test_init_containers_size_the_node() -> None:
+    p = _with_init("1Gi")
+    assert expect_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)["instanceType"] == "default-instance-type"
+
+
+# It("should not schedule pods when initContainer resource requests are greater than available instance types")
+def test_an_init_container_larger_than_every_type_is_not_scheduled() -> None:
+    p = _with_init("1Ti")
+    expect_not_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)
+
+
+# It("should select for valid instance types, regardless of price")
+def test_the_cheapest_type_is_chosen_and_every_type_that_fits_is_an_option() -> None:
+    def sized(name: str, cpu: str, memory: str, price: float) -> dict[str, Any]:
+        return {**_fake_type(name, cpu=cpu, memory=memory),
+                "offerings": [{"zone": "test-zone-1a", "capacityType": "on-demand", "price": price}]}
+
+    p = upod()
+    p["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1m", "memory": "1Mi"}}
+    types = catalog(sized("medium", "2", "2Gi", 3.0), sized("small", "1", "1Gi", 2.0), sized("large", "4", "4Gi", 1.0))
+    node = expect_scheduled(expect_provisioned(types, default_provisioner(), p), p)
+    assert node["instanceType"] == "large"
+    assert sorted(node["instanceTypeOptions"]) == ["large", "medium", "small"]
