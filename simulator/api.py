@@ -11,12 +11,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from karpy.apis import disruption
-from karpy.simulator import admission, podspec, schema
+from karpy.simulator import admission, disruption, podspec, schema
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
-from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, TooManyRequests, now_rfc3339
+from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, StoreError, TooManyRequests, now_rfc3339
 
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 OWNER_KINDS = {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Namespace", "CustomResourceDefinition",
@@ -260,15 +259,13 @@ class API:
         pdbs, _ = self.store.list("poddisruptionbudgets.policy", namespace)
         pods, _ = self.store.list("pods", namespace)
         replicas = self.controller_replicas(namespace)
-        blocker = disruption.eviction_blocker(pod, pdbs, pods, replicas)
-        if blocker is not None:
-            pdb = next(p for p in pdbs if p["metadata"]["name"] == blocker)
-            status = disruption.status_of(pdb, pods, replicas)
+        verdict = disruption.eviction_verdict(pod, pdbs, pods, replicas)
+        if verdict.code == 500:
+            raise StoreError(verdict.message)
+        if not verdict.allowed:
             raise TooManyRequests(
                 "Cannot evict pod as it would violate the pod's disruption budget.",
-                details={"causes": [{"reason": "DisruptionBudget",
-                                     "message": f"The disruption budget {blocker} needs {status['desiredHealthy']} healthy pods "
-                                                f"and has {status['currentHealthy']} currently"}]})
+                details={"causes": [{"reason": "DisruptionBudget", "message": verdict.message}]})
         pods_type = self.registry.get("", "v1", "pods")
         assert pods_type is not None
         self.delete(pods_type, namespace, name, options=eviction.get("deleteOptions") or {})

@@ -18,9 +18,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.conditions import ready
-from karpy.apis import disruption
 from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
-from karpy.simulator import fit
+from karpy.simulator import disruption, fit
 
 log = logging.getLogger("simulator.workloads")
 Obj = dict[str, Any]
@@ -365,6 +364,6 @@ class Workloads:
 
     def _pdb(self, pdb: Obj, pods: list[Obj], replicasets: list[Obj]) -> None:
         replicas = {rs["metadata"]["uid"]: int((rs.get("spec") or {}).get("replicas", 1)) for rs in replicasets}
-        counts = disruption.status_of(pdb, pods, replicas)
+        counts = disruption.budget_status(pdb, pods, replicas).as_status()
         self._status(pdb, "poddisruptionbudgets", {**counts, "observedGeneration": pdb["metadata"].get("generation", 1)})
 

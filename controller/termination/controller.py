@@ -127,5 +127,10 @@ class Terminator:
         except ApiException as e:
             if e.status == 429:
                 EVICTIONS.labels("blocked").inc()   # a PodDisruptionBudget says wait; retried on the next pass
+            elif e.status == 500:
+                # e.g. a pod under two budgets, which the Eviction API refuses; the pod stays (never
+                # deleted past its budgets), the node's other pods still go, and the next pass retries
+                EVICTIONS.labels("failed").inc()
+                log.error("Failed to evict pod %s/%s, %s", meta["namespace"], meta["name"], e.reason)
             elif e.status != 404:
                 raise

@@ -53,6 +53,23 @@ def test_a_pod_disruption_budget_holds_the_drain(env: Env) -> None:
     assert env.cloud.delete_calls == []
 
 
+def test_a_pod_the_eviction_api_refuses_holds_only_itself(env: Env) -> None:
+    """Two budgets over one pod make the Eviction API answer 500; that pod stays, its neighbour still goes."""
+    pods = [unschedulable_pod("twice", cpu="500m", labels={"app": "db", "tier": "data"}),
+            unschedulable_pod("free", cpu="500m")]
+    name = launched(env, *pods)
+    for pdb, key in (("by-app", "app"), ("by-tier", "tier")):
+        env.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": pdb, "namespace": "default"},
+                   "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {key: pods[0]["metadata"]["labels"][key]}}}})
+    env.client.delete(path_of("v1", "nodes", name=name))
+    env.settle(lambda: env.state.nodes.get("", name)["metadata"].get("deletionTimestamp"))
+    terminator = Terminator(env.state, env.cloud)
+    env.settle(lambda: terminator.reconcile() is not None and not [
+        p for p in env.client.get(path_of("v1", "pods", "default"))["items"] if p["metadata"]["name"] == "free"])
+    assert env.client.get(path_of("v1", "pods", "default", "twice"))["metadata"].get("deletionTimestamp") is None
+    assert env.cloud.delete_calls == []
+
+
 def test_do_not_evict_pods_hold_their_node(env: Env) -> None:
     name = launched(env, unschedulable_pod("precious", cpu="500m", annotations={wk.DO_NOT_EVICT: "true"}))
     env.client.delete(path_of("v1", "nodes", name=name))

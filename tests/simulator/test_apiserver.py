@@ -196,9 +196,7 @@ def test_eviction_honours_pod_disruption_budgets(kube: Kube) -> None:
     pytest.param(2, "Pending", True, id="pending-pod-goes-though-no-disruption-is-allowed"),
     pytest.param(0, "Pending", True, id="pending-pod-goes-while-the-budget-is-broken"),
     pytest.param(2, "Running", True, id="not-ready-pod-goes-while-the-budget-holds"),
-    pytest.param(1, "Running", False, id="not-ready-pod-stays-while-the-budget-is-broken", marks=pytest.mark.xfail(
-        strict=True, reason="the local cluster's eviction API judges with karpy.apis.disruption, which lets any "
-                            "unhealthy pod go")),
+    pytest.param(1, "Running", False, id="not-ready-pod-stays-while-the-budget-is-broken"),
 ])
 def test_eviction_of_pods_that_are_not_healthy(kube: Kube, healthy_others: int, phase: str, allowed: bool) -> None:
     app = name("sick")
