@@ -83,3 +83,27 @@ def test_aws_catalog_specialises_per_kubelet_configuration() -> None:
     assert plain.capacity["pods"] == 29_000 and tuned.capacity["pods"] == 10_000
     assert tuned.overhead["cpu"] == plain.overhead["cpu"] + 900           # system-reserved 1 instead of 100m
     assert tuned.overhead["memory"] < plain.overhead["memory"]            # fewer pods, less kube-reserved memory
+
+
+def test_solve_leaves_the_pods_it_is_given_unchanged() -> None:
+    # every soft constraint here is unsatisfiable, so the scheduler relaxes each of them before placing the pod
+    soft = pod("soft", cpu="500m")
+    soft["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["nowhere"]}]},
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["plan9"]}]}}]}}
+    soft["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "example.com/nowhere",
+                                                  "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]
+    pods = [PodInfo.parse(soft), PodInfo.parse(pod("plain", cpu="250m"))]
+    before = [repr(p) for p in pods]
+    requirements_before = [str(p.requirements) for p in pods]
+    snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10), pods=pods)  # type: ignore[list-item]
+    results = Scheduler(snapshot).solve()
+    assert sorted(p.key for n in results.new_nodes for p in n.pods) == ["default/plain", "default/soft"]
+    placed_soft = next(p for n in results.new_nodes for p in n.pods if p.name == "soft")
+    assert placed_soft.relaxations                      # the plan carries the relaxed pod ...
+    assert [repr(p) for p in pods] == before            # ... and the pods given are as they were
+    assert [str(p.requirements) for p in pods] == requirements_before
+    assert list(snapshot.pods) == pods

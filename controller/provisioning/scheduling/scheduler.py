@@ -353,8 +353,9 @@ class Scheduler:
                 failures_in_a_row = 0
                 continue
             errors[pod.key] = why
-            if pod.relax() is not None:
-                queue.append(pod)
+            relaxed = pod.relaxed()             # a new record: the pod given stays as it was
+            if relaxed is not None:
+                queue.append(relaxed)
                 failures_in_a_row = 0
                 continue
             failures_in_a_row += 1

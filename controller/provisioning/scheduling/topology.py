@@ -48,7 +48,7 @@ class Topology:
         self.domains: dict[str, set[str]] = {k: set(v) for k, v in domains.items()}
         self._groups: dict[tuple[object, ...], Group] = {}
         self._inverse: list[Group] = []           # required anti-affinity groups (owners are tracked)
-        self._by_pod: dict[int, tuple[int, list[Group]]] = {}
+        self._by_pod: dict[int, tuple[PodInfo, list[Group]]] = {}
 
     # --- building -------------------------------------------------------------
     def add_domain(self, key: str, value: str) -> None:
@@ -76,14 +76,14 @@ class Topology:
     def groups_of(self, pod: PodInfo) -> list[Group]:
         """The groups constraining `pod` through its own constraints in force."""
         cached = self._by_pod.get(id(pod))
-        if cached is not None and cached[0] == len(pod.relaxations):
+        if cached is not None and cached[0] is pod:     # the record held, so its id is not another's
             return cached[1]
         out = []
         for s in pod.spreads:
             out.append(self._spread_group(pod, s))
         for t in pod.affinities:
             out.append(self._affinity_group(t))
-        self._by_pod[id(pod)] = (len(pod.relaxations), out)
+        self._by_pod[id(pod)] = (pod, out)
         return out
 
     def _spread_group(self, pod: PodInfo, s: SpreadConstraint) -> Group:
