@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
@@ -119,10 +119,11 @@ class ClusterState:
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"reading pod, {failure(e)}")
         return out
 
-    def snapshot(self, catalog: Catalog, pods: list[Obj]) -> ClusterSnapshot:
-        """What the scheduling core reads: provisioners, every node, `pods` parsed, daemonset overhead."""
+    def snapshot(self, catalog: Catalog, pods: list[Obj], *, parsed: Sequence[PodInfo] = ()) -> ClusterSnapshot:
+        """What the scheduling core reads: provisioners, every node, `pods` parsed and the pods already `parsed`,
+        daemonset overhead."""
         return ClusterSnapshot(provisioners=self.live_provisioners(), catalog=catalog, nodes=self.nodes.items(),
-                               pods=self.pod_infos(pods), daemonsets=self.daemon_templates())
+                               pods=self.pod_infos(pods) + list(parsed), daemonsets=self.daemon_templates())
 
     def daemon_templates(self) -> list[PodInfo]:
         out = []

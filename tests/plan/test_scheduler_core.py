@@ -8,6 +8,7 @@ from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.controller.cloudprovider.catalog import built_in, catalog_from_document, fake_catalog
 from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.reasons import Why
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler, node_name
 from karpy.controller.provisioning.scheduling.topology import Topology
 from tests.builders import catalog, instance_type, pod, provisioner
@@ -107,3 +108,20 @@ def test_solve_leaves_the_pods_it_is_given_unchanged() -> None:
     assert [repr(p) for p in pods] == before            # ... and the pods given are as they were
     assert [str(p.requirements) for p in pods] == requirements_before
     assert list(snapshot.pods) == pods
+
+
+def test_reasons_are_typed_and_keep_their_words() -> None:
+    tainted = provisioner("tainted", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+    results = solve(pod("too-big", cpu="64"), pod("zoned", nodeSelector={"topology.kubernetes.io/zone": "nowhere"}),
+                    pod("labelled", nodeSelector={"example.com/team": "a"}),
+                    provisioners=[provisioner("default"), tainted])
+    too_big, zoned = results.unschedulable["default/too-big"], results.unschedulable["default/zoned"]
+    assert too_big.kind is Why.PROVISIONERS and zoned.kind is Why.PROVISIONERS
+    assert [p.kind for p in too_big.parts] == [Why.NO_INSTANCE_TYPE, Why.TAINT]
+    assert str(too_big) == ("provisioner default: no instance type satisfies cpu=64; "
+                            "provisioner tainted: did not tolerate taint dedicated=gpu:NoSchedule")
+    assert [p.kind for p in zoned.parts] == [Why.NO_INSTANCE_TYPE, Why.TAINT]
+    assert str(zoned.parts[0]) == "provisioner default: no instance type satisfies topology.kubernetes.io/zone In [nowhere]"
+    assert [p.kind for p in results.unschedulable["default/labelled"].parts] == [Why.REQUIREMENTS, Why.TAINT]
+    alone = solve(pod("too-big", cpu="64")).unschedulable["default/too-big"]
+    assert alone.kind is Why.NO_INSTANCE_TYPE and str(alone) == "no instance type satisfies cpu=64"

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 from karpy.apis.labels import HOSTNAME
 from karpy.apis.requirements import Requirements
 from karpy.controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
+from karpy.controller.provisioning.scheduling.reasons import Reason, Why
 from karpy.apis.selectors import LabelSelector
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
@@ -130,7 +131,7 @@ class Topology:
     # --- deciding ---------------------------------------------------------------
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
                    existing_labels: Mapping[str, str] | None,
-                   narrowed: dict[str, list[str]] | None = None) -> tuple[dict[str, str] | None, str | None]:
+                   narrowed: dict[str, list[str]] | None = None) -> tuple[dict[str, str] | None, Reason | None]:
         """The domain per topology key the node must take for `pod`, or (None, why not).
 
         `existing_labels` fixes every domain of an existing node; a new node has
@@ -145,10 +146,10 @@ class Topology:
         for g in self.groups_of(pod) + inverse:
             candidates = self._candidates(g.key, chosen, node_requirements, hostname, existing_labels, open_)
             if not candidates:
-                return None, f"no {g.key} domain for {g.describe()}"
+                return None, Reason(Why.TOPOLOGY, f"no {g.key} domain for {g.describe()}")
             allowed = self._allowed(g, pod, candidates, owned=g in inverse)
             if not allowed:
-                return None, f"{g.describe()} not satisfiable on {g.key} {', '.join(sorted(candidates)[:5])}"
+                return None, Reason(Why.TOPOLOGY, f"{g.describe()} not satisfiable on {g.key} {', '.join(sorted(candidates)[:5])}")
             if narrowed is not None and g.kind == ANTI and len(allowed) > 1:
                 open_[g.key] = allowed
             else:
