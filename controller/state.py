@@ -26,12 +26,18 @@ from karpy.kubeclient.raw import Informer, RawClient, path_of
 
 log = logging.getLogger("controller.state")
 Obj = dict[str, Any]
+BY_NODE = "node"
+
+
+def _node_of(pod: Obj) -> str | None:
+    return (pod.get("spec") or {}).get("nodeName") or None
 
 
 class ClusterState:
     def __init__(self, client: RawClient) -> None:
         self.client = client
         self.pods = Informer(client, "v1", "pods")
+        self.pods.add_index(BY_NODE, _node_of)      # pods by the node they are bound to
         self.nodes = Informer(client, "v1", "nodes")
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
         self.daemonsets = Informer(client, "apps/v1", "daemonsets")
@@ -138,7 +144,7 @@ class ClusterState:
         return out
 
     def bound_pods(self) -> list[Obj]:
-        return [p for p in self.pods.items() if (p.get("spec") or {}).get("nodeName")]
+        return self.pods.indexed(BY_NODE)
 
     def delete_node(self, name: str) -> None:
         """Delete Node `name`, handing it to termination; one already gone is fine."""
@@ -149,7 +155,7 @@ class ClusterState:
                 raise
 
     def pods_on(self, node_name: str) -> list[Obj]:
-        return [p for p in self.pods.items() if (p.get("spec") or {}).get("nodeName") == node_name]
+        return self.pods.by_index(BY_NODE, node_name)
 
     def ours(self, node: Obj) -> str | None:
         """The provisioner that launched `node`, or None when karpy does not manage it."""
