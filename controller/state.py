@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any, Callable, Sequence
 
 from kubernetes.client.exceptions import ApiException
@@ -22,7 +21,7 @@ from karpy.controller.failures import FailureReporter
 from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.raw import Informer, RawClient, path_of, start_all
 
 log = logging.getLogger("controller.state")
 Obj = dict[str, Any]
@@ -58,12 +57,7 @@ class ClusterState:
     def start(self, timeout: float = 30) -> bool:
         """Start every informer and wait, `timeout` seconds in all, for their first lists.
         Returns whether all of them have listed."""
-        for informer in self.informers:
-            informer.start()
-        deadline = time.monotonic() + timeout
-        for informer in self.informers:
-            informer.synced.wait(max(deadline - time.monotonic(), 0))
-        return all(informer.synced.is_set() for informer in self.informers)
+        return start_all(self.informers, timeout)
 
     def stop(self) -> None:
         for informer in self.informers:

@@ -17,8 +17,9 @@ import json
 import logging
 import os
 import threading
+import time
 import urllib.parse
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import kubernetes
 import yaml
@@ -206,6 +207,16 @@ def _trimmed(obj: Obj) -> Obj:
     decision reads it, so a cache of tens of thousands of pods does not keep it."""
     (obj.get("metadata") or {}).pop("managedFields", None)
     return obj
+
+
+def start_all(informers: Sequence[Informer], timeout: float) -> bool:
+    """Start `informers` and wait, `timeout` seconds in all, for their first lists; returns whether all listed."""
+    for informer in informers:
+        informer.start()
+    deadline = time.monotonic() + timeout
+    for informer in informers:
+        informer.synced.wait(max(deadline - time.monotonic(), 0))
+    return all(informer.synced.is_set() for informer in informers)
 
 
 class Informer:
