@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from karpy.apis.provisioner_validation import decode_provisioner
@@ -11,7 +12,7 @@ from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Why
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler, node_name
 from karpy.controller.provisioning.scheduling.topology import Topology
-from tests.builders import catalog, instance_type, pod, provisioner
+from tests.builders import catalog, instance_type, node, pod, provisioner
 
 
 def solve(*pods: dict[str, Any], provisioners: list[dict[str, Any]] | None = None, cat: Any = None) -> Any:
@@ -97,12 +98,18 @@ def test_solve_leaves_the_pods_it_is_given_unchanged() -> None:
             {"weight": 10, "preference": {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["plan9"]}]}}]}}
     soft["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "example.com/nowhere",
                                                   "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]
-    pods = [PodInfo.parse(soft), PodInfo.parse(pod("plain", cpu="250m"))]
+    small = node("small", allocatable={"cpu": "1", "memory": "1Gi", "pods": "10"}, provisioner="default",
+                 instance_type="fake-1", initialized=True)
+    pods = [PodInfo.parse(soft), PodInfo.parse(pod("plain", cpu="250m")),
+            PodInfo.parse(pod("running", cpu="900m", node_name="small", phase="Running"))]
     before = [repr(p) for p in pods]
     requirements_before = [str(p.requirements) for p in pods]
-    snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10), pods=pods)  # type: ignore[list-item]
+    raw_before = copy.deepcopy([small] + [p.raw for p in pods])
+    snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10), nodes=[small],  # type: ignore[list-item]
+                               pods=pods)
     results = Scheduler(snapshot).solve()
     assert sorted(p.key for n in results.new_nodes for p in n.pods) == ["default/plain", "default/soft"]
+    assert [small] + [p.raw for p in pods] == raw_before
     placed_soft = next(p for n in results.new_nodes for p in n.pods if p.name == "soft")
     assert placed_soft.relaxations                      # the plan carries the relaxed pod ...
     assert [repr(p) for p in pods] == before            # ... and the pods given are as they were
