@@ -144,10 +144,11 @@ class Operator:
             if time.monotonic() - last_batch > PENDING_RESYNC_SECONDS and len(self.state.pending):
                 self.batcher.trigger()
                 last_batch = time.monotonic()
-            if self.batcher.wait(timeout=1.0) and self._leading():
+            batch = self.batcher.wait(timeout=1.0)
+            if batch is not None and self._leading():
                 last_batch = time.monotonic()
                 try:
-                    self.provisioner.reconcile(wait=False)   # launches and binds overlap the next batch
+                    self.provisioner.reconcile(batch, wait=False)   # launches and binds overlap the next batch
                     unreachable = 0
                 except ApiUnreachable:     # said once by the outage reporter; retry after a growing pause
                     unreachable += 1

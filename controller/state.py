@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
@@ -22,16 +21,22 @@ from karpy.controller.failures import FailureReporter
 from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.raw import Informer, RawClient, path_of, start_all
 
 log = logging.getLogger("controller.state")
 Obj = dict[str, Any]
+BY_NODE = "node"
+
+
+def _node_of(pod: Obj) -> str | None:
+    return (pod.get("spec") or {}).get("nodeName") or None
 
 
 class ClusterState:
     def __init__(self, client: RawClient) -> None:
         self.client = client
         self.pods = Informer(client, "v1", "pods")
+        self.pods.add_index(BY_NODE, _node_of)      # pods by the node they are bound to
         self.nodes = Informer(client, "v1", "nodes")
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
         self.daemonsets = Informer(client, "apps/v1", "daemonsets")
@@ -52,12 +57,7 @@ class ClusterState:
     def start(self, timeout: float = 30) -> bool:
         """Start every informer and wait, `timeout` seconds in all, for their first lists.
         Returns whether all of them have listed."""
-        for informer in self.informers:
-            informer.start()
-        deadline = time.monotonic() + timeout
-        for informer in self.informers:
-            informer.synced.wait(max(deadline - time.monotonic(), 0))
-        return all(informer.synced.is_set() for informer in self.informers)
+        return start_all(self.informers, timeout)
 
     def stop(self) -> None:
         for informer in self.informers:
@@ -119,10 +119,11 @@ class ClusterState:
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"reading pod, {failure(e)}")
         return out
 
-    def snapshot(self, catalog: Catalog, pods: list[Obj]) -> ClusterSnapshot:
-        """What the scheduling core reads: provisioners, every node, `pods` parsed, daemonset overhead."""
+    def snapshot(self, catalog: Catalog, pods: list[Obj], *, parsed: Sequence[PodInfo] = ()) -> ClusterSnapshot:
+        """What the scheduling core reads: provisioners, every node, `pods` parsed and the pods already `parsed`,
+        daemonset overhead."""
         return ClusterSnapshot(provisioners=self.live_provisioners(), catalog=catalog, nodes=self.nodes.items(),
-                               pods=self.pod_infos(pods), daemonsets=self.daemon_templates())
+                               pods=self.pod_infos(pods) + list(parsed), daemonsets=self.daemon_templates())
 
     def daemon_templates(self) -> list[PodInfo]:
         out = []
@@ -137,7 +138,7 @@ class ClusterState:
         return out
 
     def bound_pods(self) -> list[Obj]:
-        return [p for p in self.pods.items() if (p.get("spec") or {}).get("nodeName")]
+        return self.pods.indexed(BY_NODE)
 
     def delete_node(self, name: str) -> None:
         """Delete Node `name`, handing it to termination; one already gone is fine."""
@@ -148,7 +149,7 @@ class ClusterState:
                 raise
 
     def pods_on(self, node_name: str) -> list[Obj]:
-        return [p for p in self.pods.items() if (p.get("spec") or {}).get("nodeName") == node_name]
+        return self.pods.by_index(BY_NODE, node_name)
 
     def ours(self, node: Obj) -> str | None:
         """The provisioner that launched `node`, or None when karpy does not manage it."""

@@ -1,5 +1,8 @@
 """The extender's view of the cluster, kept by watches: nodes, pods, provisioners and capacity-gap Events.
 
+The watches are the controller's informers (kubeclient/raw.py); this module
+keeps, from their events, the per-node facts the extender answers from.
+
 From it come the facts `extender.decisions` weighs (what is bound where,
 which pods are still waiting for the node karpy launched for them, each
 provisioner's TTLs) and the open capacity gaps: pods kube-scheduler marked
@@ -25,7 +28,7 @@ from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, 
 from karpy.extender.gaps import Gaps
 from karpy.extender.wire import BindingArgs
 from karpy.kubeclient import events
-from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339
+from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, start_all
 
 log = logging.getLogger("extender")
 Obj = dict[str, Any]
@@ -46,6 +49,7 @@ class ClusterView:
         self.pods = Informer(client, "v1", "pods")
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
         self.gap_events = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
+        self.informers = (self.nodes, self.pods, self.provisioners, self.gap_events)
         self._lock = threading.Lock()
         self._used: dict[str, Resources] = {}                 # node -> requests of the pods bound to it
         self._where: dict[str, tuple[str, Resources]] = {}    # pod -> (node it is bound to, its requests)
@@ -56,14 +60,11 @@ class ClusterView:
         self.gap_events.handlers.append(self._on_gap_event)
 
     def start(self, timeout: float = 30) -> ClusterView:
-        for informer in (self.nodes, self.pods, self.provisioners, self.gap_events):
-            informer.start()
-        for informer in (self.nodes, self.pods, self.provisioners, self.gap_events):
-            informer.synced.wait(timeout)
+        start_all(self.informers, timeout)
         return self
 
     def stop(self) -> None:
-        for informer in (self.nodes, self.pods, self.provisioners, self.gap_events):
+        for informer in self.informers:
             informer.stop()
 
     # --- keeping the indexes --------------------------------------------------------------

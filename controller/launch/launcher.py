@@ -86,7 +86,7 @@ class Launcher:
         # the extender keeps this capacity for these pods until they are bound
         request = node_request(planned, annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
         owner = self.state.provisioners.get("", planned.provisioner)
-        manifest = claim_manifest(request, pods=[(p.namespace, p.name, p.raw["metadata"].get("uid")) for p in planned.pods],
+        manifest = claim_manifest(request, pods=[(p.namespace, p.name, p.uid or None) for p in planned.pods],
                                   bind=bind, owner=owner)
         with self._claiming(request.node_name) as mine:
             if not mine:

@@ -28,7 +28,7 @@ def plan_json(results: Results) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "existingNodes": [{"name": n.name, "pods": [p.key for p in n.pods]} for n in results.existing_nodes],
-        "unschedulable": [{"pod": key, "reason": reason} for key, reason in results.unschedulable.items()],
+        "unschedulable": [{"pod": key, "reason": str(reason)} for key, reason in results.unschedulable.items()],
         "summary": {
             "pods": len(results.pending),
             "scheduled": scheduled,

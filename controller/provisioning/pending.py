@@ -3,15 +3,16 @@
 A batch asks "which pods wait for capacity?" once; with tens of thousands of
 pods in the cache, filtering all of them per batch costs more than the answer.
 `PendingIndex` is told every pod and capacity-gap event as the informers see
-it and keeps the set of provisionable pods, by key, up to date, so a batch
-reads it in time proportional to the pods that wait. It holds references to
-the cached objects, never copies.
+it and keeps the set of provisionable pods up to date, by name and by uid, so
+a batch takes its own pods (by the uids the batcher gathered) in time
+proportional to the pods that wait. It holds references to the cached
+objects, never copies.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from karpy.apis.conditions import unschedulable
 
@@ -45,12 +46,18 @@ class PendingIndex:
         self._lookup = lookup
         self._lock = threading.Lock()
         self._pods: dict[Key, Obj] = {}
+        self._keys: dict[str, Key] = {}          # uid -> the name its pod is indexed under
         self._gaps: dict[Key, str] = {}          # capacity-gap event -> the uid of the pod it reports
         self._gap_counts: dict[str, int] = {}     # pod uid -> how many gap events report it
 
     def pods(self) -> list[Obj]:
         with self._lock:
             return list(self._pods.values())
+
+    def by_uid(self, uids: Iterable[str]) -> list[Obj]:
+        """The pods of `uids` that still wait (a pod bound, deleted or replaced meanwhile is left out)."""
+        with self._lock:
+            return [self._pods[key] for uid in uids if (key := self._keys.get(uid)) is not None]
 
     def __len__(self) -> int:
         with self._lock:
@@ -82,7 +89,10 @@ class PendingIndex:
 
     def _decide(self, key: Key) -> None:
         pod = self._lookup(*key)
+        before = self._pods.pop(key, None)
+        if before is not None:
+            self._keys.pop(before["metadata"].get("uid") or "", None)
         if pod is not None and is_provisionable(pod, pod["metadata"].get("uid") in self._gap_counts):
             self._pods[key] = pod
-        else:
-            self._pods.pop(key, None)
+            if uid := pod["metadata"].get("uid"):
+                self._keys[uid] = key

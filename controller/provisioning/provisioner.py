@@ -1,6 +1,9 @@
 """Provisioning: launch nodes for the pods kube-scheduler could not place, and bind the pods to them.
 
-Each batch reads the cluster state, plans with the scheduling core (the one
+Each batch takes its pods from the pending index by uid (the batcher gathered
+them; a batch opened without pods takes every pod that waits), reads each
+once into the scheduler's pod record (`PodInfo`, which then travels to the
+launch and its binds), plans with the scheduling core (the one
 `karpy plan` uses) counting nodes already launched, launches every planned
 node through the launch module (controller/launch/), which records each
 launch as a NodeClaim before the cloud call and binds its pods through
@@ -25,8 +28,10 @@ from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.launch.launcher import Launcher, node_request
+from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.reasons import Why
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -73,12 +78,15 @@ class Provisioner:
             if self.state.nodes.get("", name) is None:    # a clash with a claim's name fails that launch, retried
                 return name
 
-    def reconcile(self, *, wait: bool = True) -> None:
-        """Plan and launch for every provisionable pod now in the cache. With `wait` False the launches (and their
-        binds) go on in the background and the next batch may open meanwhile: their pods count as claimed from
-        before they are handed over, and their Nodes are left out of its plan until the watch shows their pods
-        bound."""
-        provisionable = provisionable_pods(self.state)
+    def reconcile(self, batch: Batch | None = None, *, wait: bool = True) -> None:
+        """Plan and launch for the pods of `batch` that still wait (every provisionable pod when `batch` is None or
+        was opened without pods). With `wait` False the launches (and their binds) go on in the background and the
+        next batch may open meanwhile: their pods count as claimed from before they are handed over, and their
+        Nodes are left out of its plan until the watch shows their pods bound."""
+        if batch is None or batch.everything:
+            provisionable = provisionable_pods(self.state)
+        else:
+            provisionable = self.state.pending.by_uid(batch.uids)
         if provisionable:
             on_the_way = self.launcher.claimed_pods()
             provisionable = [p for p in provisionable if p["metadata"].get("uid") not in on_the_way]
@@ -86,7 +94,8 @@ class Provisioner:
         if not provisionable:
             return
         log.info("Found %d provisionable pod(s)", len(provisionable))
-        snapshot = self.state.snapshot(self.catalog, self.state.bound_pods() + provisionable)
+        waiting = self.state.pod_infos(provisionable)        # each read once; these records go on to the binds
+        snapshot = self.state.snapshot(self.catalog, self.state.bound_pods(), parsed=waiting)
         landing = self.launcher.landing_nodes()          # read after the snapshot's nodes: covers every one of them
         if landing:
             snapshot = dataclasses.replace(snapshot, nodes=[n for n in snapshot.nodes if n["metadata"]["name"] not in landing],
@@ -103,15 +112,13 @@ class Provisioner:
         launches = self._launch_all(results.new_nodes, bind=True)
         if wait:
             self._await_cache([n for n in (f.result() for f in launches) if n])
-        by_key = {f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}": p for p in provisionable}
-        for key, reason in results.unschedulable.items():
-            if key in results.failed_pods:
-                continue                    # reported once, above
-            log.info("Could not schedule pod %s, %s", key, reason)
-            pod = by_key.get(key)
-            if pod is not None:
-                events.record(self.state.client, pod, reason="FailedProvisioning", message=reason, component="karpy",
-                              event_type="Warning")
+        for pod in waiting:
+            why = results.unschedulable.get(pod.key)
+            if why is None or why.kind is Why.FAILED:
+                continue                    # placed, or reported once, above
+            log.info("Could not schedule pod %s, %s", pod.key, why)
+            events.record(self.state.client, pod.raw, reason="FailedProvisioning", message=why.text, component="karpy",
+                          event_type="Warning")
         self._update_status()
 
     def _launch_all(self, nodes: list[PlannedNode], *, bind: bool) -> list[concurrent.futures.Future[str | None]]:
@@ -119,7 +126,7 @@ class Provisioner:
         goroutines); its pods count as claimed from now until its claim is written."""
         futures = []
         for planned in nodes:
-            uids = [uid for p in planned.pods if (uid := p.raw["metadata"].get("uid"))]
+            uids = [p.uid for p in planned.pods if p.uid]
             self.launcher.reserve(uids)
             future = self._pool.submit(self._launch_one, planned, uids, bind)
             future.add_done_callback(_log_failure)

@@ -42,3 +42,15 @@ def test_new_pods_hold_the_batch_open_until_the_maximum() -> None:
     finally:
         stop.set()
         thread.join()
+
+
+def test_a_batch_hands_over_the_uids_of_its_pods() -> None:
+    batcher = Batcher(idle_seconds=0.05, max_seconds=1.0)
+    for uid in ("uid-a", "uid-b", "uid-a"):
+        batcher.trigger(uid)
+    batch = batcher.wait(timeout=5)
+    assert batch is not None and batch.uids == {"uid-a", "uid-b"} and not batch.everything
+    batcher.trigger()                                      # no pod: a second look at every pod that waits
+    batch = batcher.wait(timeout=5)
+    assert batch is not None and batch.uids == frozenset() and batch.everything
+    assert batcher.wait(timeout=0.1) is None               # nothing new: no batch

@@ -66,3 +66,7 @@ def test_the_index_equals_a_full_filter_after_any_events(sequence: list[tuple[st
         reported = {g["involvedObject"]["uid"] for g in gaps.values()}
         expected = {p["metadata"]["name"] for p in cache.values() if is_provisionable(p, p["metadata"]["uid"] in reported)}
         assert {p["metadata"]["name"] for p in index.pods()} == expected
+        # a batch takes its pods by uid: every uid ever seen finds exactly the pods that wait now, in their version
+        seen = {f"{n}-{g}" for n in NAMES for g in (0, 1)}
+        assert {(p["metadata"]["name"], p["metadata"]["uid"]) for p in index.by_uid(seen)} == \
+            {(p["metadata"]["name"], p["metadata"]["uid"]) for p in cache.values() if p["metadata"]["name"] in expected}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.fake import Faults
+from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.kubeclient.raw import path_of
@@ -103,3 +104,20 @@ def test_namespace_selectors_in_affinity_terms_are_resolved(env: Env) -> None:
     env.apply(provisioner("default"), pod)
     infos = env.state.pod_infos([env.state.pods.get("default", "web")])
     assert infos[0].affinities[0].namespaces == frozenset({"data"})
+
+
+def test_a_batch_plans_the_pods_it_gathered_and_a_batch_without_pods_plans_every_pod_that_waits(env: Env) -> None:
+    # 7 cpu each: one large node holds one of them, so each launch is for the pod planned
+    env.apply(provisioner("default"), unschedulable_pod("first", cpu="7"), unschedulable_pod("second", cpu="7"),
+              unschedulable_pod("gone", cpu="7"))
+    uid = {name: env.state.pods.get("default", name)["metadata"]["uid"] for name in ("first", "second", "gone")}
+    env.client.delete(path_of("v1", "pods", "default", "gone"), gracePeriodSeconds=0)
+    env.settle(lambda: env.state.pods.get("default", "gone") is None)
+    provisioning = Provisioner(env.state, env.cloud, CATALOG)
+    provisioning.reconcile(Batch(frozenset({uid["first"], uid["gone"]})))
+    assert [r.node_name for r in env.cloud.create_calls] == [env.client.get(path_of("v1", "pods", "default", "first"))["spec"]["nodeName"]]
+    assert not env.client.get(path_of("v1", "pods", "default", "second"))["spec"].get("nodeName")
+    env.settle(lambda: env.state.pods.get("default", "first")["spec"].get("nodeName"))
+    provisioning.reconcile(Batch(frozenset(), everything=True))
+    assert len(env.cloud.create_calls) == 2
+    assert env.client.get(path_of("v1", "pods", "default", "second"))["spec"]["nodeName"] == env.cloud.create_calls[1].node_name

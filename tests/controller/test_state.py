@@ -6,6 +6,7 @@ from pathlib import Path
 
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import RawClient, path_of
+from tests.builders import pod
 from tests.expectations import eventually
 from tests.simulator.conftest import start
 
@@ -39,3 +40,39 @@ def test_caches_converge_after_dropped_watches_and_gone_resource_versions(tmp_pa
         state.stop()
         kube.api_client.close()
         cluster.stop()
+
+
+def test_the_pods_by_node_index_follows_binds_deletes_and_relists(tmp_path: Path) -> None:
+    cluster, kube = start(tmp_path, system_nodes=0, controllers=False, history=20)
+    client = RawClient(kube.api_client)
+    state = ClusterState(client)
+
+    def by_filter() -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for p in state.pods.items():
+            if node := p["spec"].get("nodeName"):
+                out.setdefault(node, []).append(p["metadata"]["name"])
+        return {n: sorted(names) for n, names in out.items()}
+
+    def by_index() -> dict[str, list[str]]:
+        return {n: sorted(p["metadata"]["name"] for p in state.pods_on(n)) for n in ("n0", "n1", "n2") if state.pods_on(n)}
+
+    try:
+        kube.kubectl("apply", "-f", str(Path(__file__).resolve().parents[2] / "manifests" / "crds"))
+        state.start()
+        for i in range(6):
+            client.create(path_of("v1", "pods", "default"), pod(f"p{i}"))
+        for i in range(4):
+            client.bind("default", f"p{i}", f"n{i % 2}")
+        eventually(lambda: by_index() == by_filter() == {"n0": ["p0", "p2"], "n1": ["p1", "p3"]})
+        assert sorted(p["metadata"]["name"] for p in state.bound_pods()) == ["p0", "p1", "p2", "p3"]
+        client.delete(path_of("v1", "pods", "default", "p0"), gracePeriodSeconds=0)
+        client.bind("default", "p4", "n2")
+        eventually(lambda: by_index() == by_filter() == {"n0": ["p2"], "n1": ["p1", "p3"], "n2": ["p4"]})
+        cluster.store.drop_watches()                                   # the pods are listed again
+        client.delete(path_of("v1", "pods", "default", "p1"), gracePeriodSeconds=0)
+        client.bind("default", "p5", "n0")
+        eventually(lambda: by_index() == by_filter() == {"n0": ["p2", "p5"], "n1": ["p3"], "n2": ["p4"]})
+    finally:
+        state.stop()
+        kube.api_client.close()

@@ -11,6 +11,7 @@ import pytest
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import fake_catalog
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
+from karpy.controller.provisioning.scheduling.reasons import Why
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Results, Scheduler
 from tests.builders import pod, provisioner
 
@@ -29,7 +30,8 @@ def test_a_pod_that_breaks_placement_is_skipped_with_its_error_and_the_rest_are_
     broken = dataclasses.replace(PodInfo.parse(pod("broken", cpu="500m")), host_ports=frozenset({7}))  # type: ignore[arg-type]
     results = solve([broken, *healthy(5)])
     assert set(results.failed_pods) == {"default/broken"}
-    assert results.unschedulable["default/broken"].startswith("scheduling failed, TypeError")
+    assert results.unschedulable["default/broken"].kind is Why.FAILED
+    assert str(results.unschedulable["default/broken"]).startswith("scheduling failed, TypeError")
     assert sorted(p.key for n in results.new_nodes for p in n.pods) == [f"default/healthy-{i}" for i in range(5)]
 
 

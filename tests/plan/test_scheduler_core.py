@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.controller.cloudprovider.catalog import built_in, catalog_from_document, fake_catalog
 from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.reasons import Why
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler, node_name
 from karpy.controller.provisioning.scheduling.topology import Topology
-from tests.builders import catalog, instance_type, pod, provisioner
+from tests.builders import catalog, instance_type, node, pod, provisioner
 
 
 def solve(*pods: dict[str, Any], provisioners: list[dict[str, Any]] | None = None, cat: Any = None) -> Any:
@@ -83,3 +85,50 @@ def test_aws_catalog_specialises_per_kubelet_configuration() -> None:
     assert plain.capacity["pods"] == 29_000 and tuned.capacity["pods"] == 10_000
     assert tuned.overhead["cpu"] == plain.overhead["cpu"] + 900           # system-reserved 1 instead of 100m
     assert tuned.overhead["memory"] < plain.overhead["memory"]            # fewer pods, less kube-reserved memory
+
+
+def test_solve_leaves_the_pods_it_is_given_unchanged() -> None:
+    # every soft constraint here is unsatisfiable, so the scheduler relaxes each of them before placing the pod
+    soft = pod("soft", cpu="500m")
+    soft["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["nowhere"]}]},
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["plan9"]}]}}]}}
+    soft["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "example.com/nowhere",
+                                                  "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]
+    small = node("small", allocatable={"cpu": "1", "memory": "1Gi", "pods": "10"}, provisioner="default",
+                 instance_type="fake-1", initialized=True)
+    pods = [PodInfo.parse(soft), PodInfo.parse(pod("plain", cpu="250m")),
+            PodInfo.parse(pod("running", cpu="900m", node_name="small", phase="Running"))]
+    before = [repr(p) for p in pods]
+    requirements_before = [str(p.requirements) for p in pods]
+    raw_before = copy.deepcopy([small] + [p.raw for p in pods])
+    snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10), nodes=[small],  # type: ignore[list-item]
+                               pods=pods)
+    results = Scheduler(snapshot).solve()
+    assert sorted(p.key for n in results.new_nodes for p in n.pods) == ["default/plain", "default/soft"]
+    assert [small] + [p.raw for p in pods] == raw_before
+    placed_soft = next(p for n in results.new_nodes for p in n.pods if p.name == "soft")
+    assert placed_soft.relaxations                      # the plan carries the relaxed pod ...
+    assert [repr(p) for p in pods] == before            # ... and the pods given are as they were
+    assert [str(p.requirements) for p in pods] == requirements_before
+    assert list(snapshot.pods) == pods
+
+
+def test_reasons_are_typed_and_keep_their_words() -> None:
+    tainted = provisioner("tainted", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+    results = solve(pod("too-big", cpu="64"), pod("zoned", nodeSelector={"topology.kubernetes.io/zone": "nowhere"}),
+                    pod("labelled", nodeSelector={"example.com/team": "a"}),
+                    provisioners=[provisioner("default"), tainted])
+    too_big, zoned = results.unschedulable["default/too-big"], results.unschedulable["default/zoned"]
+    assert too_big.kind is Why.PROVISIONERS and zoned.kind is Why.PROVISIONERS
+    assert [p.kind for p in too_big.parts] == [Why.NO_INSTANCE_TYPE, Why.TAINT]
+    assert str(too_big) == ("provisioner default: no instance type satisfies cpu=64; "
+                            "provisioner tainted: did not tolerate taint dedicated=gpu:NoSchedule")
+    assert [p.kind for p in zoned.parts] == [Why.NO_INSTANCE_TYPE, Why.TAINT]
+    assert str(zoned.parts[0]) == "provisioner default: no instance type satisfies topology.kubernetes.io/zone In [nowhere]"
+    assert [p.kind for p in results.unschedulable["default/labelled"].parts] == [Why.REQUIREMENTS, Why.TAINT]
+    alone = solve(pod("too-big", cpu="64")).unschedulable["default/too-big"]
+    assert alone.kind is Why.NO_INSTANCE_TYPE and str(alone) == "no instance type satisfies cpu=64"

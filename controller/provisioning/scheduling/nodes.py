@@ -21,6 +21,7 @@ from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
+from karpy.controller.provisioning.scheduling.reasons import Reason, Why
 from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.provisioning.scheduling.topology import Topology
 
@@ -173,17 +174,17 @@ class ExistingNode:
         self.provisioner = provisioner
         self.pods: list[PodInfo] = []
 
-    def add(self, pod: PodInfo, topology: Topology) -> str | None:
+    def add(self, pod: PodInfo, topology: Topology) -> Reason | None:
         """Place `pod` here, or say why not."""
         if blocked := untolerated(pod.tolerations, self.taints):
-            return f"did not tolerate taint {blocked[0]}"
+            return Reason(Why.TAINT, f"did not tolerate taint {blocked[0]}")
         if port := host_ports_conflict(pod.host_ports, self.host_ports):
-            return f"host port {port[2]}/{port[1]} in use"
+            return Reason(Why.HOST_PORT, f"host port {port[2]}/{port[1]} in use")
         if not pod.requirements.allows_labels(self.labels):
             key, r = next((k, r) for k, r in pod.requirements.items() if not Requirements([r]).allows_labels(self.labels))
-            return f"node label {key}={self.labels.get(key, '<absent>')} does not satisfy {r}"
+            return Reason(Why.NODE_LABELS, f"node label {key}={self.labels.get(key, '<absent>')} does not satisfy {r}")
         if missing := pod.requests.exceeding(self.available):
-            return f"insufficient {', '.join(missing)}"
+            return Reason(Why.INSUFFICIENT, f"insufficient {', '.join(missing)}")
         domains, why = topology.domain_for(pod, Requirements(), hostname=self.name, existing_labels=self.labels)
         if domains is None:
             return why
@@ -240,22 +241,23 @@ class NewNode:
         """Per resource, the most any option has left (a pod beyond it fits no option)."""
         return self.template.allocatable[self.options].max(axis=0) - self.used
 
-    def add(self, pod: PodInfo, topology: Topology) -> str | None:
+    def add(self, pod: PodInfo, topology: Topology) -> Reason | None:
         """Place `pod` here if some instance type can hold it with the others, or say why not."""
         t = self.template
         row = t.rows.of(pod)
         if row is None:
-            return f"no instance type has {', '.join(sorted(n for n in pod.requests if n not in t.resource_index))}"
+            unknown = ", ".join(sorted(n for n in pod.requests if n not in t.resource_index))
+            return Reason(Why.UNKNOWN_RESOURCE, f"no instance type has {unknown}")
         used = self.used + row
         if blocked := untolerated(pod.tolerations, t.taints):
-            return f"did not tolerate taint {blocked[0]}"
+            return Reason(Why.TAINT, f"did not tolerate taint {blocked[0]}")
         if port := host_ports_conflict(pod.host_ports, self.host_ports):
-            return f"host port {port[2]}/{port[1]} in use"
+            return Reason(Why.HOST_PORT, f"host port {port[2]}/{port[1]} in use")
         reqs = self.requirements
         pod_reqs = pod.requirements
         if pod_reqs:
-            if why := reqs.compatible(pod_reqs, well_known=t.well_known):
-                return f"incompatible requirements, {why}"
+            if conflict := reqs.compatible(pod_reqs, well_known=t.well_known):
+                return Reason(Why.REQUIREMENTS, f"incompatible requirements, {conflict}")
             reqs = reqs.intersection(pod_reqs)
         narrowed: dict[str, list[str]] = {}
         domains, why = topology.domain_for(pod, reqs, hostname=self.hostname, existing_labels=None, narrowed=narrowed)
@@ -281,12 +283,12 @@ class NewNode:
                 unlimited = t.compatible(reqs)[0]
                 if (t.allocatable[unlimited] >= used).all(axis=1).any():
                     left = ", ".join(f"{n}={q}" for n, q in t.remaining.clamp_zero().to_manifest().items())
-                    return f"exceeds limits of provisioner {t.name} (remaining {left})"
-            return "no instance type satisfied resources and requirements"
+                    return Reason(Why.LIMITS, f"exceeds limits of provisioner {t.name} (remaining {left})")
+            return Reason(Why.NO_INSTANCE_TYPE, "no instance type satisfied resources and requirements")
         if t.remaining is not None:
             options = options & t.within(t.remaining + self.reserved)
             if not options.any():
-                return f"exceeds limits of provisioner {t.name}"
+                return Reason(Why.LIMITS, f"exceeds limits of provisioner {t.name}")
         self.requirements, self.used, self.options = reqs, used, options
         self._reserve()
         self.requests = self.requests + pod.requests

@@ -3,13 +3,15 @@
 `PodInfo.parse` computes effective requests (init containers, overhead),
 node requirements (nodeSelector, required and preferred node affinity),
 tolerations, topology spread constraints, pod (anti-)affinity terms and
-host ports. Soft constraints start out required; `relax()` drops them one
-at a time in Karpenter's order when a pod cannot be placed. Pure.
+host ports. Soft constraints start out required; `relaxed()` gives the pod
+with one of them dropped, in Karpenter's order, when it cannot be placed.
+Pure, and immutable: the scheduler never changes a pod it is given.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Mapping, Sequence
 
 from karpy.apis.labels import normalize
@@ -44,20 +46,26 @@ class AffinityTerm:
     weight: int = 0                         # 0: required; else the preferred term's weight
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False)
 class PodInfo:
+    """One pod as the scheduling core reads it: the one record of a pod from the pending index to its bind.
+
+    Immutable: relaxing a soft constraint (`relaxed()`) or moving the pod (`copy()`) makes a new record,
+    so whoever handed pods to the scheduler finds them as they were. `raw` is a reference to the cached
+    object (for Events and errors), never a copy."""
+
     namespace: str
     name: str
     uid: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
     requests: Resources
-    node_selector: dict[str, str]
-    required_terms: list[list[dict[str, Any]]]        # OR of node selector terms; the first is in force
-    preferred_terms: list[tuple[int, list[dict[str, Any]]]]  # by weight, heaviest first; the first is in force
-    tolerations: list[dict[str, Any]]
-    spreads: list[SpreadConstraint]
-    affinities: list[AffinityTerm]                    # required and (still in force) preferred terms
+    node_selector: Mapping[str, str]
+    required_terms: tuple[tuple[Mapping[str, Any], ...], ...]   # OR of node selector terms; the first is in force
+    preferred_terms: tuple[tuple[int, tuple[Mapping[str, Any], ...]], ...]  # heaviest first; the first is in force
+    tolerations: tuple[Mapping[str, Any], ...]
+    spreads: tuple[SpreadConstraint, ...]
+    affinities: tuple[AffinityTerm, ...]              # required and (still in force) preferred terms
     host_ports: frozenset[tuple[str, str, int]]
     node_name: str | None
     phase: str
@@ -66,8 +74,7 @@ class PodInfo:
     owner_name: str | None
     priority: int
     raw: Mapping[str, Any] = dataclasses.field(repr=False)
-    relaxations: list[str] = dataclasses.field(default_factory=list)
-    _requirements: Requirements | None = dataclasses.field(default=None, repr=False)
+    relaxations: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -81,19 +88,17 @@ class PodInfo:
     def is_daemon(self) -> bool:
         return self.owner_kind == "DaemonSet"
 
-    @property
+    @functools.cached_property
     def requirements(self) -> Requirements:
-        """nodeSelector ∩ the node selector term in force ∩ the heaviest preference in force."""
-        if self._requirements is None:
-            reqs = Requirements.from_labels(self.node_selector)
-            if self.preferred_terms:
-                for r in _expressions(self.preferred_terms[0][1]):
-                    reqs.add(r)
-            if self.required_terms:
-                for r in _expressions(self.required_terms[0]):
-                    reqs.add(r)
-            self._requirements = reqs
-        return self._requirements
+        """nodeSelector ∩ the node selector term in force ∩ the heaviest preference in force (read, never changed)."""
+        reqs = Requirements.from_labels(self.node_selector)
+        if self.preferred_terms:
+            for r in _expressions(self.preferred_terms[0][1]):
+                reqs.add(r)
+        if self.required_terms:
+            for r in _expressions(self.required_terms[0]):
+                reqs.add(r)
+        return reqs
 
     @property
     def strict_requirements(self) -> Requirements:
@@ -105,42 +110,40 @@ class PodInfo:
         return reqs
 
     def copy(self, **changes: Any) -> PodInfo:
-        """A copy that relaxing leaves the original untouched (for simulations that place a pod again)."""
-        return dataclasses.replace(
-            self, required_terms=list(self.required_terms), preferred_terms=list(self.preferred_terms),
-            tolerations=list(self.tolerations), spreads=list(self.spreads), affinities=list(self.affinities),
-            relaxations=list(self.relaxations), _requirements=None, **changes)
+        """The same pod with `changes` (a new record: this one stays as it is)."""
+        return dataclasses.replace(self, **changes)
 
-    def relax(self) -> str | None:
-        """Drop one soft constraint, in Karpenter v0.16's order; returns what was dropped, or None."""
-        dropped = self._relax_once()
-        if dropped is not None:
-            self._requirements = None
-            self.relaxations.append(dropped)
-        return dropped
-
-    def _relax_once(self) -> str | None:
+    def relaxed(self) -> PodInfo | None:
+        """The pod with one soft constraint dropped, in Karpenter v0.16's order (what was dropped is the last of
+        its `relaxations`), or None when nothing is left to drop."""
         if len(self.required_terms) > 1:
-            self.required_terms.pop(0)
-            return "removing: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+            return self._dropping(
+                "removing: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]",
+                required_terms=self.required_terms[1:])
         for anti, name in ((False, "podAffinity"), (True, "podAntiAffinity")):
             preferred = [t for t in self.affinities if t.weight and t.anti == anti]
             if preferred:
                 heaviest = max(preferred, key=lambda t: t.weight)
-                self.affinities.remove(heaviest)
-                return f"removing: spec.affinity.{name}.preferredDuringSchedulingIgnoredDuringExecution (weight {heaviest.weight})"
+                at = self.affinities.index(heaviest)
+                return self._dropping(
+                    f"removing: spec.affinity.{name}.preferredDuringSchedulingIgnoredDuringExecution (weight {heaviest.weight})",
+                    affinities=self.affinities[:at] + self.affinities[at + 1:])
         if self.preferred_terms:
-            weight, _ = self.preferred_terms.pop(0)
-            return f"removing: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution (weight {weight})"
-        for spread in self.spreads:
+            return self._dropping(
+                f"removing: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution "
+                f"(weight {self.preferred_terms[0][0]})", preferred_terms=self.preferred_terms[1:])
+        for at, spread in enumerate(self.spreads):
             if not spread.required:
-                self.spreads.remove(spread)
-                return f"removing: spec.topologySpreadConstraints (ScheduleAnyway, {spread.key})"
+                return self._dropping(f"removing: spec.topologySpreadConstraints (ScheduleAnyway, {spread.key})",
+                                      spreads=self.spreads[:at] + self.spreads[at + 1:])
         if not any(t.get("effect") == "PreferNoSchedule" and t.get("operator") == "Exists" and not t.get("key")
                    for t in self.tolerations):
-            self.tolerations.append({"operator": "Exists", "effect": "PreferNoSchedule"})
-            return "adding: toleration for PreferNoSchedule taints"
+            return self._dropping("adding: toleration for PreferNoSchedule taints",
+                                  tolerations=self.tolerations + ({"operator": "Exists", "effect": "PreferNoSchedule"},))
         return None
+
+    def _dropping(self, what: str, **changes: Any) -> PodInfo:
+        return dataclasses.replace(self, relaxations=self.relaxations + (what,), **changes)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], *, namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> PodInfo:
@@ -159,7 +162,7 @@ class PodInfo:
         node_affinity = affinity.get("nodeAffinity") or {}
         required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
         preferred = sorted(
-            ((int(p.get("weight", 1)), list((p.get("preference") or {}).get("matchExpressions") or []))
+            ((int(p.get("weight", 1)), tuple((p.get("preference") or {}).get("matchExpressions") or []))
              for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []),
             key=lambda wp: -wp[0],
         )
@@ -171,9 +174,9 @@ class PodInfo:
             annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
             requests=_requests(spec),
             node_selector={normalize(str(k)): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
-            required_terms=[list(t.get("matchExpressions") or []) for t in required],
-            preferred_terms=preferred,
-            tolerations=[dict(t) for t in spec.get("tolerations") or []],
+            required_terms=tuple(tuple(t.get("matchExpressions") or []) for t in required),
+            preferred_terms=tuple(preferred),
+            tolerations=tuple(dict(t) for t in spec.get("tolerations") or []),
             spreads=_spreads(spec, namespace),
             affinities=_affinities(affinity, namespace, namespace_labels),
             host_ports=_host_ports(spec),
@@ -205,7 +208,7 @@ def _requests(spec: Mapping[str, Any]) -> Resources:
         raise PodError(str(e)) from None
 
 
-def _spreads(spec: Mapping[str, Any], namespace: str) -> list[SpreadConstraint]:
+def _spreads(spec: Mapping[str, Any], namespace: str) -> tuple[SpreadConstraint, ...]:
     out = []
     for i, c in enumerate(spec.get("topologySpreadConstraints") or []):
         try:
@@ -218,11 +221,11 @@ def _spreads(spec: Mapping[str, Any], namespace: str) -> list[SpreadConstraint]:
             ))
         except (KeyError, ValueError, TypeError) as e:
             raise PodError(f"spec.topologySpreadConstraints[{i}]: {e}") from None
-    return out
+    return tuple(out)
 
 
 def _affinities(affinity: Mapping[str, Any], namespace: str,
-                namespace_labels: Mapping[str, Mapping[str, str]] | None) -> list[AffinityTerm]:
+                namespace_labels: Mapping[str, Mapping[str, str]] | None) -> tuple[AffinityTerm, ...]:
     out = []
     for field, anti in (("podAffinity", False), ("podAntiAffinity", True)):
         block = affinity.get(field) or {}
@@ -231,7 +234,7 @@ def _affinities(affinity: Mapping[str, Any], namespace: str,
         for i, weighted in enumerate(block.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
             out.append(_term(weighted.get("podAffinityTerm") or {}, namespace, namespace_labels, anti=anti,
                              weight=max(1, int(weighted.get("weight", 1))), path=f"spec.affinity.{field}.preferred[{i}]"))
-    return out
+    return tuple(out)
 
 
 def _term(term: Mapping[str, Any], namespace: str, namespace_labels: Mapping[str, Mapping[str, str]] | None, *,

@@ -29,6 +29,7 @@ from karpy.controller.provisioning.scheduling.nodes import (STARTING_TAINTS, Exi
                                                            FLOAT_LIMIT, estimate)
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions, repack
 from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.reasons import Reason, Why, every_provisioner, failed
 from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.provisioning.scheduling.topology import Topology
 
@@ -55,7 +56,7 @@ class PlannedNode:
 class Results:
     new_nodes: list[PlannedNode]
     existing_nodes: list[ExistingNode]               # only those that received pending pods
-    unschedulable: dict[str, str]                    # pod key -> why it fits nowhere
+    unschedulable: dict[str, Reason]                 # pod key -> why it fits nowhere
     pending: list[PodInfo]                           # every pod that was to be placed
     # What broke while handling one object, confined to it (its pods are in `unschedulable` too);
     # the caller logs and reports these: the core stays pure.
@@ -211,13 +212,13 @@ class Scheduler:
             except Exception as e:  # noqa: BLE001 - one Provisioner's error is confined to it
                 self.failed_provisioners[p.name] = failure(e)
         self.topology = Topology(self._domains(nodes))
-        self._unregistered: dict[str, str] = {}     # pending pods whose topology could not be read
+        self._unregistered: dict[str, Reason] = {}     # pending pods whose topology could not be read
         for pod in self.pending + self.bound:   # groups first, so the bound pods below are counted in them
             try:
                 self.topology.register(pod)
             except Exception as e:  # noqa: BLE001 - confined to the pod
                 if pod in self.pending:
-                    self._unregistered[pod.key] = f"scheduling failed, {failure(e)}"
+                    self._unregistered[pod.key] = failed(failure(e))
         self.existing = self._existing_nodes(nodes)
         self.new_nodes: list[NewNode] = []
         self._names = collections.Counter[str]()
@@ -328,17 +329,16 @@ class Scheduler:
     # --- solving -------------------------------------------------------------------
     def solve(self) -> Results:
         """Place every pending pod or give the reason it fits nowhere."""
-        errors: dict[str, str] = {}
-        failed: dict[str, str] = {}
-        failed.update(self._unregistered)
+        errors: dict[str, Reason] = {}
+        broken: dict[str, Reason] = dict(self._unregistered)
         keyed = []
         for pod in self.pending:
-            if pod.key not in failed:
+            if pod.key not in broken:
                 try:
                     keyed.append((sort_key(pod), pod))
                 except Exception as e:  # noqa: BLE001 - confined to the pod, as below
-                    failed[pod.key] = f"scheduling failed, {failure(e)}"
-        errors.update(failed)
+                    broken[pod.key] = failed(failure(e))
+        errors.update(broken)
         queue = collections.deque(pod for _, pod in sorted(keyed, key=lambda kp: kp[0]))
         failures_in_a_row = 0
         while queue:
@@ -346,15 +346,16 @@ class Scheduler:
             try:
                 why = self._place(pod)
             except Exception as e:  # noqa: BLE001 - one pod's error is confined to it; the others are placed
-                failed[pod.key] = errors[pod.key] = f"scheduling failed, {failure(e)}"
+                broken[pod.key] = errors[pod.key] = failed(failure(e))
                 continue
             if why is None:
                 errors.pop(pod.key, None)
                 failures_in_a_row = 0
                 continue
             errors[pod.key] = why
-            if pod.relax() is not None:
-                queue.append(pod)
+            relaxed = pod.relaxed()             # a new record: the pod given stays as it was
+            if relaxed is not None:
+                queue.append(relaxed)
                 failures_in_a_row = 0
                 continue
             failures_in_a_row += 1
@@ -369,11 +370,11 @@ class Scheduler:
             existing_nodes=[n for n in self.existing if n.pods],
             unschedulable={p.key: errors[p.key] for p in sorted(self.pending, key=lambda p: p.key) if p.key in errors},
             pending=list(self.pending),
-            failed_pods=failed,
+            failed_pods={key: reason.text for key, reason in broken.items()},
             failed_provisioners=dict(self.failed_provisioners),
         )
 
-    def _place(self, pod: PodInfo) -> str | None:
+    def _place(self, pod: PodInfo) -> Reason | None:
         """Existing nodes first; then the planned node that takes the pod for the least extra cost
         (nothing, when it fits in what the node's cheapest option has left); then a new node from
         the heaviest provisioner that takes it."""
@@ -410,7 +411,7 @@ class Scheduler:
             if lasting:
                 self._grow_rooms.reject(kind, i)
         if not self.templates:
-            return "no provisioner can launch nodes"
+            return Reason(Why.NO_PROVISIONER, "no provisioner can launch nodes")
         reasons = []
         for template in self.templates:
             node = NewNode(template, self._hostname(template.name))
@@ -426,7 +427,7 @@ class Scheduler:
                 return None
             node.release()
             reasons.append(self._explain(template, pod, why))
-        return "; ".join(reasons)
+        return every_provisioner(reasons)
 
     def _hostname(self, provisioner: str) -> str:
         index = self._names[provisioner]
@@ -435,18 +436,20 @@ class Scheduler:
         self.topology.add_domain(wk.HOSTNAME, name)
         return name
 
-    def _explain(self, template: NodeTemplate, pod: PodInfo, why: str) -> str:
-        if why.startswith("no instance type satisfied"):
+    def _explain(self, template: NodeTemplate, pod: PodInfo, why: Reason) -> Reason:
+        """`why` in the words users read: which resource or requirement no instance type meets, and for which
+        provisioner when there are several."""
+        if why.kind is Why.NO_INSTANCE_TYPE:
             short = [n for n in pod.requests if n in template.resource_index]
             fits = [n for n in short if any(t.allocatable.get(n, 0) >= pod.requests[n] + template.daemon_overhead.get(n, 0)
                                              for t in template.instance_types)]
             lacking = [n for n in short if n not in fits and pod.requests[n] > 0]
             if lacking:
                 amounts = Resources({n: pod.requests[n] for n in lacking}).to_manifest()
-                why = "no instance type satisfies " + ", ".join(f"{n}={q}" for n, q in amounts.items())
+                why = why.rephrased("no instance type satisfies " + ", ".join(f"{n}={q}" for n, q in amounts.items()))
             else:
-                why = self._unmet_requirements(template, pod)
-        return why if len(self.templates) == 1 else f"provisioner {template.name}: {why}"
+                why = why.rephrased(self._unmet_requirements(template, pod))
+        return why if len(self.templates) == 1 else why.rephrased(f"provisioner {template.name}: {why.text}")
 
     @staticmethod
     def _unmet_requirements(template: NodeTemplate, pod: PodInfo) -> str:

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 from karpy.apis.labels import HOSTNAME
 from karpy.apis.requirements import Requirements
 from karpy.controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
+from karpy.controller.provisioning.scheduling.reasons import Reason, Why
 from karpy.apis.selectors import LabelSelector
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
@@ -48,7 +49,7 @@ class Topology:
         self.domains: dict[str, set[str]] = {k: set(v) for k, v in domains.items()}
         self._groups: dict[tuple[object, ...], Group] = {}
         self._inverse: list[Group] = []           # required anti-affinity groups (owners are tracked)
-        self._by_pod: dict[int, tuple[int, list[Group]]] = {}
+        self._by_pod: dict[int, tuple[PodInfo, list[Group]]] = {}
 
     # --- building -------------------------------------------------------------
     def add_domain(self, key: str, value: str) -> None:
@@ -76,14 +77,14 @@ class Topology:
     def groups_of(self, pod: PodInfo) -> list[Group]:
         """The groups constraining `pod` through its own constraints in force."""
         cached = self._by_pod.get(id(pod))
-        if cached is not None and cached[0] == len(pod.relaxations):
+        if cached is not None and cached[0] is pod:     # the record held, so its id is not another's
             return cached[1]
         out = []
         for s in pod.spreads:
             out.append(self._spread_group(pod, s))
         for t in pod.affinities:
             out.append(self._affinity_group(t))
-        self._by_pod[id(pod)] = (len(pod.relaxations), out)
+        self._by_pod[id(pod)] = (pod, out)
         return out
 
     def _spread_group(self, pod: PodInfo, s: SpreadConstraint) -> Group:
@@ -130,7 +131,7 @@ class Topology:
     # --- deciding ---------------------------------------------------------------
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
                    existing_labels: Mapping[str, str] | None,
-                   narrowed: dict[str, list[str]] | None = None) -> tuple[dict[str, str] | None, str | None]:
+                   narrowed: dict[str, list[str]] | None = None) -> tuple[dict[str, str] | None, Reason | None]:
         """The domain per topology key the node must take for `pod`, or (None, why not).
 
         `existing_labels` fixes every domain of an existing node; a new node has
@@ -145,10 +146,10 @@ class Topology:
         for g in self.groups_of(pod) + inverse:
             candidates = self._candidates(g.key, chosen, node_requirements, hostname, existing_labels, open_)
             if not candidates:
-                return None, f"no {g.key} domain for {g.describe()}"
+                return None, Reason(Why.TOPOLOGY, f"no {g.key} domain for {g.describe()}")
             allowed = self._allowed(g, pod, candidates, owned=g in inverse)
             if not allowed:
-                return None, f"{g.describe()} not satisfiable on {g.key} {', '.join(sorted(candidates)[:5])}"
+                return None, Reason(Why.TOPOLOGY, f"{g.describe()} not satisfiable on {g.key} {', '.join(sorted(candidates)[:5])}")
             if narrowed is not None and g.kind == ANTI and len(allowed) > 1:
                 open_[g.key] = allowed
             else:
