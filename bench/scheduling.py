@@ -36,11 +36,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis.resources import CPU, MEMORY  # noqa: E402
-from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
-from karpy.controller.plan.inputs import load  # noqa: E402
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions  # noqa: E402
-from karpy.controller.provisioning.scheduling.scheduler import Scheduler  # noqa: E402
+from karpy.apis.resources import CPU, MEMORY
+from karpy.controller.cloudprovider.catalog import built_in
+from karpy.controller.plan.inputs import load
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 
 CPUS = ["100m", "250m", "500m", "1000m", "1500m"]
 MEMORIES = ["100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi"]

@@ -28,7 +28,7 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import free_port, peak_rss_mib  # noqa: E402
+from bench.measure import free_port, peak_rss_mib
 
 
 def main() -> int:

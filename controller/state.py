@@ -90,7 +90,7 @@ class ClusterState:
                     if p is not None:
                         errors = validate_provisioner(p, aws=False)
                     problem = "; ".join(map(str, errors)) if errors or p is None else None
-                except Exception as e:  # noqa: BLE001 - one Provisioner's error is confined to it
+                except Exception as e:  # one Provisioner's error is confined to it
                     p, problem = None, failure(e)
                 if problem is not None:
                     self.failures.report(raw, kind="Provisioner", reason="InvalidProvisioner",
@@ -115,7 +115,7 @@ class ClusterState:
                 out.append(PodInfo.parse(raw, namespace_labels=namespaces))
             except PodError as e:
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"invalid pod, {e}")
-            except Exception as e:  # noqa: BLE001 - one pod's error is confined to it
+            except Exception as e:  # one pod's error is confined to it
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"reading pod, {failure(e)}")
         return out
 

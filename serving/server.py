@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import ssl
+import sys
 import tempfile
 from typing import Any, Callable
 

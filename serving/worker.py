@@ -43,7 +43,7 @@ class _DeadlineSocket:
         self._sock.settimeout(left)
         try:
             data = self._sock.recv(size)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return self._conn.timed_out()
         finally:
             self._sock.settimeout(SEND_TIMEOUT_SECONDS)

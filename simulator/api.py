@@ -16,7 +16,17 @@ from karpy.simulator import admission, podspec, schema
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
-from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, TooManyRequests, now_rfc3339
+from karpy.simulator.store import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    Invalid,
+    NotFound,
+    Obj,
+    Store,
+    TooManyRequests,
+    now_rfc3339,
+)
 
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 OWNER_KINDS = {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Namespace", "CustomResourceDefinition",

@@ -110,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
             return False
         return super().parse_request()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
+    def log_message(self, format: str, *args: Any) -> None:  # BaseHTTPRequestHandler's name
         log.debug("%s %s", self.address_string(), format % args)
 
     # --- plumbing ----------------------------------------------------------------------------

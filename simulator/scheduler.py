@@ -194,7 +194,7 @@ class Scheduler:
         timeout = _seconds(extender.get("httpTimeout", "30s"))
         request = urllib.request.Request(url, data=json.dumps(args).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (configured extender)
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # the configured extender
             return json.loads(response.read())
 
     def _extend(self, pod: Obj, feasible: list[Obj], scores: dict[str, int]) -> tuple[list[Obj], dict[str, str], Mapping[str, Any] | None]:

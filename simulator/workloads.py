@@ -17,10 +17,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from karpy.apis import disruption
 from karpy.apis.conditions import ready
 from karpy.apis.requirements import Requirements
 from karpy.apis.selectors import Taint, untolerated
-from karpy.apis import disruption
 from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
 
 log = logging.getLogger("simulator.workloads")

@@ -29,12 +29,12 @@ from typing import Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
+from karpy.apis import disruption
 from karpy.apis import labels as wk
 from karpy.apis.conditions import ready
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
-from karpy.apis import disruption
 from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.launch.launcher import Launcher

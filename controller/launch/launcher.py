@@ -31,9 +31,25 @@ from karpy.apis import nodeclaim as api
 from karpy.apis.pods import pod_requests
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound, InsufficientCapacity, NodeRequest
-from karpy.controller.launch.claims import (Situation, Step, adoption_patch, claim_manifest, launched_status, next_step,
-                                            node_manifest, pods_of, request_of, that_fit)
+from karpy.controller.cloudprovider.types import (
+    CloudProvider,
+    Instance,
+    InstanceNotFound,
+    InsufficientCapacity,
+    NodeRequest,
+)
+from karpy.controller.launch.claims import (
+    Situation,
+    Step,
+    adoption_patch,
+    claim_manifest,
+    launched_status,
+    next_step,
+    node_manifest,
+    pods_of,
+    request_of,
+    that_fit,
+)
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events

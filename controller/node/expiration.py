@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-
 from karpy.controller.clock import Clock, parse_time
 from karpy.controller.state import ClusterState
 

@@ -45,7 +45,7 @@ class Env:
                         "daemonsets": self.state.daemonsets, "poddisruptionbudgets": self.state.pdbs}.get(plural)
             if informer is not None:
                 ns = meta.get("namespace", "default") if namespaced else ""
-                eventually(lambda: informer.get(ns, meta["name"]) is not None)
+                eventually(lambda: informer.get(ns, meta["name"]) is not None)  # noqa: B023 — run before the loop moves on
 
     def settle(self, check: Any, timeout: float = 10) -> Any:
         return eventually(check, timeout=timeout)

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
 
 from karpy.kubeclient.outage import ApiUnreachable, OutageReporter, backoff_seconds, reason_of

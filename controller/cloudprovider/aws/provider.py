@@ -28,18 +28,33 @@ from typing import Any, Callable, Iterator, Sequence
 
 import botocore.config
 import botocore.exceptions
+
 from karpy.apis import labels as wk
-from karpy.apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
+from karpy.apis.v1alpha1 import AWSNodeTemplateSpec, AWSSettings
 from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error
 from karpy.controller.cloudprovider.aws.fleet import FleetLauncher, assigned, batch_tag
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
+from karpy.controller.cloudprovider.aws.launch import (
+    MAX_OVERRIDES,
+    al2_user_data,
+    ami_parameter,
+    bottlerocket_user_data,
+    fleet_request,
+    group_by_image,
+    launch_template_data,
+    launch_template_name,
+)
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
-from karpy.controller.cloudprovider.aws.launch import (MAX_OVERRIDES, al2_user_data, ami_parameter, bottlerocket_user_data,
-                                                 fleet_request, group_by_image,
-                                                 launch_template_data, launch_template_name)
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
-                                                  NodeRequest, launched_as)
+from karpy.controller.cloudprovider.types import (
+    CloudError,
+    Instance,
+    InstanceNotFound,
+    InstanceType,
+    InsufficientCapacity,
+    NodeRequest,
+    launched_as,
+)
 
 log = logging.getLogger("controller.cloudprovider.aws")
 UNAVAILABLE_SECONDS = 180.0

@@ -16,8 +16,8 @@ from typing import Iterable, Mapping
 
 from karpy.apis.labels import HOSTNAME
 from karpy.apis.requirements import Requirements
-from karpy.controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
 from karpy.apis.selectors import LabelSelector
+from karpy.controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
 
