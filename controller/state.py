@@ -97,8 +97,9 @@ class ClusterState:
                                          message=f"invalid provisioner, {problem}")
                     p = None
                 self._decoded[key] = p
-            if self._decoded[key] is not None:
-                out.append(self._decoded[key])
+            decoded = self._decoded[key]
+            if decoded is not None:
+                out.append(decoded)
         for key in set(self._decoded) - seen:
             del self._decoded[key]
         return out

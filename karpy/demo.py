@@ -30,7 +30,7 @@ from karpy.apis.crds import definitions
 from karpy.certs.inject import inject_ca_bundle
 from karpy.kubeclient.raw import RawClient, api_client, path_of
 
-PROVISIONER = {
+PROVISIONER: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
     "spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}],
              "limits": {"resources": {"cpu": 1000}}, "ttlSecondsAfterEmpty": 30},
@@ -126,7 +126,7 @@ class Demo:
         while time.monotonic() < deadline:
             for process in self.processes:
                 if process.poll() is not None:
-                    raise DemoError(f"{' '.join(process.args[3:5])} exited with {process.returncode} while waiting for {what}")  # type: ignore[index]
+                    raise DemoError(f"{' '.join(process.args[3:5])} exited with {process.returncode} while waiting for {what}")  # type: ignore[index, arg-type]  # spawn() passes a list of str
             with contextlib.suppress(ApiException, OSError):
                 if check():
                     return

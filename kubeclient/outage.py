@@ -91,7 +91,7 @@ class OutageReporter:
         now = self._monotonic()
         with self._lock:
             self.failed_requests += 1
-            since, said = self._down.get(server, (None, None))  # type: ignore[arg-type]
+            since, said = self._down.get(server) or (None, 0.0)
             if since is None:
                 self._down[server] = (now, now)
                 self.outages += 1

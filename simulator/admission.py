@@ -42,7 +42,7 @@ class WebhookFailed(StoreError):
 
 def _matches(rule: dict[str, Any], t: ResourceType, operation: str, subresource: str | None) -> bool:
     def has(values: list[str] | None, value: str) -> bool:
-        return bool(values) and ("*" in values or value in values)
+        return bool(values and ("*" in values or value in values))
 
     resource = f"{t.plural}/{subresource}" if subresource else t.plural
     return (has(rule.get("apiGroups"), t.group) and has(rule.get("apiVersions"), t.version)

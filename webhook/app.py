@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         app.logger.exception("unexpected error answering %s", request.path)
         return jsonify(error="Internal Server Error", message=str(e)), 500
 
-    app.wsgi_app = _AdmissionFastPath(app.wsgi_app, routes, settings, app.logger)  # type: ignore[method-assign]
+    app.wsgi_app = _AdmissionFastPath(app.wsgi_app, routes, settings, app.logger)  # type: ignore[method-assign]  # Flask's documented way to wrap its WSGI app
     return app
 
 

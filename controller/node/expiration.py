@@ -14,7 +14,7 @@ from karpy.controller.state import ClusterState
 log = logging.getLogger("controller.node")
 
 
-def seconds_left(*, ttl: int | None, created: dt.datetime | None, now: dt.datetime) -> float | None:
+def seconds_left(*, ttl: float | None, created: dt.datetime | None, now: dt.datetime) -> float | None:
     """Pure: seconds until expiry (<= 0: expired), or None when the node never expires."""
     if ttl is None or created is None:
         return None

@@ -170,7 +170,8 @@ class AwsCloudProvider:
     def _overrides(self, request: NodeRequest, subnets: dict[str, str]) -> tuple[list[tuple[str, str, str, float]], str]:
         now = self.clock()
         allowed = request.requirements
-        spot_ok = allowed.get(wk.CAPACITY_TYPE) is None or allowed.get(wk.CAPACITY_TYPE).has(wk.CAPACITY_TYPE_SPOT)
+        capacity_types = allowed.get(wk.CAPACITY_TYPE)
+        spot_ok = capacity_types is None or capacity_types.has(wk.CAPACITY_TYPE_SPOT)
         by_type: dict[str, list[tuple[str, str, str, float]]] = {wk.CAPACITY_TYPE_SPOT: [], wk.CAPACITY_TYPE_ON_DEMAND: []}
         for it in request.instance_type_options:
             for o in it.offerings:
