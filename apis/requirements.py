@@ -143,10 +143,10 @@ class Requirement:
             return min(self.values) if self.values else None
         if self.is_empty:
             return None
-        if self.greater_than is not None or self.less_than is not None:
-            start = (self.greater_than + 1) if self.greater_than is not None else (self.less_than - 1)  # type: ignore[operator]
-            step = 1 if self.greater_than is not None else -1
-            candidate = start
+        bound = ((self.greater_than + 1, 1) if self.greater_than is not None        # (first candidate, step)
+                 else (self.less_than - 1, -1) if self.less_than is not None else None)
+        if bound is not None:
+            candidate, step = bound
             while str(candidate) in self.values:
                 candidate += step
             return str(candidate) if self._within(str(candidate)) else None

@@ -39,7 +39,7 @@ from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, 
 from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
 
 SHAPES = [("web", "500m", "1Gi", 0.5), ("api", "1", "2Gi", 0.3), ("batch", "2", "4Gi", 0.2)]   # name, cpu, memory, share
-PDBS = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}
+PDBS: dict[str, dict[str, Any]] = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}
 PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
                "spec": {"requirements": [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
                                          {"key": wk.ARCH, "operator": "In", "values": ["amd64"]},

@@ -49,7 +49,7 @@ from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
 
 BENCH_AGENT = "karpy-bench"
 SIMULATOR_AGENT = "karpy-simulator"
-SHAPES = [
+SHAPES: list[tuple[str, str, str, dict[str, Any]]] = [
     ("small", "250m", "256Mi", {}),
     ("medium", "500m", "1Gi", {}),
     ("large", "2", "4Gi", {}),
@@ -331,10 +331,10 @@ def mixed(pods: int) -> None:
         on_system = sum(1 for p in client.get(path_of("v1", "pods", "default"))["items"] if p["spec"].get("nodeName") == "system-0")
         marks = (progress.first.get("unschedulable"), progress.last.get("unschedulable"))
         print(f"\nmixed burst of {pods} pending pods in 5 deployments (zone spread, {solo} with hostname anti-affinity), boot delay 2 s")
-        if marks[0] is not None:
+        if marks[0] is not None and marks[1] is not None:
             print(f"  pods marked Unschedulable {progress.count('unschedulable'):7d}   first {marks[0] - started:.2f} s, "
                   f"last {marks[1] - started:.2f} s after the scale-up")
-        if first_launch and marks[0] is not None:
+        if first_launch and marks[0] is not None and marks[1] is not None:
             print(f"  first node launched      {first_launch - started:8.2f} s after the scale-up; "
                   f"{first_launch - marks[0]:.2f} s after the first pending pod, {first_launch - marks[1]:.2f} s after the last")
         else:

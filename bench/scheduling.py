@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -103,7 +103,7 @@ def diverse_pods(count: int, seed: int = 42) -> list[dict[str, Any]]:
 PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}}
 
 
-def lower_bound(pods: list[dict[str, Any]], snapshot_pods: list[Any]) -> float:
+def lower_bound(pods: list[dict[str, Any]], snapshot_pods: Sequence[Any]) -> float:
     cpu = sum(p.requests.get(CPU, 0) for p in snapshot_pods) / 1000
     memory_gb = sum(p.requests.get(MEMORY, 0) for p in snapshot_pods) / 1000 / 1e9
     forced_nodes = sum(1 for p in pods if p["metadata"]["labels"].get("app") == "nginx")

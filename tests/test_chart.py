@@ -28,7 +28,7 @@ def test_values_accept_the_flags_karpenter_users_already_pass() -> None:
     flags = set(re.findall(r"- (--[a-z-]+)", (CHART / "templates" / "controller.yaml").read_text()))
     from karpy.main import build_parser
 
-    controller = build_parser()._subparsers._group_actions[0].choices["controller"]  # type: ignore[union-attr]
+    controller = build_parser()._subparsers._group_actions[0].choices["controller"]
     known = {o for a in controller._actions for o in a.option_strings}
     assert flags <= known, flags - known
 

@@ -182,7 +182,7 @@ class FaultProxy:
         return reply if reply is not None else self._forward(request)
 
     def _forward(self, request: Request) -> Reply:
-        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)  # type: ignore[arg-type]  # an http:// URL: it has a host
         try:
             headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length", "host", "connection")}
             connection.request(request.method, request.path, body=request.body, headers=headers)

@@ -293,7 +293,7 @@ class Scheduler:
     def _existing_nodes(self, nodes: Mapping[str, Mapping[str, Any]]) -> list[ExistingNode]:
         by_node: dict[str, list[PodInfo]] = collections.defaultdict(list)
         for pod in self.bound:
-            by_node[pod.node_name].append(pod)  # type: ignore[index]
+            by_node[pod.node_name].append(pod)  # type: ignore[index]  # bound pods name their node
         types = {it.name: it for t in self.templates for it in t.instance_types}
         out = []
         for name, n in sorted(nodes.items()):
