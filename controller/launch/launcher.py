@@ -253,7 +253,7 @@ class Launcher:
                 claim = self._patch_status(claim, {"nodeCreated": True})
             elif step is Step.BIND:
                 self._land(claim)
-                self._bind(claim, node_name)  # type: ignore[arg-type]  # 5. bind; step NODE named it
+                self._bind(claim, node_name)  # type: ignore[arg-type]  # 5. bind (step 4 named the node)
                 claim = self._patch_status(claim, {"podsBound": True})
         return (claim.get("status") or {}).get("nodeName")
 
@@ -384,7 +384,7 @@ class Launcher:
         node = self._node(node_name) if node_name else None
         if node is not None:
             if not node["metadata"].get("deletionTimestamp"):
-                self.state.delete_node(node_name)  # type: ignore[arg-type]  # found by it; the node's finalizer drains it and terminates the instance
+                self.state.delete_node(node_name)  # type: ignore[arg-type]  # found by this name; its finalizer drains it, terminates the instance
             return
         if provider_id:
             try:
