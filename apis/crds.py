@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from karpy.apis.nodeclaim import NodeClaim
 from karpy.apis.v1alpha1 import AWSNodeTemplate
@@ -84,8 +85,8 @@ def quantities(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def openapi(model: type) -> dict[str, Any]:
-    raw = model.model_json_schema(by_alias=True, mode="validation")  # type: ignore[attr-defined]
+def openapi(model: type[BaseModel]) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
     schema = structural(raw, raw.get("$defs", {}))
     schema["properties"]["metadata"] = {"type": "object"}
     schema["properties"]["apiVersion"] = {"type": "string"}

@@ -10,7 +10,7 @@ Types only. Pure.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -18,8 +18,8 @@ from karpy.apis.meta import Object, Spec
 from karpy.apis.v1alpha5 import NodeSelectorRequirement, Taint
 
 GROUP = "karpy.dev"
-GROUP_VERSION = "karpy.dev/v1alpha1"
-KIND = "NodeClaim"
+GROUP_VERSION: Final = "karpy.dev/v1alpha1"
+KIND: Final = "NodeClaim"
 PLURAL = "nodeclaims"
 
 

@@ -48,4 +48,5 @@ def provisioner_default_patch(raw: Mapping[str, Any], *, aws: bool = True) -> li
 
 def default_provisioner(raw: Mapping[str, Any], *, aws: bool = True) -> dict[str, Any]:
     """A copy of `raw` with the defaults applied."""
-    return jsonpatch.apply_patch(copy.deepcopy(dict(raw)), provisioner_default_patch(raw, aws=aws))
+    defaulted: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(dict(raw)), provisioner_default_patch(raw, aws=aws))
+    return defaulted

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import re
 from fractions import Fraction
-from typing import Union
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
@@ -22,7 +21,7 @@ _PATTERN = re.compile(
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 )
 
-Number = Union[int, Fraction]
+Number = int | Fraction
 # Exponents the parser takes: far past any machine (1e30 bytes parses), yet bounded, so a hostile
 # "1e999999999" cannot make one parse build a billion-digit integer.
 MAX_EXPONENT = 1000
@@ -38,15 +37,18 @@ class Quantity:
     """An exact resource amount with the suffix family it was written in."""
 
     __slots__ = ("value", "binary")
+    value: Fraction
+    binary: bool
 
     def __init__(self, value: Number | Quantity = 0, *, binary: bool = False) -> None:
         if isinstance(value, Quantity):
-            value, binary = value.value, value.binary
-        self.value: Fraction = Fraction(value)
+            binary = value.binary
+            value = value.value
+        self.value = Fraction(value)
         self.binary = binary
 
     @classmethod
-    def parse(cls, text: str | int | float | Quantity) -> Quantity:
+    def parse(cls, text: object) -> Quantity:
         """Parse `text`; raise QuantityError naming it when it is not a quantity.
 
         Integers are taken as they are; floats only when they are whole or a

@@ -11,7 +11,7 @@ requirements. Pure: no I/O.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView, cast
 
 from karpy.apis.labels import normalize
 
@@ -143,10 +143,10 @@ class Requirement:
             return min(self.values) if self.values else None
         if self.is_empty:
             return None
-        if self.greater_than is not None or self.less_than is not None:
-            start = (self.greater_than + 1) if self.greater_than is not None else (self.less_than - 1)  # type: ignore[operator]
-            step = 1 if self.greater_than is not None else -1
-            candidate = start
+        bound = ((self.greater_than + 1, 1) if self.greater_than is not None        # (first candidate, step)
+                 else (self.less_than - 1, -1) if self.less_than is not None else None)
+        if bound is not None:
+            candidate, step = bound
             while str(candidate) in self.values:
                 candidate += step
             return str(candidate) if self._within(str(candidate)) else None
@@ -201,7 +201,7 @@ class Requirements(Mapping[str, Requirement]):
     def from_node_selector_requirements(cls, raw: Sequence[Mapping[str, object]] | None) -> Requirements:
         """From NodeSelectorRequirement dicts; raises ValueError on bad operators."""
         return cls(
-            Requirement.of(str(r["key"]), str(r["operator"]), [str(v) for v in r.get("values") or []])  # type: ignore[union-attr]
+            Requirement.of(str(r["key"]), str(r["operator"]), [str(v) for v in cast("Iterable[object]", r.get("values") or [])])
             for r in raw or ()
         )
 
@@ -236,13 +236,13 @@ class Requirements(Mapping[str, Requirement]):
     def __contains__(self, key: object) -> bool:
         return key in self._by_key
 
-    def get(self, key: str, default: Requirement | None = None) -> Requirement | None:  # type: ignore[override]
+    def get(self, key: str, default: Requirement | None = None) -> Requirement | None:  # type: ignore[override]  # narrower than Mapping.get's overloads, as callers use it
         return self._by_key.get(key, default)
 
-    def items(self):  # type: ignore[no-untyped-def]
+    def items(self) -> ItemsView[str, Requirement]:
         return self._by_key.items()
 
-    def values(self):  # type: ignore[no-untyped-def]
+    def values(self) -> ValuesView[Requirement]:
         return self._by_key.values()
 
     def get_or_exists(self, key: str) -> Requirement:

@@ -21,7 +21,7 @@ _BINARY_RESOURCES = {MEMORY, EPHEMERAL_STORAGE}
 
 
 @functools.lru_cache(maxsize=65536)
-def _milli(text: str | int) -> int:
+def _milli(text: object) -> int:
     """Clusters repeat the same few amounts on every node and pod: parse each once."""
     return Quantity.parse(text).milli
 
@@ -43,7 +43,7 @@ class Resources(dict[str, int]):
         out = cls()
         for name, text in (raw or {}).items():
             try:
-                out[name] = _milli(text) if type(text) in (str, int) else Quantity.parse(text).milli  # type: ignore[arg-type]
+                out[name] = _milli(text) if type(text) in (str, int) else Quantity.parse(text).milli
             except ValueError as e:
                 raise type(e)(f"{name}: {e}") from None
         return out
@@ -53,7 +53,7 @@ class Resources(dict[str, int]):
         """Build from keyword amounts, e.g. Resources.of(cpu="1", memory="2Gi")."""
         return cls.parse(amounts)
 
-    def __add__(self, other: Mapping[str, int]) -> Resources:  # type: ignore[override]
+    def __add__(self, other: Mapping[str, int]) -> Resources:
         out = Resources(self)
         for name, amount in other.items():
             out[name] = out.get(name, 0) + amount

@@ -8,14 +8,14 @@ referenced by `spec.providerRef`. Types only; rules live in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
 from karpy.apis.meta import Object, Open, QuantityStr, Spec
 
-AWS_GROUP_VERSION = "karpenter.k8s.aws/v1alpha1"
-AWS_NODE_TEMPLATE_KIND = "AWSNodeTemplate"
+AWS_GROUP_VERSION: Final = "karpenter.k8s.aws/v1alpha1"
+AWS_NODE_TEMPLATE_KIND: Final = "AWSNodeTemplate"
 
 AMI_FAMILY_AL2 = "AL2"
 AMI_FAMILY_BOTTLEROCKET = "Bottlerocket"

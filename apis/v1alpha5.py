@@ -8,7 +8,7 @@ Pure.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -16,8 +16,8 @@ from karpy.apis.meta import Object, Open, ResourceList, Spec
 from karpy.apis.requirements import Requirements
 from karpy.apis.v1alpha1 import AWS
 
-GROUP_VERSION = "karpenter.sh/v1alpha5"
-PROVISIONER_KIND = "Provisioner"
+GROUP_VERSION: Final = "karpenter.sh/v1alpha5"
+PROVISIONER_KIND: Final = "Provisioner"
 
 
 class Taint(Spec):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import dataclasses
 import os
 import socket
 import statistics
@@ -28,15 +27,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import boto3  # noqa: E402
+import boto3
 
-from karpy.apis import labels as wk  # noqa: E402
-from karpy.apis.requirements import Requirement, Requirements  # noqa: E402
-from karpy.apis.v1alpha1 import AWSNodeTemplateSpec  # noqa: E402
-from bench.measure import free_port, wait_for  # noqa: E402
-from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings  # noqa: E402
-from karpy.controller.cloudprovider.types import NodeRequest  # noqa: E402
-from karpy.kubeclient.raw import RawClient, api_client  # noqa: E402
+from bench.measure import free_port, wait_for
+from karpy.apis import labels as wk
+from karpy.apis.requirements import Requirement, Requirements
+from karpy.apis.v1alpha1 import AWSNodeTemplateSpec
+from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
+from karpy.controller.cloudprovider.types import NodeRequest
+from karpy.kubeclient.raw import RawClient, api_client
 
 REGION = "us-east-1"
 CLUSTER = "bench"

@@ -28,18 +28,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis import labels as wk  # noqa: E402
-from karpy.apis.crds import definitions  # noqa: E402
-from karpy.apis.provisioner_validation import decode_provisioner  # noqa: E402
-from bench.e2e import deployment  # noqa: E402
-from bench.measure import free_port, metric  # noqa: E402
-from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
-from karpy.controller.provisioning.scheduling.pods import PodInfo  # noqa: E402
-from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler  # noqa: E402
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
+from bench.e2e import deployment
+from bench.measure import free_port, metric
+from karpy.apis import labels as wk
+from karpy.apis.crds import definitions
+from karpy.apis.provisioner_validation import decode_provisioner
+from karpy.controller.cloudprovider.catalog import built_in
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
+from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
 
 SHAPES = [("web", "500m", "1Gi", 0.5), ("api", "1", "2Gi", 0.3), ("batch", "2", "4Gi", 0.2)]   # name, cpu, memory, share
-PDBS = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}
+PDBS: dict[str, dict[str, Any]] = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}
 PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
                "spec": {"requirements": [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
                                          {"key": wk.ARCH, "operator": "In", "values": ["amd64"]},
@@ -175,7 +175,7 @@ def main() -> int:
         print(f"  right after scale-down       {after_scale_down:8.3f}")
         print(f"  after consolidation          {final_price:8.3f}   ({len(karpy_final)} nodes)")
         print(f"time to converge               {converged:8.1f} s after the scale-down (then {args.quiet:g} s without change)")
-        evicted, blocked = (int(evictions.get('{result="%s"}' % r, 0)) for r in ("evicted", "blocked"))
+        evicted, blocked = (int(evictions.get(f'{{result="{r}"}}', 0)) for r in ("evicted", "blocked"))
         print(f"evictions                      {evicted:8d}   (blocked by a PDB and retried: {blocked})")
         print(f"actions                        {', '.join(f'{k} {int(v)}' for k, v in sorted(actions.items())) or 'none'}"
               f"; cancelled on re-validation: {int(sum(cancelled.values()))}")

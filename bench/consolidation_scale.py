@@ -27,8 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis import labels as wk  # noqa: E402
-from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
+from karpy.apis import labels as wk
+from karpy.controller.cloudprovider.catalog import built_in
 
 TYPES = ("m5.xlarge", "m5.2xlarge", "c5.2xlarge", "r5.xlarge")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")

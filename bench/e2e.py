@@ -28,7 +28,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import datetime as dt
-import json
 import os
 import re
 import signal
@@ -41,17 +40,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis import labels as wk  # noqa: E402
-from karpy.apis.crds import definitions  # noqa: E402
-from bench.measure import free_port, peak_rss_mib  # noqa: E402
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
+from bench.measure import free_port, peak_rss_mib
+from karpy.apis import labels as wk
+from karpy.apis.crds import definitions
+from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
 
 BENCH_AGENT = "karpy-bench"
 SIMULATOR_AGENT = "karpy-simulator"
-SHAPES = [
+SHAPES: list[tuple[str, str, str, dict[str, Any]]] = [
     ("small", "250m", "256Mi", {}),
     ("medium", "500m", "1Gi", {}),
     ("large", "2", "4Gi", {}),
@@ -271,7 +269,7 @@ def report_burst(r: dict[str, Any], timeout: float) -> None:
         return text + (f"   ({n})" if n is not None else "")
 
     print(f"\nburst of {r['size']} pods (100m cpu, 128Mi), boot delay 0, fake provider")
-    print(f"  all Running            " + (f"{r['all_running']:8.2f} s after the scale-up" if r["all_running"] is not None
+    print("  all Running            " + (f"{r['all_running']:8.2f} s after the scale-up" if r["all_running"] is not None
                                          else f"not within {timeout:g} s ({r['running']} Running)"))
     for state, title in (("created", "pods created"), ("unschedulable", "marked Unschedulable")):
         print(f"  {title:22s} {span(p.first.get(state), p.last.get(state), p.count(state))}")
@@ -333,10 +331,10 @@ def mixed(pods: int) -> None:
         on_system = sum(1 for p in client.get(path_of("v1", "pods", "default"))["items"] if p["spec"].get("nodeName") == "system-0")
         marks = (progress.first.get("unschedulable"), progress.last.get("unschedulable"))
         print(f"\nmixed burst of {pods} pending pods in 5 deployments (zone spread, {solo} with hostname anti-affinity), boot delay 2 s")
-        if marks[0] is not None:
+        if marks[0] is not None and marks[1] is not None:
             print(f"  pods marked Unschedulable {progress.count('unschedulable'):7d}   first {marks[0] - started:.2f} s, "
                   f"last {marks[1] - started:.2f} s after the scale-up")
-        if first_launch and marks[0] is not None:
+        if first_launch and marks[0] is not None and marks[1] is not None:
             print(f"  first node launched      {first_launch - started:8.2f} s after the scale-up; "
                   f"{first_launch - marks[0]:.2f} s after the first pending pod, {first_launch - marks[1]:.2f} s after the last")
         else:

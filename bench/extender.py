@@ -34,9 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis.crds import definitions  # noqa: E402
-from bench.measure import cpu_seconds, free_port  # noqa: E402
-from karpy.kubeclient.raw import RawClient, api_client, path_of  # noqa: E402
+from bench.measure import cpu_seconds, free_port
+from karpy.apis.crds import definitions
+from karpy.kubeclient.raw import RawClient, api_client, path_of
 
 
 def node(i: int) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def pod(name: str, node_name: str | None) -> dict[str, Any]:
                      "containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]}}
 
 
-def measure(port: int, path: str, bodies: "itertools.cycle[bytes] | list[bytes]", seconds: float) -> tuple[int, list[float]]:
+def measure(port: int, path: str, bodies: itertools.cycle[bytes] | list[bytes], seconds: float) -> tuple[int, list[float]]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
@@ -102,7 +102,7 @@ def measure(port: int, path: str, bodies: "itertools.cycle[bytes] | list[bytes]"
     return len(latencies), latencies
 
 
-def changing(body: bytes, marker: bytes) -> "itertools.cycle[bytes]":
+def changing(body: bytes, marker: bytes) -> itertools.cycle[bytes]:
     """The same request again and again with one Node's label different each time (a Node that changed)."""
     variants = [body.replace(marker, f"{k:0{len(marker)}d}".encode()) for k in range(64)]
     return itertools.cycle(variants)

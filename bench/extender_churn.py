@@ -34,11 +34,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis import labels as wk  # noqa: E402
-from karpy.apis.crds import definitions  # noqa: E402
-from bench.e2e import deployment  # noqa: E402
-from bench.measure import free_port, metric, wait_for  # noqa: E402
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
+from bench.e2e import deployment
+from bench.measure import free_port, metric, wait_for
+from karpy.apis import labels as wk
+from karpy.apis.crds import definitions
+from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
 
 ROOT = Path(__file__).resolve().parent.parent
 HORIZON = 30.0

@@ -78,7 +78,7 @@ class Run:
         return p
 
     def stop(self) -> None:
-        clusters = [p for p in self.processes if p.args[3] == "sim"]     # last, so controllers do not see them go
+        clusters = [p for p in self.processes if p.args[3] == "sim"]  # type: ignore[index]  # args is run()'s list; clusters go last, so controllers do not see them go
         for p in [p for p in reversed(self.processes) if p not in clusters] + clusters:
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)      # a paused process cannot act on SIGTERM

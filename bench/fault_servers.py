@@ -98,7 +98,7 @@ def malformed_requests(oversize: int) -> list[tuple[str, str, bytes | None, byte
         "wrong-types": b'{"Pod": 5, "NodeNames": "n1", "Nodes": [1], "request": "x", "kind": 7}',
         "deep-nesting": b"[" * 5000 + b"]" * 5000,
     }
-    out = [(label, "application/json", body, b"") for label, body in bodies.items()]
+    out: list[tuple[str, str, bytes | None, bytes]] = [(label, "application/json", body, b"") for label, body in bodies.items()]
     out.append(("wrong-content-type", "text/plain", good, b""))
     out += [
         ("oversized", "", None, f"Content-Type: application/json\r\nContent-Length: {oversize}\r\n\r\n".encode() + b"[" * 4096),

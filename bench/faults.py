@@ -52,12 +52,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.aws import REGION  # noqa: E402
-from bench.fault_cluster import api_outage, healthy_pod_seconds, kill_point, leader_pause  # noqa: E402
-from bench.fault_servers import SERVERS, malformed, slow_clients  # noqa: E402
-from bench.measure import free_port, wait_for  # noqa: E402
-from karpy.controller.launch.launcher import KILL_POINTS  # noqa: E402
-
+from bench.aws import REGION
+from bench.fault_cluster import api_outage, healthy_pod_seconds, kill_point, leader_pause
+from bench.fault_servers import SERVERS, malformed, slow_clients
+from bench.measure import free_port, wait_for
+from karpy.controller.launch.launcher import KILL_POINTS
 
 FAULTS = ["kill", "leader", "poison", "slow", "malformed", "outage"]
 

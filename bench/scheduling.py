@@ -30,17 +30,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis.resources import CPU, MEMORY  # noqa: E402
-from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
-from karpy.controller.plan.inputs import load  # noqa: E402
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions  # noqa: E402
-from karpy.controller.provisioning.scheduling.scheduler import Scheduler  # noqa: E402
+from karpy.apis.resources import CPU, MEMORY
+from karpy.controller.cloudprovider.catalog import built_in
+from karpy.controller.plan.inputs import load
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 
 CPUS = ["100m", "250m", "500m", "1000m", "1500m"]
 MEMORIES = ["100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi"]
@@ -103,7 +103,7 @@ def diverse_pods(count: int, seed: int = 42) -> list[dict[str, Any]]:
 PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}}
 
 
-def lower_bound(pods: list[dict[str, Any]], snapshot_pods: list[Any]) -> float:
+def lower_bound(pods: list[dict[str, Any]], snapshot_pods: Sequence[Any]) -> float:
     cpu = sum(p.requests.get(CPU, 0) for p in snapshot_pods) / 1000
     memory_gb = sum(p.requests.get(MEMORY, 0) for p in snapshot_pods) / 1000 / 1e9
     forced_nodes = sum(1 for p in pods if p["metadata"]["labels"].get("app") == "nginx")

@@ -28,7 +28,7 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import free_port, peak_rss_mib  # noqa: E402
+from bench.measure import free_port, peak_rss_mib
 
 
 def main() -> int:
@@ -53,7 +53,7 @@ def main() -> int:
                 time.sleep(0.1)
         rv = json.loads(http.request("GET", base + "/api/v1/pods").data)["metadata"]["resourceVersion"]
         sent: dict[str, float] = {}
-        received: list[list[float]] = [[] for _ in range(args.watchers)]
+        received: list[list[tuple[str, float]]] = [[] for _ in range(args.watchers)]
         done = threading.Event()
 
         def watcher(i: int) -> None:
@@ -68,7 +68,7 @@ def main() -> int:
                     now = time.perf_counter()
                     event = json.loads(line)
                     name = event["object"]["metadata"]["name"]
-                    received[i].append((name, now))  # type: ignore[arg-type]
+                    received[i].append((name, now))
                     count += 1
                 if count >= args.pods:
                     break
@@ -111,7 +111,7 @@ def main() -> int:
         selector_t = time.perf_counter()
         selected = json.loads(http.request("GET", base + "/api/v1/pods?labelSelector=app%3Da7").data)["items"]
         selector_seconds = time.perf_counter() - selector_t
-        latencies = sorted(t - sent[n] for r in received for n, t in r if n in sent)  # type: ignore[misc]
+        latencies = sorted(t - sent[n] for r in received for n, t in r if n in sent)
         q = statistics.quantiles(latencies, n=100)
         print(f"local cluster API server: {args.nodes} nodes, {args.pods} pods, {args.threads} client threads, {args.watchers} watchers")
         print(f"create nodes             {args.nodes / node_seconds:8.0f} /s")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import cpu_seconds  # noqa: E402
+from bench.measure import cpu_seconds
 
 PATHS = {
     "validate": "/validate-karpenter-sh-v1alpha5-provisioner",
@@ -78,7 +78,7 @@ def review_body(path: str = PATHS["validate"]) -> bytes:
     }).encode()
 
 
-def client(port: int, ca: str, path: str, deadline: float, out: "mp.Queue[tuple[str, list[float], int]]") -> None:
+def client(port: int, ca: str, path: str, deadline: float, out: mp.Queue[tuple[str, list[float], int]]) -> None:
     """One keep-alive HTTPS connection posting reviews until `deadline`; reports latencies."""
     context = ssl.create_default_context(cafile=ca)
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
@@ -135,7 +135,7 @@ def start_server(workers: int, threads: int) -> tuple[subprocess.Popen[bytes], i
 
 
 def run(args: argparse.Namespace, path_name: str, port: int, ca: str, server_pid: int, *, warmup: bool = False) -> None:
-    out: "mp.Queue[tuple[str, list[float], int]]" = mp.Queue()
+    out: mp.Queue[tuple[str, list[float], int]] = mp.Queue()
     cpu_before = cpu_seconds(server_pid)
     deadline = time.monotonic() + (2 if warmup else args.seconds)
     procs = [mp.Process(target=client, args=(port, ca, PATHS[path_name], deadline, out)) for _ in range(args.clients)]

@@ -23,7 +23,6 @@ from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.garbagecollection import GarbageCollection
@@ -31,6 +30,7 @@ from karpy.controller.node.initialization import Initialization
 from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.serve import serve_probes
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.controller import Terminator

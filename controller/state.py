@@ -90,15 +90,16 @@ class ClusterState:
                     if p is not None:
                         errors = validate_provisioner(p, aws=False)
                     problem = "; ".join(map(str, errors)) if errors or p is None else None
-                except Exception as e:  # noqa: BLE001 - one Provisioner's error is confined to it
+                except Exception as e:  # one Provisioner's error is confined to it
                     p, problem = None, failure(e)
                 if problem is not None:
                     self.failures.report(raw, kind="Provisioner", reason="InvalidProvisioner",
                                          message=f"invalid provisioner, {problem}")
                     p = None
                 self._decoded[key] = p
-            if self._decoded[key] is not None:
-                out.append(self._decoded[key])
+            decoded = self._decoded[key]
+            if decoded is not None:
+                out.append(decoded)
         for key in set(self._decoded) - seen:
             del self._decoded[key]
         return out
@@ -115,7 +116,7 @@ class ClusterState:
                 out.append(PodInfo.parse(raw, namespace_labels=namespaces))
             except PodError as e:
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"invalid pod, {e}")
-            except Exception as e:  # noqa: BLE001 - one pod's error is confined to it
+            except Exception as e:  # one pod's error is confined to it
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"reading pod, {failure(e)}")
         return out
 

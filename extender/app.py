@@ -25,7 +25,15 @@ from karpy.extender.decisions import NodeFacts, NodeShape, facts_of, filter_node
 from karpy.extender.gaps import Gaps
 from karpy.extender.shapes import Shapes
 from karpy.extender.view import ClusterView
-from karpy.extender.wire import BadArgs, ExtenderArgs, decode_args, decode_binding, encode, filter_result, host_priorities
+from karpy.extender.wire import (
+    BadArgs,
+    ExtenderArgs,
+    decode_args,
+    decode_binding,
+    encode,
+    filter_result,
+    host_priorities,
+)
 from karpy.kubeclient.raw import now_rfc3339
 from karpy.serving.body import BadBody, read_body
 from karpy.serving.metrics import metrics_response

@@ -216,7 +216,7 @@ def _insufficient(requests: Resources, facts: NodeFacts) -> list[str]:
     allocatable = facts.allocatable
     if allocatable is None:
         return []
-    used = facts.used or {}
+    used: Mapping[str, int] = facts.used or {}
     for r, amount in requests.items():
         if amount > 0 and amount > allocatable.get(r, 0) - used.get(r, 0):     # rare: only then list them all
             return [r for r, amount in requests.items() if amount > 0 and amount > allocatable.get(r, 0) - used.get(r, 0)]

@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from karpy.controller.cloudprovider.aws.instancetypes import record  # noqa: E402
+from karpy.controller.cloudprovider.aws.instancetypes import record
+
 OUT = ROOT / "controller" / "cloudprovider" / "aws" / "instance_types.json"
 
 

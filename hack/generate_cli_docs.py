@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from karpy.main import build_parser  # noqa: E402
+from karpy.main import build_parser
 
 OUT = ROOT / "docs" / "cli.md"
 HEADER = """# Command line reference

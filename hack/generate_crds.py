@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from karpy.apis.crds import generate  # noqa: E402
+from karpy.apis.crds import generate
 
 
 def main() -> int:

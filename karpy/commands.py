@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import os
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,8 +75,8 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
 
 
 def plan(args: argparse.Namespace) -> int:
-    from karpy.controller.plan.inputs import PlanInputError, load
     from karpy.controller.consolidation.decisions import Consolidator
+    from karpy.controller.plan.inputs import PlanInputError, load
     from karpy.controller.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
     from karpy.controller.provisioning.scheduling.optimize import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
@@ -279,7 +279,12 @@ def _aws_provider(args: argparse.Namespace) -> Any:
     endpoint chain (AWS_ENDPOINT_URL included), the region by DESIGN.md's order."""
     import boto3
 
-    from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings, resolve_region
+    from karpy.controller.cloudprovider.aws.provider import (
+        AwsCloudProvider,
+        AwsConfigError,
+        AwsSettings,
+        resolve_region,
+    )
     from karpy.controller.cloudprovider.aws.templates import node_templates
 
     if not args.cluster_endpoint:

@@ -30,7 +30,7 @@ from karpy.apis.crds import definitions
 from karpy.certs.inject import inject_ca_bundle
 from karpy.kubeclient.raw import RawClient, api_client, path_of
 
-PROVISIONER = {
+PROVISIONER: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
     "spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}],
              "limits": {"resources": {"cpu": 1000}}, "ttlSecondsAfterEmpty": 30},
@@ -126,7 +126,7 @@ class Demo:
         while time.monotonic() < deadline:
             for process in self.processes:
                 if process.poll() is not None:
-                    raise DemoError(f"{' '.join(process.args[3:5])} exited with {process.returncode} while waiting for {what}")  # type: ignore[index]
+                    raise DemoError(f"{' '.join(process.args[3:5])} exited with {process.returncode} while waiting for {what}")  # type: ignore[index, arg-type]  # spawn() passes a list of str
             with contextlib.suppress(ApiException, OSError):
                 if check():
                     return
@@ -229,7 +229,7 @@ class Demo:
 
 def _https_ok(port: int, ca: Path) -> bool:
     context = ssl.create_default_context(cafile=str(ca))
-    with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as response:  # noqa: S310
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as response:
         return response.status == 200
 
 

@@ -11,8 +11,8 @@ import argparse
 import logging
 import os
 import signal
-import time
 import sys
+import time
 from typing import Callable, Sequence
 
 from karpy import commands

@@ -21,7 +21,8 @@ import time
 from typing import Callable
 
 from prometheus_client import Counter
-from urllib3.exceptions import NewConnectionError, TimeoutError as Urllib3Timeout
+from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import TimeoutError as Urllib3Timeout
 from urllib3.util.retry import Retry
 
 log = logging.getLogger("kubeclient.outage")
@@ -71,7 +72,7 @@ def backoff_seconds(attempt: int, *, base: float = 0.5, cap: float = 30.0) -> fl
     """How long to wait before try number `attempt` (1, 2, ...) after failures: doubling from `base`,
     never past `cap`, with jitter (half to all of it) so many clients do not retry in step."""
     ceiling = min(cap, base * 2 ** min(max(attempt - 1, 0), 64))   # 2**64 passes any cap
-    return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not security
+    return random.uniform(ceiling / 2, ceiling)  # jitter, not security
 
 
 class OutageReporter:
@@ -90,7 +91,7 @@ class OutageReporter:
         now = self._monotonic()
         with self._lock:
             self.failed_requests += 1
-            since, said = self._down.get(server, (None, None))  # type: ignore[arg-type]
+            since, said = self._down.get(server) or (None, 0.0)
             if since is None:
                 self._down[server] = (now, now)
                 self.outages += 1

@@ -9,9 +9,9 @@ callers that walk the result catch RecursionError the same way.
 
 from __future__ import annotations
 
-from flask import Request
 from gunicorn.http.errors import NoMoreData, ParseException
 from werkzeug.exceptions import ClientDisconnected
+from werkzeug.wrappers import Request
 
 
 class BadBody(ValueError):

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import ssl
+import sys
 import tempfile
 from typing import Any, Callable
 
@@ -72,7 +72,7 @@ def gunicorn_settings(
     return settings
 
 
-class _Embedded(BaseApplication):  # type: ignore[misc]
+class _Embedded(BaseApplication):
     def __init__(self, app_factory: Callable[[], Flask], settings: dict[str, Any]) -> None:
         self._factory = app_factory
         self._settings = settings

@@ -43,7 +43,7 @@ class _DeadlineSocket:
         self._sock.settimeout(left)
         try:
             data = self._sock.recv(size)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return self._conn.timed_out()
         finally:
             self._sock.settimeout(SEND_TIMEOUT_SECONDS)
@@ -54,7 +54,7 @@ class _DeadlineSocket:
         return getattr(self._sock, name)
 
 
-class DeadlineConn(TConn):  # type: ignore[misc]
+class DeadlineConn(TConn):
     read_deadline = math.inf
     reading = "headers"
     header_seconds = math.inf
@@ -103,7 +103,7 @@ class DeadlineConn(TConn):  # type: ignore[misc]
         return b""
 
 
-class DeadlineThreadWorker(ThreadWorker):  # type: ignore[misc]
+class DeadlineThreadWorker(ThreadWorker):
     """Set `header_timeout` and `body_timeout` (seconds) on a subclass: `with_deadlines()` makes one."""
 
     header_timeout = 10.0

@@ -42,7 +42,7 @@ class WebhookFailed(StoreError):
 
 def _matches(rule: dict[str, Any], t: ResourceType, operation: str, subresource: str | None) -> bool:
     def has(values: list[str] | None, value: str) -> bool:
-        return bool(values) and ("*" in values or value in values)
+        return bool(values and ("*" in values or value in values))
 
     resource = f"{t.plural}/{subresource}" if subresource else t.plural
     return (has(rule.get("apiGroups"), t.group) and has(rule.get("apiVersions"), t.version)
@@ -63,7 +63,7 @@ def _call(webhook: dict[str, Any], review: dict[str, Any]) -> dict[str, Any]:
                                      headers={"Content-Type": "application/json", "Accept": "application/json"})
     timeout = float(webhook.get("timeoutSeconds") or 10)
     try:
-        with urllib.request.urlopen(request, context=context, timeout=timeout) as response:  # noqa: S310 (https only)
+        with urllib.request.urlopen(request, context=context, timeout=timeout) as response:  # https only
             return json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise WebhookFailed(f'Internal error occurred: failed calling webhook "{webhook.get("name")}": '

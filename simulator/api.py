@@ -15,7 +15,18 @@ from karpy.simulator import admission, disruption, podspec, schema
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
-from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, StoreError, TooManyRequests, now_rfc3339
+from karpy.simulator.store import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    Invalid,
+    NotFound,
+    Obj,
+    Store,
+    StoreError,
+    TooManyRequests,
+    now_rfc3339,
+)
 
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 OWNER_KINDS = {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Namespace", "CustomResourceDefinition",
@@ -85,16 +96,16 @@ class API:
             obj = admitted
         if t.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
             raise Invalid(f'Pod "{name}" is invalid: spec.containers: Required value', details={"name": name, "kind": "pods"})
-        if t.kind == "Pod" and (errors := podspec.resource_errors(obj["spec"])):
-            raise Invalid(f'Pod "{name}" is invalid: ' + ", ".join(f"{field}: {message}" for field, message in errors),
+        if t.kind == "Pod" and (located := podspec.resource_errors(obj["spec"])):
+            raise Invalid(f'Pod "{name}" is invalid: ' + ", ".join(f"{field}: {message}" for field, message in located),
                           details={"name": name, "kind": "pods",
-                                   "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors]})
+                                   "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in located]})
         template = ((obj.get("spec") or {}).get("template") or {}) if t.kind in WORKLOAD_KINDS else {}
         if isinstance(template, dict) and isinstance(template.get("spec"), dict) and \
-                (errors := podspec.resource_errors(template["spec"], "spec.template.spec")):
-            raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + ", ".join(f"{field}: {message}" for field, message in errors),
+                (located := podspec.resource_errors(template["spec"], "spec.template.spec")):
+            raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + ", ".join(f"{field}: {message}" for field, message in located),
                           details={"name": name, "group": t.group, "kind": t.plural,
-                                   "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors]})
+                                   "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in located]})
         if t.kind == "Pod" and isinstance(obj.get("status"), dict) and "qosClass" not in obj["status"]:
             obj["status"]["qosClass"] = podspec.qos_class(obj["spec"])
         return obj

@@ -57,7 +57,7 @@ class Server(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host}:{port}"  # type: ignore[str-bytes-safe]  # AF_INET: the host is a str
 
 
 class RequestCounter:
@@ -110,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
             return False
         return super().parse_request()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
+    def log_message(self, format: str, *args: Any) -> None:  # BaseHTTPRequestHandler's name
         log.debug("%s %s", self.address_string(), format % args)
 
     # --- plumbing ----------------------------------------------------------------------------
@@ -228,7 +228,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api":
             host, port = self.server.server_address[:2]
             return {"kind": "APIVersions", "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": f"{host}:{port}"}]}
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": f"{host}:{port}"}]}  # type: ignore[str-bytes-safe]  # AF_INET
         if path == "/apis":
             return reg.api_groups()
         if path == "/openapi/v3":

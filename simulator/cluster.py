@@ -13,11 +13,11 @@ from typing import Any
 
 from kubernetes.client import ApiClient, Configuration
 
-from karpy.simulator.apiserver import Server
+from karpy.kubeclient.loop import Loop
 from karpy.kubeclient.raw import Informer, RawClient
+from karpy.simulator.apiserver import Server
 from karpy.simulator.kubeconfig import write_kubeconfig
 from karpy.simulator.kubelet import Kubelets, node_info
-from karpy.kubeclient.loop import Loop
 from karpy.simulator.resources import Registry
 from karpy.simulator.scheduler import Scheduler, load_extenders
 from karpy.simulator.store import HISTORY_PER_RESOURCE, Store
@@ -104,7 +104,7 @@ class LocalCluster:
         loops = {"kubelets": Loop("kubelets", kubelets.reconcile), "scheduler": Loop("scheduler", scheduler.reconcile),
                  "workloads": Loop("workloads", workloads.reconcile)}
         if self._aws is not None:
-            from karpy.simulator.aws import Registrar        # boto3 only when a cloud is attached
+            from karpy.simulator.aws import Registrar  # boto3 only when a cloud is attached
 
             endpoint, cluster, region = self._aws
             registrar = Registrar(client, informers["nodes"], endpoint_url=endpoint, cluster_name=cluster, region=region,

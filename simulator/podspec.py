@@ -38,19 +38,19 @@ def resource_errors(spec: Obj, at: str = "spec") -> list[tuple[str, str]]:
     """(field, message) for every quantity that does not parse, is negative, or requests more than its limit;
     `at` is where the pod spec is (`spec.template.spec` in a workload)."""
     errors: list[tuple[str, str]] = []
-    for at, container in _containers(spec, at):
+    for where, container in _containers(spec, at):
         resources = container.get("resources") or {}
         if not isinstance(resources, dict):
-            errors.append((f"{at}.resources", "Invalid value: must be an object"))
+            errors.append((f"{where}.resources", "Invalid value: must be an object"))
             continue
         parsed: dict[str, dict[str, Quantity]] = {}
         for kind in ("requests", "limits"):
             values = resources.get(kind) or {}
             if not isinstance(values, dict):
-                errors.append((f"{at}.resources.{kind}", "Invalid value: must be a map of resource names to quantities"))
+                errors.append((f"{where}.resources.{kind}", "Invalid value: must be a map of resource names to quantities"))
                 continue
             for name, value in values.items():
-                field = f"{at}.resources.{kind}[{name}]"
+                field = f"{where}.resources.{kind}[{name}]"
                 try:
                     quantity = Quantity.parse(value)
                 except (QuantityError, TypeError, ValueError):
@@ -64,7 +64,7 @@ def resource_errors(spec: Obj, at: str = "spec") -> list[tuple[str, str]]:
         for name, request in (parsed.get("requests") or {}).items():
             limit = (parsed.get("limits") or {}).get(name)
             if limit is not None and request > limit:
-                errors.append((f"{at}.resources.requests[{name}]",
+                errors.append((f"{where}.resources.requests[{name}]",
                                f"Invalid value: {resources['requests'][name]!r}: must be less than or equal to {name} limit "
                                f"of {resources['limits'][name]}"))
     return errors

@@ -37,7 +37,7 @@ def label_selector(text: str | None) -> Predicate | None:
     """A predicate over objects' metadata.labels; None for an empty selector. Raises BadRequest."""
     if not text:
         return None
-    tests: list[Callable[[Mapping[str, str]], bool]] = []
+    tests: list[Callable[..., bool]] = []           # each binds its operands as defaults
     for part in _split(text):
         part = part.strip()
         if m := _SET.match(part):
@@ -73,7 +73,7 @@ def field_selector(text: str | None) -> Predicate | None:
     """A predicate over dotted fields (`metadata.name`, `spec.nodeName`, `status.phase`, ...)."""
     if not text:
         return None
-    tests: list[Predicate] = []
+    tests: list[Callable[..., bool]] = []           # each binds its operands as defaults
     for part in _split(text):
         if "!=" in part:
             path, value = (s.strip() for s in part.split("!=", 1))

@@ -106,13 +106,14 @@ class Scheduler:
                 message = f"0/{len(nodes)} nodes are available: the pod's resource requests do not parse."
             else:
                 static_of_class = static.setdefault(key, {n: fit.static_reasons(facts, state) for n, state in cluster.nodes.items()})
-                node, message = self._schedule(pod, facts, cluster, static_of_class, by_name)
+                node, reason = self._schedule(pod, facts, cluster, static_of_class, by_name)
                 if node is not None:
                     cluster.place(node, facts)
                     placed += 1
                     continue
-                if message is None:
+                if reason is None:
                     continue                 # the bind failed; the next pass tries again
+                message = reason
             failed[key] = message
             self._unschedulable(pod, message)
             self._tried[uid] = epoch
@@ -194,7 +195,7 @@ class Scheduler:
         timeout = _seconds(extender.get("httpTimeout", "30s"))
         request = urllib.request.Request(url, data=json.dumps(args).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (configured extender)
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # the configured extender
             return json.loads(response.read())
 
     def _extend(self, pod: Obj, feasible: list[Obj], scores: dict[str, int]) -> tuple[list[Obj], dict[str, str], Mapping[str, Any] | None]:

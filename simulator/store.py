@@ -13,6 +13,7 @@ goes away when the last finalizer is removed.
 from __future__ import annotations
 
 import bisect
+import builtins
 import collections
 import copy
 import dataclasses
@@ -112,9 +113,10 @@ Key = tuple[str, str]                  # (namespace or "", name)
 class Store:
     def __init__(self, *, history: int = HISTORY_PER_RESOURCE) -> None:
         self._keep = history
-        self._lock = threading.Condition(threading.RLock())
+        lock = threading.RLock()
+        self._lock = threading.Condition(lock)
         # one condition per resource over the same lock: a write wakes only the watchers of its resource
-        self._changed: dict[str, threading.Condition] = collections.defaultdict(lambda: threading.Condition(self._lock))
+        self._changed: dict[str, threading.Condition] = collections.defaultdict(lambda: threading.Condition(lock))
         self._objects: dict[str, dict[Key, Obj]] = collections.defaultdict(dict)
         self._history: dict[str, list[Event]] = collections.defaultdict(list)   # oldest first
         self._history_rvs: dict[str, list[int]] = collections.defaultdict(list)
@@ -263,7 +265,7 @@ class Store:
 
     # --- watching -----------------------------------------------------------------------
     def watch(self, resource: str, since: int | None, *, stop: threading.Event,
-              timeout: float) -> Iterator[list[Event]]:
+              timeout: float) -> Iterator[builtins.list[Event]]:
         """Events of `resource` after version `since` (None: from now), in the batches they arrived in,
         until `timeout` seconds pass or `stop` is set. Yields an empty batch about once a second when idle
         (a chance to send a bookmark). Raises Gone when `since` is older than the history kept."""
@@ -297,7 +299,7 @@ class Store:
             for condition in self._changed.values():
                 condition.notify_all()
 
-    def _pending(self, resource: str, cursor: int) -> list[Event]:
+    def _pending(self, resource: str, cursor: int) -> builtins.list[Event]:
         rvs = self._history_rvs[resource]
         if not rvs or rvs[-1] <= cursor:
             return []

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import requests
@@ -41,8 +41,8 @@ class Server:
         self.session = requests.Session()
 
     # verify= on every call: a session-level setting loses to REQUESTS_CA_BUNDLE from the environment
-    def post(self, path: str, **kwargs: object) -> requests.Response:
-        return self.session.post(self.base_url + path, timeout=10, verify=str(self.ca), **kwargs)  # type: ignore[arg-type]
+    def post(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.session.post(self.base_url + path, timeout=10, verify=str(self.ca), **kwargs)
 
     def get(self, path: str) -> requests.Response:
         return self.session.get(self.base_url + path, timeout=10, verify=str(self.ca))

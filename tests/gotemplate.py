@@ -143,7 +143,7 @@ class Renderer:
             word = body.split(None, 1)[0]
             rest = body[len(word):].strip()
             if word in ("if", "with"):
-                node = [word, rest, [], None]
+                node: list[Any] = [word, rest, [], None]
                 stack[-1].append(node)
                 blocks.append(node)
                 stack.append(node[2])

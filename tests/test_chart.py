@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from tests.gotemplate import Renderer
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "manifests" / "chart"
@@ -24,7 +28,7 @@ def test_values_accept_the_flags_karpenter_users_already_pass() -> None:
     flags = set(re.findall(r"- (--[a-z-]+)", (CHART / "templates" / "controller.yaml").read_text()))
     from karpy.main import build_parser
 
-    controller = build_parser()._subparsers._group_actions[0].choices["controller"]  # type: ignore[union-attr]
+    controller = build_parser()._subparsers._group_actions[0].choices["controller"]
     known = {o for a in controller._actions for o in a.option_strings}
     assert flags <= known, flags - known
 
@@ -53,11 +57,6 @@ def test_plain_manifests_parse() -> None:
 # probes, env, resources, securityContexts, volumes, affinity; Services, PDBs, RBAC and webhooks: all of
 # it except the caBundle, which differs by construction) is equal. Not checked: helm's own parser (a
 # construct outside the subset fails here rather than passing), and anything only a live install shows.
-
-import copy  # noqa: E402
-from typing import Any  # noqa: E402
-
-from tests.gotemplate import Renderer  # noqa: E402
 
 PLAIN = [ROOT / "manifests" / "controller" / "deployment.yaml", ROOT / "manifests" / "controller" / "rbac.yaml",
          ROOT / "manifests" / "webhook" / "webhook.yaml", ROOT / "manifests" / "extender" / "deployment.yaml"]

@@ -14,8 +14,9 @@ def test_cli_reference_is_current() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("generate_cli_docs", ROOT / "hack" / "generate_cli_docs.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     assert (ROOT / "docs" / "cli.md").read_text() == module.render(), "docs/cli.md is stale: python3 hack/generate_cli_docs.py"
 
 

@@ -11,9 +11,9 @@ from typing import Any, Callable, Iterator
 import pytest
 import requests
 
+from bench.slow_clients import SlowClients
 from tests.builders import admission_review, provisioner
 from tests.conftest import Server, start_server, stop_server
-from bench.slow_clients import SlowClients
 
 BODY_TIMEOUT = 5.0
 HEADER_TIMEOUT = 3.0

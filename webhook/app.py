@@ -21,9 +21,9 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Request
 
-from karpy.webhook import admission
 from karpy.serving.body import BadBody, read_body
 from karpy.serving.metrics import metrics_response
+from karpy.webhook import admission
 
 REQUESTS = Counter("karpy_webhook_requests_total", "Admission requests answered", ["path", "allowed"])
 BAD_REQUESTS = Counter("karpy_webhook_bad_requests_total", "Requests that were not AdmissionReviews", ["path"])
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         app.logger.exception("unexpected error answering %s", request.path)
         return jsonify(error="Internal Server Error", message=str(e)), 500
 
-    app.wsgi_app = _AdmissionFastPath(app.wsgi_app, routes, settings, app.logger)  # type: ignore[method-assign]
+    app.wsgi_app = _AdmissionFastPath(app.wsgi_app, routes, settings, app.logger)  # type: ignore[method-assign]  # Flask's documented way to wrap its WSGI app
     return app
 
 

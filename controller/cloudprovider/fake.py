@@ -26,8 +26,14 @@ from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
 from karpy.apis.v1alpha5 import KubeletConfiguration
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import (Instance, InstanceNotFound, InstanceType, InsufficientCapacity, NodeRequest,
-                                                  Offering)
+from karpy.controller.cloudprovider.types import (
+    Instance,
+    InstanceNotFound,
+    InstanceType,
+    InsufficientCapacity,
+    NodeRequest,
+    Offering,
+)
 from karpy.kubeclient.raw import RawClient, path_of
 
 PROVIDER_ID_PREFIX = "fake://"

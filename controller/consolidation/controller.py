@@ -24,17 +24,17 @@ import dataclasses
 import datetime as dt
 import logging
 import math
-from typing import Callable
+from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
+from karpy.apis import disruption
 from karpy.apis import labels as wk
 from karpy.apis.conditions import ready
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
-from karpy.apis import disruption
 from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.launch.launcher import Launcher
@@ -129,7 +129,7 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
     are in the snapshot: the nodes they would go to are theirs (nominated), not candidates."""
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
-    extra = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
+    extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, **extra)
     return consolidator.plan(first_only=first_only, only=only)

@@ -153,7 +153,7 @@ class Consolidator:
         `only` restricts the candidates (re-validating an action); other nodes are still capacity."""
         by_node: dict[str, list[PodInfo]] = collections.defaultdict(list)
         for pod in self.bound:
-            by_node[pod.node_name].append(pod)  # type: ignore[index]
+            by_node[pod.node_name].append(pod)  # type: ignore[index]  # bound pods name their node
         self.views = {name: view(raw, by_node.get(name, []), types=self.types, provisioners=self.provisioners, now=self.now)
                       for name, raw in sorted(self.nodes.items())}
         wanted = set(only) if only is not None else None
@@ -258,7 +258,7 @@ class Consolidator:
         does) of the on-demand candidates whose pods fit on the others and one new node."""
         if self._many_failed:
             return None                                   # found nothing once: the cluster only fills up after
-        prefix = []
+        prefix: list[NodeView] = []
         for n in remaining:
             if n.capacity_type == wk.CAPACITY_TYPE_SPOT or not self._simple([n]) or len(prefix) == self.max_nodes:
                 break
@@ -340,20 +340,21 @@ class Consolidator:
         planned: list[PlannedNode] = results.new_nodes
         if one_node and len(planned) > 1:
             return _Found(why=f"no cheaper fit: its pods would need {len(planned)} new nodes")
-        chosen = [self.planner.cheaper(p, price) for p in planned]
+        chosen: Sequence[Replacement | None] = [self.planner.cheaper(p, price) for p in planned]
         if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node:
             split = self.planner.split(left, min(price, chosen[0].price_per_hour))
             if split is not None:
                 chosen, planned = split, [r.planned for r in split]
-        if None in chosen or sum(r.price_per_hour for r in chosen) >= price:  # type: ignore[union-attr]
+        replacements = [r for r in chosen if r is not None]
+        if len(replacements) < len(chosen) or sum(r.price_per_hour for r in replacements) >= price:
             cheapest = planned[0]
             best = worst_case_price(cheapest.options[0], cheapest.requirements) if cheapest.options else None
             shown = f"${best:.4f}/h" if best is not None else "no price"
             many = f"{len(planned)} nodes, " if len(planned) > 1 else ""
             return _Found(why=(f"no cheaper fit: the cheapest replacement ({many}{cheapest.instance_type.name}, "
                                f"{shown} at worst) does not cost less than ${price:.4f}/h"))
-        moves = moves + [(p, r.planned.name) for r in chosen for p in r.planned.pods]  # type: ignore[union-attr]
-        return _Found(moves, replacements=chosen)  # type: ignore[arg-type]
+        moves = moves + [(p, r.planned.name) for r in replacements for p in r.planned.pods]
+        return _Found(moves, replacements=replacements)
 
     # --- applying -----------------------------------------------------------------------------
     def _commit(self, nodes: list[NodeView], found: _Found) -> Action:

@@ -12,7 +12,12 @@ from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.consolidation.candidates import worst_case_price
 from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate, ResourceRows, offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import MAX_INSTANCE_TYPE_OPTIONS, PlannedNode, node_labels, sort_key
+from karpy.controller.provisioning.scheduling.scheduler import (
+    MAX_INSTANCE_TYPE_OPTIONS,
+    PlannedNode,
+    node_labels,
+    sort_key,
+)
 from karpy.controller.provisioning.scheduling.topology import Topology
 
 

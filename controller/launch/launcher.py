@@ -31,9 +31,25 @@ from karpy.apis import nodeclaim as api
 from karpy.apis.pods import pod_requests
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound, InsufficientCapacity, NodeRequest
-from karpy.controller.launch.claims import (Situation, Step, adoption_patch, claim_manifest, launched_status, next_step,
-                                            node_manifest, pods_of, request_of, that_fit)
+from karpy.controller.cloudprovider.types import (
+    CloudProvider,
+    Instance,
+    InstanceNotFound,
+    InsufficientCapacity,
+    NodeRequest,
+)
+from karpy.controller.launch.claims import (
+    Situation,
+    Step,
+    adoption_patch,
+    claim_manifest,
+    launched_status,
+    next_step,
+    node_manifest,
+    pods_of,
+    request_of,
+    that_fit,
+)
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -206,7 +222,7 @@ class Launcher:
         for _ in range(len(Step) + 1):
             status = claim.get("status") or {}
             node_name = status.get("nodeName")
-            step = next_step(claim, Situation(node_exists=bool(node_name) and self._node(node_name) is not None))
+            step = next_step(claim, Situation(node_exists=bool(node_name and self._node(node_name) is not None)))
             if step is Step.DONE:
                 return node_name
             if step is Step.FINALIZE:
@@ -237,7 +253,7 @@ class Launcher:
                 claim = self._patch_status(claim, {"nodeCreated": True})
             elif step is Step.BIND:
                 self._land(claim)
-                self._bind(claim, node_name)                                     # 5. bind
+                self._bind(claim, node_name)  # type: ignore[arg-type]  # 5. bind (step 4 named the node)
                 claim = self._patch_status(claim, {"podsBound": True})
         return (claim.get("status") or {}).get("nodeName")
 
@@ -368,7 +384,7 @@ class Launcher:
         node = self._node(node_name) if node_name else None
         if node is not None:
             if not node["metadata"].get("deletionTimestamp"):
-                self.state.delete_node(node_name)        # the node's finalizer drains it and terminates the instance
+                self.state.delete_node(node_name)  # type: ignore[arg-type]  # found by this name; its finalizer drains it, terminates the instance
             return
         if provider_id:
             try:

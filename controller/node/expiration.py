@@ -8,14 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-
 from karpy.controller.clock import Clock, parse_time
 from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")
 
 
-def seconds_left(*, ttl: int | None, created: dt.datetime | None, now: dt.datetime) -> float | None:
+def seconds_left(*, ttl: float | None, created: dt.datetime | None, now: dt.datetime) -> float | None:
     """Pure: seconds until expiry (<= 0: expired), or None when the node never expires."""
     if ttl is None or created is None:
         return None

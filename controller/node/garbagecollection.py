@@ -79,9 +79,9 @@ class GarbageCollection:
         now = self.monotonic()
         instances = list(self.cloud.list())
         names = {c["metadata"]["name"] for c in claims}
-        ids = {(c.get("status") or {}).get("providerID") for c in claims} - {None}
+        ids = {pid for c in claims if (pid := (c.get("status") or {}).get("providerID")) is not None}
         nodes = self.state.nodes.items()
-        ids |= {(n.get("spec") or {}).get("providerID") for n in nodes} - {None}
+        ids |= {pid for n in nodes if (pid := (n.get("spec") or {}).get("providerID")) is not None}
         node_names = {n["metadata"]["name"] for n in nodes}
         loose = {i.provider_id for i in instances if not accounted(i, claims=names, provider_ids=ids, node_names=node_names)}
         self._first_seen = {pid: self._first_seen.get(pid, now) for pid in loose}

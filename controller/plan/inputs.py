@@ -24,9 +24,9 @@ from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import (
+    BUILT_IN,
     CATALOG_API_VERSION,
     CATALOG_KIND,
-    BUILT_IN,
     Catalog,
     CatalogError,
     built_in,

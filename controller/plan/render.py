@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from karpy.controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
 from karpy.controller.provisioning.scheduling.scheduler import Results
 
 
 def plan_json(results: Results) -> dict[str, Any]:
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {
             "name": n.name,
             "provisioner": n.provisioner,
@@ -59,7 +59,7 @@ def plan_table(results: Results) -> str:
     return "\n".join(lines)
 
 
-def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
 

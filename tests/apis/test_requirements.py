@@ -58,7 +58,7 @@ def test_a_made_up_value_satisfies_the_requirement(a: Requirement) -> None:
 @given(requirements())
 def test_round_trips_through_a_manifest(a: Requirement) -> None:
     manifest = a.to_manifest()
-    again = Requirement.of(str(manifest["key"]), str(manifest["operator"]), manifest.get("values", []))  # type: ignore[arg-type]
+    again = Requirement.of(str(manifest["key"]), str(manifest["operator"]), manifest.get("values", []))  # type: ignore[arg-type]  # a list of str
     for v in ["a", "b", "c", "1", "5", "9", "0", "10"]:
         assert again.has(v) == a.has(v)
 

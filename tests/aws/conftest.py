@@ -46,7 +46,7 @@ class Moto:
 
 def seed_parameter(name: str, value: str) -> None:
     backend = ssm_backends[DEFAULT_ACCOUNT_ID][REGION]
-    backend._parameters[name].append(Parameter(
+    backend._parameters[name].append(Parameter(  # type: ignore[abstract]  # moto marks its CloudFormation hooks abstract yet builds Parameter itself
         account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String", description=None,
         allowed_pattern=None, keyid=None, last_modified_date=dt.datetime.now(), version=1, data_type="text"))
 
@@ -110,7 +110,7 @@ def kube(tmp_path: Path) -> Iterator[Kube]:
     cluster.stop()
 
 
-def provider(kube: Kube, template: AWSSettings = TEMPLATE, **settings: float) -> AwsCloudProvider:
+def provider(kube: Kube, template: AWSSettings = TEMPLATE, **settings: Any) -> AwsCloudProvider:
     """The provider as the controller builds it, reaching AWS wherever AWS_ENDPOINT_URL says (moto, or the proxy)."""
     return AwsCloudProvider(boto3.session.Session(), dataclasses.replace(SETTINGS, **settings), lambda _: template)
 

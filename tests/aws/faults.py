@@ -148,7 +148,7 @@ class FaultProxy:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         self._thread.start()
         return self
 
@@ -182,7 +182,7 @@ class FaultProxy:
         return reply if reply is not None else self._forward(request)
 
     def _forward(self, request: Request) -> Reply:
-        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)  # type: ignore[arg-type]  # an http:// URL: it has a host
         try:
             headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length", "host", "connection")}
             connection.request(request.method, request.path, body=request.body, headers=headers)

@@ -33,7 +33,7 @@ def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto
         stdout=open(tmp_path / "sim.log", "wb"), stderr=subprocess.STDOUT, env=env)]
     try:
         eventually(kubeconfig.exists, timeout=20)
-        kube = Kube(None, kubeconfig)  # type: ignore[arg-type]
+        kube = Kube(None, kubeconfig)  # type: ignore[arg-type]  # the cluster runs as its own process here
         eventually(lambda: kube.kubectl("get", "--raw", "/version", check=False).returncode == 0, timeout=20)
         kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
         kube.custom.create_cluster_custom_object("karpenter.sh", "v1alpha5", "provisioners", {

@@ -9,13 +9,19 @@ import boto3
 import pytest
 
 from karpy.controller.interruption.controller import InterruptionHandler
-from karpy.controller.interruption.messages import (REBALANCE, SCHEDULED_CHANGE, SPOT_INTERRUPTION, STATE_CHANGE, MessageError,
-                                              parse)
+from karpy.controller.interruption.messages import (
+    REBALANCE,
+    SCHEDULED_CHANGE,
+    SPOT_INTERRUPTION,
+    STATE_CHANGE,
+    MessageError,
+    parse,
+)
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.kubeclient.raw import path_of
 from tests.aws.conftest import REGION, Moto
 from tests.builders import node, pod, provisioner
-from tests.controller.conftest import CATALOG, Env, env  # noqa: F401 (the fixture)
+from tests.controller.conftest import CATALOG, Env, env  # noqa: F401 — env is a fixture, used by name
 
 
 def ec2_event(detail_type: str, **detail: Any) -> str:
@@ -61,7 +67,7 @@ def test_malformed_messages_say_what_is_wrong(body: str, problem: str) -> None:
         parse(body)
 
 
-def test_a_spot_warning_launches_a_replacement_then_drains_the_node(moto: Moto, env: Env) -> None:  # noqa: F811
+def test_a_spot_warning_launches_a_replacement_then_drains_the_node(moto: Moto, env: Env) -> None:  # noqa: F811 — the env fixture
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto.url)
     queue = sqs.create_queue(QueueName="karpy-interruption")["QueueUrl"]
     doomed = node("ip-10-0-0-1.ec2.internal", provisioner="default", instance_type="small", zone="zone-a",

@@ -4,17 +4,18 @@ Kubernetes object: the Node it describes is the launch module's to write."""
 from __future__ import annotations
 
 import base64
+
 import pytest
 
 from karpy.apis import labels as wk
 from karpy.apis.v1alpha1 import AWS, AWSNodeTemplateSpec
-from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+from karpy.controller.cloudprovider.aws.provider import NODE_CLAIM_TAG, AwsConfigError
 from karpy.controller.cloudprovider.types import InstanceNotFound
-from karpy.controller.cloudprovider.aws.provider import NODE_CLAIM_TAG
 from karpy.controller.launch.claims import claim_manifest, launched_status, node_manifest
 from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto, provider, request
 from tests.simulator.conftest import Kube
+
 
 def test_launches_with_create_fleet_and_returns_what_the_node_needs(moto: Moto, kube: Kube) -> None:
     cloud = provider(kube)

@@ -21,7 +21,7 @@ def test_a_joined_node_reports_the_allocatable_the_catalog_planned(moto: Moto, k
                                                  SubnetId=moto.subnets["us-east-1a"], TagSpecifications=[
                 {"ResourceType": "instance", "Tags": [{"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"}]}])["Instances"]
             registrar.reconcile()
-            node = eventually(lambda: client.get(path_of("v1", "nodes", name=instance["PrivateDnsName"])))
+            node = eventually(lambda: client.get(path_of("v1", "nodes", name=instance["PrivateDnsName"])))  # noqa: B023 — run before the loop moves on
             status = node["status"]
             expected = planned[instance_type]
             assert Resources.parse(status["capacity"]) == expected.capacity

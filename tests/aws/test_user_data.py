@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import email
 import tomllib
+from email.message import Message
+from typing import Any
 
 import pytest
 
 from karpy.controller.cloudprovider.aws.launch import al2_user_data, bottlerocket_user_data
 
-JOIN = dict(cluster="prod", endpoint="https://api.example", ca_bundle="Q0E=", max_pods=29,
+JOIN: dict[str, Any] = dict(cluster="prod", endpoint="https://api.example", ca_bundle="Q0E=", max_pods=29,
             labels={"karpenter.sh/provisioner-name": "default", "team": "web"},
             taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}])
 
@@ -17,7 +19,7 @@ JOIN = dict(cluster="prod", endpoint="https://api.example", ca_bundle="Q0E=", ma
 def parts(document: str) -> list[str]:
     message = email.message_from_string(document)
     assert message.is_multipart()
-    return [p.get_payload() for p in message.get_payload()]
+    return [str(p.get_payload()) for p in message.get_payload() if isinstance(p, Message)]
 
 
 def test_al2_without_custom_user_data_is_the_bootstrap_script() -> None:

@@ -45,7 +45,7 @@ class Env:
                         "daemonsets": self.state.daemonsets, "poddisruptionbudgets": self.state.pdbs}.get(plural)
             if informer is not None:
                 ns = meta.get("namespace", "default") if namespaced else ""
-                eventually(lambda: informer.get(ns, meta["name"]) is not None)
+                eventually(lambda: informer.get(ns, meta["name"]) is not None)  # noqa: B023 — run before the loop moves on
 
     def provision(self, *objects: dict[str, Any], **options: Any) -> list[dict[str, Any]]:
         """ExpectProvisioned on the local cluster: apply `objects`, run one provisioning pass (launch and bind, with

@@ -5,6 +5,8 @@ the same cloud."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
 from karpy.apis import nodeclaim as api
@@ -16,7 +18,7 @@ from tests.builders import pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 
 
-def kill_at(point: str):  # type: ignore[no-untyped-def]
+def kill_at(point: str) -> Callable[[str], None]:
     def fault(at: str) -> None:
         if at == point:
             raise SystemExit(f"killed at {point}")

@@ -8,11 +8,11 @@ import datetime as dt
 import pytest
 
 from karpy.apis import nodeclaim as api
+from karpy.apis.requirements import Requirements
 from karpy.controller.cloudprovider.types import Instance, NodeRequest
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.node.garbagecollection import LAUNCH_GRACE_SECONDS, GarbageCollection, orphans
 from karpy.controller.provisioning.provisioner import Provisioner
-from karpy.apis.requirements import Requirements
 from karpy.kubeclient.raw import path_of
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env

@@ -10,8 +10,16 @@ import datetime as dt
 import pytest
 
 from karpy.controller.clock import FakeClock
-from karpy.controller.leader import (FencedClient, LeaderElector, NotLeading, Observation, Record, held_by_another,
-                                     leading_at, observe)
+from karpy.controller.leader import (
+    FencedClient,
+    LeaderElector,
+    NotLeading,
+    Observation,
+    Record,
+    held_by_another,
+    leading_at,
+    observe,
+)
 from karpy.kubeclient.raw import path_of
 from tests.builders import pod
 from tests.controller.conftest import Env

@@ -102,7 +102,9 @@ def test_namespace_selectors_in_affinity_terms_are_resolved(env: Env) -> None:
             "namespaceSelector": {"matchLabels": {"team": "data"}}}
     pod = unschedulable_pod("web", cpu="100m", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
     env.apply(provisioner("default"), pod)
-    infos = env.state.pod_infos([env.state.pods.get("default", "web")])
+    web = env.state.pods.get("default", "web")
+    assert web is not None
+    infos = env.state.pod_infos([web])
     assert infos[0].affinities[0].namespaces == frozenset({"data"})
 
 

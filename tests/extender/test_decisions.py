@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from karpy.apis.resources import Resources
 from karpy.extender.decisions import Lifetimes, NodeFacts, PodNeeds, facts_of, filter_nodes, gap_reason, score_nodes
@@ -16,8 +17,8 @@ def at(seconds_ago: float) -> str:
     return (NOW - dt.timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def karpy_node(name: str, *, annotations: dict[str, str] | None = None, **kw: object) -> dict:
-    n = node(name, provisioner="default", initialized=True, **kw)  # type: ignore[arg-type]
+def karpy_node(name: str, *, annotations: dict[str, str] | None = None, **kw: Any) -> dict:
+    n = node(name, provisioner="default", initialized=True, **kw)
     n["metadata"]["annotations"] = dict(annotations or {})
     return n
 
@@ -87,15 +88,15 @@ def test_names_alone_pass_and_score_in_the_middle() -> None:
     assert score_nodes(PodNeeds("default/web", Resources.of(cpu="1")), only_names) == {"n1": 5, "n2": 5}
 
 
-def needs(**spec: object) -> PodNeeds:
+def needs(**spec: Any) -> PodNeeds:
     from karpy.extender.decisions import needs_of
     from tests.builders import pod
 
-    return needs_of(pod("web", **spec))  # type: ignore[arg-type]
+    return needs_of(pod("web", **spec))
 
 
-def judge(p: PodNeeds, *nodes: dict, used: dict[str, str] | None = None) -> tuple[list[str], dict[str, str], str]:
-    node_facts = [facts_of(n, used=Resources.of(**(used or {}).get(n["metadata"]["name"], {})) if used else None,  # type: ignore[arg-type]
+def judge(p: PodNeeds, *nodes: dict, used: dict[str, dict[str, str]] | None = None) -> tuple[list[str], dict[str, str], str]:
+    node_facts = [facts_of(n, used=Resources.of(**(used or {}).get(n["metadata"]["name"], {})) if used else None,
                            pending={}, lifetimes=None, now=NOW) for n in nodes]
     passed, failed, kinds = filter_nodes(p, node_facts)
     return passed, failed, gap_reason(len(failed), kinds)

@@ -7,8 +7,8 @@ import json
 import pytest
 from flask.testing import FlaskClient
 
-from tests.builders import node, pod
 from karpy.extender.app import Settings, create_app
+from tests.builders import node, pod
 
 VERBS = ["/scheduler/filter", "/scheduler/prioritize", "/scheduler/bind"]
 READ_ONLY = ["/capacity-gaps", "/healthz", "/metrics"]

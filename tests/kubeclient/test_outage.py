@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
 
 from karpy.kubeclient.outage import ApiUnreachable, OutageReporter, backoff_seconds, reason_of
@@ -59,11 +58,11 @@ def test_a_request_to_a_closed_port_fails_fast_as_unreachable_and_is_counted_onc
 
 
 @pytest.mark.parametrize(("error", "reason"), [
-    pytest.param(MaxRetryError(None, "/api", NewConnectionError(None, "Failed to establish a new connection: [Errno 111] "  # type: ignore[arg-type]
+    pytest.param(MaxRetryError(None, "/api", NewConnectionError(None, "Failed to establish a new connection: [Errno 111] "  # type: ignore[arg-type]  # no pool: only the message matters
                                                              "Connection refused")), "Connection refused", id="refused"),
     pytest.param(ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer")),
                  "Connection reset by peer", id="reset-mid-request"),
-    pytest.param(MaxRetryError(None, "/api", ReadTimeoutError(None, "/api", "Read timed out.")), "timed out",  # type: ignore[arg-type]
+    pytest.param(MaxRetryError(None, "/api", ReadTimeoutError(None, "/api", "Read timed out.")), "timed out",  # type: ignore[arg-type]  # no pool
                  id="read-timeout"),
 ])
 def test_the_reason_for_an_unreachable_server_is_a_few_words(error: BaseException, reason: str) -> None:

@@ -18,7 +18,7 @@ from tests.builders import pod, provisioner
 
 def solve(pods: list[PodInfo], provisioners: list[dict[str, Any]] | None = None) -> Results:
     provs = [decode_provisioner(p)[0] for p in (provisioners or [provisioner("default")])]
-    return Scheduler(ClusterSnapshot(provs, fake_catalog(10), pods=pods)).solve()  # type: ignore[arg-type]
+    return Scheduler(ClusterSnapshot(provs, fake_catalog(10), pods=pods)).solve()  # type: ignore[arg-type]  # valid manifests: no None
 
 
 def healthy(count: int) -> list[PodInfo]:
@@ -27,7 +27,7 @@ def healthy(count: int) -> list[PodInfo]:
 
 def test_a_pod_that_breaks_placement_is_skipped_with_its_error_and_the_rest_are_placed() -> None:
     # host ports that are not (ip, protocol, port) triples: what a corrupted object would hold
-    broken = dataclasses.replace(PodInfo.parse(pod("broken", cpu="500m")), host_ports=frozenset({7}))  # type: ignore[arg-type]
+    broken = dataclasses.replace(PodInfo.parse(pod("broken", cpu="500m")), host_ports=frozenset({7}))  # type: ignore[arg-type]  # ill-formed on purpose
     results = solve([broken, *healthy(5)])
     assert set(results.failed_pods) == {"default/broken"}
     assert results.unschedulable["default/broken"].kind is Why.FAILED
@@ -36,7 +36,7 @@ def test_a_pod_that_breaks_placement_is_skipped_with_its_error_and_the_rest_are_
 
 
 def test_a_pod_whose_requests_cannot_be_ordered_is_skipped_and_the_rest_are_placed() -> None:
-    broken = dataclasses.replace(PodInfo.parse(pod("broken")), requests={"cpu": None})  # type: ignore[arg-type]
+    broken = dataclasses.replace(PodInfo.parse(pod("broken")), requests={"cpu": None})  # type: ignore[arg-type]  # ill-formed on purpose
     results = solve([broken, *healthy(3)])
     assert set(results.failed_pods) == {"default/broken"}
     assert sum(len(n.pods) for n in results.new_nodes) == 3

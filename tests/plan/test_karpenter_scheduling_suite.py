@@ -287,7 +287,8 @@ def test_zonal_spread_recovers_skew_by_filling_minimum_zones(cluster: Cluster) -
 def test_zonal_do_not_schedule_never_exceeds_max_skew(cluster: Cluster, first_has_spread: bool) -> None:
     topology = spread(ZONE)
     cluster.apply(default_provisioner(requirements=zones_in("test-zone-1")))
-    first = upod(LABELS, cpu="1.1", **({"topologySpreadConstraints": topology} if first_has_spread else {}))
+    extra: dict[str, Any] = {"topologySpreadConstraints": topology} if first_has_spread else {}
+    first = upod(LABELS, cpu="1.1", **extra)
     cluster.provision(first)
     if first_has_spread:
         assert cluster.skew(topology[0]) == consist_of(1)
@@ -599,8 +600,9 @@ def term(key: str, match_labels: dict[str, str] = SECURITY, **extra: Any) -> dic
     return {"labelSelector": {"matchLabels": match_labels}, "topologyKey": key, **extra}
 
 
-def pod_affinity(*, required: list[dict[str, Any]] | None = None, preferred: list[dict[str, Any]] | None = None,
-                 anti_required: list[dict[str, Any]] | None = None, anti_preferred: list[dict[str, Any]] | None = None,
+def pod_affinity(*, required: list[dict[str, Any]] | None = None, preferred: list[tuple[int, dict[str, Any]]] | None = None,
+                 anti_required: list[dict[str, Any]] | None = None,
+                 anti_preferred: list[tuple[int, dict[str, Any]]] | None = None,
                  **node_affinity: Any) -> dict[str, Any]:
     """test.PodOptions' PodRequirements, PodPreferences, PodAntiRequirements, PodAntiPreferences."""
     out: dict[str, Any] = dict(node_affinity)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.scheduling import realistic_mix
 from karpy.apis.resources import Resources
 from karpy.controller.plan.inputs import load
 from karpy.controller.plan.render import plan_json
@@ -17,9 +17,6 @@ from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from tests.builders import catalog, instance_type, pod, provisioner
 from tests.plan.conftest import Plan
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.scheduling import realistic_mix  # noqa: E402
 
 ZONES = ("zone-a", "zone-b")
 # prices that do not grow in step with size, so how pods are grouped matters

@@ -17,7 +17,7 @@ from tests.builders import catalog, instance_type, node, pod, provisioner
 
 def solve(*pods: dict[str, Any], provisioners: list[dict[str, Any]] | None = None, cat: Any = None) -> Any:
     provs = [decode_provisioner(p)[0] for p in (provisioners or [provisioner("default")])]
-    snapshot = ClusterSnapshot(provs, cat or fake_catalog(10), pods=[PodInfo.parse(p) for p in pods])  # type: ignore[arg-type]
+    snapshot = ClusterSnapshot(provs, cat or fake_catalog(10), pods=[PodInfo.parse(p) for p in pods])  # type: ignore[arg-type]  # valid manifests: no None
     return Scheduler(snapshot).solve()
 
 

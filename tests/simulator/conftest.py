@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import kubernetes
 import pytest
@@ -35,8 +35,8 @@ class Kube:
         return result
 
 
-def start(tmp: Path, **kwargs: object) -> tuple[LocalCluster, Kube]:
-    cluster = LocalCluster(**kwargs)  # type: ignore[arg-type]
+def start(tmp: Path, **kwargs: Any) -> tuple[LocalCluster, Kube]:
+    cluster = LocalCluster(**kwargs)
     kubeconfig = tmp / "kubeconfig"
     cluster.write_kubeconfig(str(kubeconfig))
     cluster.start()

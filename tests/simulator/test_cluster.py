@@ -8,8 +8,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.builders import node, pod
 from karpy.kubeclient.raw import RawClient
+from tests.builders import node, pod
 from tests.expectations import eventually, expect_events
 from tests.simulator.conftest import Kube, start
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import pytest
 
@@ -25,7 +25,7 @@ def node(name: str = "n1", *, labels: dict[str, str] | None = None, cpu: str = "
                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
 
 
-def reasons(p: dict[str, Any], n: fit.NodeState, *, others: list[fit.NodeState] = (), placed: list[tuple[str, dict[str, Any]]] = ()) -> list[str]:  # type: ignore[assignment]
+def reasons(p: dict[str, Any], n: fit.NodeState, *, others: Sequence[fit.NodeState] = (), placed: Sequence[tuple[str, dict[str, Any]]] = ()) -> list[str]:
     cluster = fit.Cluster([n, *others])
     for node_name, q in placed:
         cluster.place(node_name, fit.PodFacts.of(q))

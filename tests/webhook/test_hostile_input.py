@@ -9,10 +9,10 @@ import ssl
 import pytest
 from flask.testing import FlaskClient
 
+from karpy.webhook.app import Settings, create_app
 from tests.builders import admission_review, provisioner
 from tests.conftest import Server
 from tests.expectations import expect_json_error
-from karpy.webhook.app import Settings, create_app
 
 VALIDATE = "/validate-karpenter-sh-v1alpha5-provisioner"
 PATHS = [

@@ -54,7 +54,7 @@ def test_a_client_that_reconnects_resumes_its_tls_session(webhook_server: object
     host, port = webhook_server.base_url.removeprefix("https://").split(":")
     context = ssl.create_default_context(cafile=str(webhook_server.ca))
 
-    def get_healthz(session: ssl.SSLSession | None) -> tuple[ssl.SSLSession | None, bool]:
+    def get_healthz(session: ssl.SSLSession | None) -> tuple[ssl.SSLSession | None, bool | None]:
         with socket.create_connection((host, int(port)), timeout=5) as raw, \
                 context.wrap_socket(raw, server_hostname=host, session=session) as tls:
             tls.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())

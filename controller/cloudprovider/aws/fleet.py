@@ -99,9 +99,9 @@ class FleetLauncher:
     def launch(self, request: Obj, claim: str) -> Launched:
         """One instance for `claim` (the node name) from a CreateFleet `request` for one instance."""
         if self.idle <= 0:
-            batch = _Batch(request, [claim])
-            self._send(batch)
-            return self._share(batch, claim)
+            alone = _Batch(request, [claim])
+            self._send(alone)
+            return self._share(alone, claim)
         key = json.dumps(request, sort_keys=True)
         with self._lock:
             batch = self._open.get(key)

@@ -28,18 +28,33 @@ from typing import Any, Callable, Iterator, Sequence
 
 import botocore.config
 import botocore.exceptions
+
 from karpy.apis import labels as wk
-from karpy.apis.v1alpha1 import AWSSettings, AWSNodeTemplateSpec
+from karpy.apis.v1alpha1 import AWSNodeTemplateSpec, AWSSettings
 from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error
 from karpy.controller.cloudprovider.aws.fleet import FleetLauncher, assigned, batch_tag
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
+from karpy.controller.cloudprovider.aws.launch import (
+    MAX_OVERRIDES,
+    al2_user_data,
+    ami_parameter,
+    bottlerocket_user_data,
+    fleet_request,
+    group_by_image,
+    launch_template_data,
+    launch_template_name,
+)
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
-from karpy.controller.cloudprovider.aws.launch import (MAX_OVERRIDES, al2_user_data, ami_parameter, bottlerocket_user_data,
-                                                 fleet_request, group_by_image,
-                                                 launch_template_data, launch_template_name)
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
-                                                  NodeRequest, launched_as)
+from karpy.controller.cloudprovider.types import (
+    CloudError,
+    Instance,
+    InstanceNotFound,
+    InstanceType,
+    InsufficientCapacity,
+    NodeRequest,
+    launched_as,
+)
 
 log = logging.getLogger("controller.cloudprovider.aws")
 UNAVAILABLE_SECONDS = 180.0
@@ -155,7 +170,8 @@ class AwsCloudProvider:
     def _overrides(self, request: NodeRequest, subnets: dict[str, str]) -> tuple[list[tuple[str, str, str, float]], str]:
         now = self.clock()
         allowed = request.requirements
-        spot_ok = allowed.get(wk.CAPACITY_TYPE) is None or allowed.get(wk.CAPACITY_TYPE).has(wk.CAPACITY_TYPE_SPOT)
+        capacity_types = allowed.get(wk.CAPACITY_TYPE)
+        spot_ok = capacity_types is None or capacity_types.has(wk.CAPACITY_TYPE_SPOT)
         by_type: dict[str, list[tuple[str, str, str, float]]] = {wk.CAPACITY_TYPE_SPOT: [], wk.CAPACITY_TYPE_ON_DEMAND: []}
         for it in request.instance_type_options:
             for o in it.offerings:

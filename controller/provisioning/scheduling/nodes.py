@@ -12,17 +12,17 @@ hold all of them. `add()` on either places a pod or says why not. Pure.
 from __future__ import annotations
 
 import copy
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, cast
 
 import numpy as np
 
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
+from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why
-from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.provisioning.scheduling.topology import Topology
 
 # Taints a node carries while it starts; a node karpy launched is not kept from its pods by them.
@@ -36,8 +36,9 @@ def amounts(values: Sequence[Sequence[int]] | Sequence[int], *, width: int | Non
     """`values` (a row, or rows of `width`) as an array that holds them exactly: int64, the fast path,
     when every amount is below FAST_LIMIT; else Python integers (dtype object), so a pod asking for
     1e30 bytes compares exactly instead of overflowing."""
-    flat = values if width is None else [v for row in values for v in row]  # type: ignore[union-attr]
-    exact = not flat or (-FAST_LIMIT < min(flat) and max(flat) < FAST_LIMIT)  # type: ignore[type-var, operator]
+    flat = (cast("Sequence[int]", values) if width is None
+            else [v for row in cast("Sequence[Sequence[int]]", values) for v in row])
+    exact = not flat or -FAST_LIMIT < min(flat) <= max(flat) < FAST_LIMIT
     array = np.array(values, dtype=np.int64 if exact else object)
     return array if width is None else array.reshape(len(values), width)
 
@@ -46,7 +47,8 @@ def estimate(array: np.ndarray) -> np.ndarray:
     """`array` as floats for rankings that only estimate (huge amounts saturate instead of overflowing)."""
     if array.dtype != object:
         return array
-    return np.clip(array, -FLOAT_LIMIT, FLOAT_LIMIT).astype(float)
+    estimated: np.ndarray = np.clip(array, -FLOAT_LIMIT, FLOAT_LIMIT).astype(float)
+    return estimated
 
 
 def offering_allowed(o: Offering, reqs: Requirements) -> bool:
@@ -101,16 +103,18 @@ class NodeTemplate:
         self.daemon_overhead = daemon_overhead
         self.remaining = limits                              # None: unlimited
         self.well_known = well_known
-        usable = []
+        priced: list[tuple[float, InstanceType]] = []      # each usable type with its cheapest allowed price
         for t in instance_types:
             room = t.allocatable - daemon_overhead
             if room.get(CPU, 0) <= 0 or room.get(MEMORY, 0) <= 0:
                 continue                                     # its overhead leaves nothing for pods
-            if t.requirements.intersects(requirements) is None and cheapest_offering(t, requirements) is not None:
-                usable.append(t)
-        usable.sort(key=lambda t: (cheapest_offering(t, requirements).price_per_hour, t.name))  # type: ignore[union-attr]
+            offer = cheapest_offering(t, requirements) if t.requirements.intersects(requirements) is None else None
+            if offer is not None:
+                priced.append((offer.price_per_hour, t))
+        priced.sort(key=lambda pt: (pt[0], pt[1].name))
+        usable = [t for _, t in priced]
         self.instance_types = usable
-        prices = sorted(cheapest_offering(t, requirements).price_per_hour for t in usable)  # type: ignore[union-attr]
+        prices = sorted(price for price, _ in priced)
         self.median_price = prices[len(prices) // 2] if prices else 0.0
         self.rows = rows
         self.resource_index = rows.index
@@ -131,9 +135,9 @@ class NodeTemplate:
             offers = [cheapest_offering(t, reqs) if t.requirements.intersects(reqs) is None else None
                       for t in self.instance_types]
             mask = np.array([o is not None for o in offers], dtype=bool)
-            order = np.array(sorted((i for i, o in enumerate(offers) if o is not None),
-                                    key=lambda i: (offers[i].price_per_hour, self.instance_types[i].name)),  # type: ignore[union-attr]
-                             dtype=np.int64)
+            ranked = sorted((o.price_per_hour, self.instance_types[i].name, i) for i, o in enumerate(offers)
+                            if o is not None)        # ties keep index order, as a stable sort would
+            order = np.array([i for *_, i in ranked], dtype=np.int64)
             hit = self._masks[relevant] = (mask, order, offers)
         return hit
 
@@ -158,7 +162,7 @@ class NodeTemplate:
         if budget is None:
             return np.ones(len(self.instance_types), dtype=bool)
         row = amounts([budget.get(n, 0) for n in self._limit_names])
-        return (self._limit_capacity <= row).all(axis=1)
+        return np.asarray((self._limit_capacity <= row).all(axis=1))
 
 
 class ExistingNode:
@@ -235,11 +239,13 @@ class NewNode:
 
     def free_room(self) -> np.ndarray:
         """What the cheapest option has left: a pod within it costs nothing more."""
-        return self.template.allocatable[self.cheapest()] - self.used
+        room: np.ndarray = self.template.allocatable[self.cheapest()] - self.used
+        return room
 
     def grow_room(self) -> np.ndarray:
         """Per resource, the most any option has left (a pod beyond it fits no option)."""
-        return self.template.allocatable[self.options].max(axis=0) - self.used
+        room: np.ndarray = self.template.allocatable[self.options].max(axis=0) - self.used
+        return room
 
     def add(self, pod: PodInfo, topology: Topology) -> Reason | None:
         """Place `pod` here if some instance type can hold it with the others, or say why not."""
@@ -313,7 +319,7 @@ class NewNode:
         self.requests = Resources(t.daemon_overhead)
         self.host_ports = frozenset()
         for pod in self.pods:
-            self.used = self.used + t.rows.of(pod)  # type: ignore[operator]
+            self.used = self.used + t.rows.of(pod)
             self.requests = self.requests + pod.requests
             self.host_ports = self.host_ports | pod.host_ports
         self.refit()
@@ -359,4 +365,4 @@ class NewNode:
         """The instance types that can still hold every pod with their cheapest allowed offering,
         cheapest first (ties by name)."""
         _, order, offers = self.template.compatible(self.requirements)
-        return [(self.template.instance_types[i], offers[i]) for i in order if self.options[i]]  # type: ignore[misc]
+        return [(self.template.instance_types[i], offers[i]) for i in order if self.options[i]]

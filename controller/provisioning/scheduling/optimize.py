@@ -37,7 +37,8 @@ from scipy.sparse import coo_matrix
 
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
-from karpy.apis.resources import CPU, MEMORY
+from karpy.apis.resources import CPU, MEMORY, Resources
+from karpy.controller.cloudprovider.types import Offering
 from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
@@ -185,7 +186,7 @@ def _try_add(node: NewNode, pod: PodInfo, topology: Topology) -> bool:
     before = _state(node)
     if node.add(pod, topology) is not None:
         return False
-    if node.price() <= before[-1] + 1e-12:  # type: ignore[operator]
+    if node.price() <= before[-1] + 1e-12:
         return True
     _restore(node, before)
     return False
@@ -246,15 +247,20 @@ def _grow_cheapest(nodes: list[NewNode], pod: PodInfo, topology: Topology, *, al
     return False
 
 
-def _state(node: NewNode) -> tuple[object, ...]:
+# What _try_add and _grow_cheapest put back when an added pod makes a node dearer.
+_State = tuple[Requirements, np.ndarray, np.ndarray, Resources, Resources, frozenset[tuple[str, str, int]], int,
+               dict[str, str], Resources | None, float]
+
+
+def _state(node: NewNode) -> _State:
     return (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
             len(node.pods), dict(node.domains), node.template.remaining, node.price())
 
 
-def _restore(node: NewNode, state: tuple[object, ...]) -> None:
-    (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,  # type: ignore[assignment]
+def _restore(node: NewNode, state: _State) -> None:
+    (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
      count, node.domains, node.template.remaining, _) = state
-    del node.pods[count:]  # type: ignore[misc]
+    del node.pods[count:]
 
 
 def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topology,
@@ -307,7 +313,7 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
         if any(_try_add(n, e.pod, topology) for n in fresh):
             continue
         if _grow_cheapest(fresh + neighbours, e.pod, topology,
-                          alone=t.cheapest_price_for(t.rows.of(e.pod))):  # type: ignore[arg-type]
+                          alone=t.cheapest_price_for(t.rows.of(e.pod))):  # type: ignore[arg-type]  # placed on t before: it has a row
             continue
         node = open_node(t)
         node.narrow(pins)
@@ -325,7 +331,7 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
 
 
 def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, count: np.ndarray,
-                     offers: Sequence[object], t: NodeTemplate) -> list[int]:
+                     offers: Sequence[Offering | None], t: NodeTemplate) -> list[int]:
     """The types worth a column: the most price-efficient for the group's total demand, and for
     each class the cheapest type that holds one of its pods (for the last, small node)."""
     usable = [i for i in np.flatnonzero(mask).tolist() if (alloc[i] >= need).all(axis=1).any()]
@@ -335,7 +341,7 @@ def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, coun
     asked = demand > 0
 
     def price(i: int) -> float:
-        return offers[i].price_per_hour  # type: ignore[attr-defined, no-any-return]
+        return offers[i].price_per_hour  # type: ignore[union-attr]  # set for every type the mask allows
 
     def efficiency(i: int) -> float:
         share = holds(i)
@@ -365,7 +371,7 @@ def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, coun
     return sorted(chosen)
 
 
-def _solve(types: list[int], alloc: np.ndarray, need: np.ndarray, count: np.ndarray, offers: Sequence[object],
+def _solve(types: list[int], alloc: np.ndarray, need: np.ndarray, count: np.ndarray, offers: Sequence[Offering | None],
            t: NodeTemplate, *, node_cost: float, seconds: float) -> tuple[list[int], list[list[tuple[int, int]]]] | None:
     """How many nodes of each type, and which slice of each class's pods goes to each type; None
     when the solver finds nothing. Variables: y[j] nodes of types[j] (integer), x[c, j] pods of
@@ -374,14 +380,14 @@ def _solve(types: list[int], alloc: np.ndarray, need: np.ndarray, count: np.ndar
         return None
     k, m = len(types), len(need)
     fits = np.array([[(alloc[i] >= need[c]).all() for i in types] for c in range(m)], dtype=bool)
-    x_index = {}
+    x_index: dict[tuple[int, int], int] = {}
     for c in range(m):
         for j in range(k):
             if fits[c, j]:
                 x_index[(c, j)] = k + len(x_index)
     n_vars = k + len(x_index)
     cost = np.zeros(n_vars)
-    cost[:k] = [offers[i].price_per_hour + node_cost for i in types]  # type: ignore[attr-defined]
+    cost[:k] = [offers[i].price_per_hour + node_cost for i in types]  # type: ignore[union-attr]  # set for every type the mask allows
     rows_i, cols_i, vals, lower, upper = [], [], [], [], []
     row = 0
     for c in range(m):                                   # every pod of a class goes somewhere
@@ -421,7 +427,7 @@ def _solve(types: list[int], alloc: np.ndarray, need: np.ndarray, count: np.ndar
             row += 1
     matrix = coo_matrix((vals, (rows_i, cols_i)), shape=(row, n_vars)).tocsr()
     ub = np.concatenate([np.full(k, float(count.sum())), np.zeros(len(x_index))])
-    for (c, j), v in x_index.items():
+    for (c, _), v in x_index.items():
         ub[v] = count[c]
     integrality = np.concatenate([np.ones(k), np.zeros(len(x_index))])
     result = milp(cost, integrality=integrality, bounds=Bounds(np.zeros(n_vars), ub),

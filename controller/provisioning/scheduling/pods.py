@@ -15,9 +15,9 @@ import functools
 from typing import Any, Mapping, Sequence
 
 from karpy.apis.labels import normalize
+from karpy.apis.pods import pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.requirements import Requirement, Requirements
-from karpy.apis.pods import pod_requests
 from karpy.apis.resources import Resources
 from karpy.apis.selectors import LabelSelector
 

@@ -22,15 +22,22 @@ import numpy as np
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
+from karpy.apis.selectors import Taint, untolerated
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import InstanceType, Offering
-from karpy.controller.provisioning.scheduling.nodes import (STARTING_TAINTS, ExistingNode, NewNode, NodeTemplate, ResourceRows,
-                                                           FLOAT_LIMIT, estimate)
+from karpy.controller.provisioning.scheduling.nodes import (
+    FLOAT_LIMIT,
+    STARTING_TAINTS,
+    ExistingNode,
+    NewNode,
+    NodeTemplate,
+    ResourceRows,
+    estimate,
+)
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions, repack
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why, every_provisioner, failed
-from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.provisioning.scheduling.topology import Topology
 
 MAX_INSTANCE_TYPE_OPTIONS = 60
@@ -142,11 +149,13 @@ class Rooms:
         """`found` ordered by what adding `need` would cost: first the nodes it fits without
         growing (the tightest fit first), then those it makes grow least, by `price` per unit."""
         if len(found) <= 1:
-            return found.tolist()
+            alone: list[int] = found.tolist()
+            return alone
         short = estimate(need - self._rows[found])
         excess = np.maximum(short, 0) @ price
         left = np.maximum(-short, 0) @ price
-        return found[np.lexsort((left, excess))].tolist()
+        ranked: list[int] = found[np.lexsort((left, excess))].tolist()
+        return ranked
 
 
 def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
@@ -209,14 +218,14 @@ class Scheduler:
         for p in sorted(live, key=lambda p: (-(p.spec.weight or 0), p.name)):
             try:
                 self.templates.append(self._template(p, nodes))
-            except Exception as e:  # noqa: BLE001 - one Provisioner's error is confined to it
+            except Exception as e:  # one Provisioner's error is confined to it
                 self.failed_provisioners[p.name] = failure(e)
         self.topology = Topology(self._domains(nodes))
         self._unregistered: dict[str, Reason] = {}     # pending pods whose topology could not be read
         for pod in self.pending + self.bound:   # groups first, so the bound pods below are counted in them
             try:
                 self.topology.register(pod)
-            except Exception as e:  # noqa: BLE001 - confined to the pod
+            except Exception as e:  # confined to the pod
                 if pod in self.pending:
                     self._unregistered[pod.key] = failed(failure(e))
         self.existing = self._existing_nodes(nodes)
@@ -285,7 +294,7 @@ class Scheduler:
     def _existing_nodes(self, nodes: Mapping[str, Mapping[str, Any]]) -> list[ExistingNode]:
         by_node: dict[str, list[PodInfo]] = collections.defaultdict(list)
         for pod in self.bound:
-            by_node[pod.node_name].append(pod)  # type: ignore[index]
+            by_node[pod.node_name].append(pod)  # type: ignore[index]  # bound pods name their node
         types = {it.name: it for t in self.templates for it in t.instance_types}
         out = []
         for name, n in sorted(nodes.items()):
@@ -336,7 +345,7 @@ class Scheduler:
             if pod.key not in broken:
                 try:
                     keyed.append((sort_key(pod), pod))
-                except Exception as e:  # noqa: BLE001 - confined to the pod, as below
+                except Exception as e:  # confined to the pod, as below
                     broken[pod.key] = failed(failure(e))
         errors.update(broken)
         queue = collections.deque(pod for _, pod in sorted(keyed, key=lambda kp: kp[0]))
@@ -345,7 +354,7 @@ class Scheduler:
             pod = queue.popleft()
             try:
                 why = self._place(pod)
-            except Exception as e:  # noqa: BLE001 - one pod's error is confined to it; the others are placed
+            except Exception as e:  # one pod's error is confined to it; the others are placed
                 broken[pod.key] = errors[pod.key] = failed(failure(e))
                 continue
             if why is None:

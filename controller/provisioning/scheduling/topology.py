@@ -16,9 +16,9 @@ from typing import Iterable, Mapping
 
 from karpy.apis.labels import HOSTNAME
 from karpy.apis.requirements import Requirements
+from karpy.apis.selectors import LabelSelector
 from karpy.controller.provisioning.scheduling.pods import AffinityTerm, PodInfo, SpreadConstraint, in_namespaces
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why
-from karpy.apis.selectors import LabelSelector
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
 
