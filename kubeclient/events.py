@@ -14,7 +14,7 @@ import collections
 import logging
 import threading
 import uuid
-from typing import Any
+from typing import Any, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
@@ -28,7 +28,7 @@ _lock = threading.Lock()
 _recorded: collections.OrderedDict[tuple[Any, ...], tuple[str, int]] = collections.OrderedDict()  # key -> (name, count)
 
 
-def record(client: RawClient, obj: dict[str, Any], *, reason: str, message: str, component: str,
+def record(client: RawClient, obj: Mapping[str, Any], *, reason: str, message: str, component: str,
            event_type: str = "Normal") -> None:
     """Record an Event about `obj` (in its namespace, or `default` for cluster-scoped objects), or count a repeat."""
     meta = obj.get("metadata") or {}

@@ -54,7 +54,7 @@ class Verdict:
 
 
 def is_healthy(pod: Obj) -> bool:
-    return not (pod.get("metadata") or {}).get("deletionTimestamp") and ready(pod)
+    return not bool((pod.get("metadata") or {}).get("deletionTimestamp")) and ready(pod)
 
 
 def selects(pdb: Obj, pod: Obj) -> bool:
@@ -87,7 +87,7 @@ def budget_status(pdb: Obj, pods: Iterable[Obj], replicas: Mapping[str, int]) ->
     if spec.get("maxUnavailable") is None and isinstance(min_available, int):
         expected = len(matching)
     else:
-        controllers = {uid for p in matching if (uid := _controller_uid(p)) in replicas}
+        controllers = {uid for p in matching if (uid := _controller_uid(p)) is not None and uid in replicas}
         expected = sum(replicas[uid] for uid in controllers) + sum(
             1 for p in matching if _controller_uid(p) not in controllers)
     if spec.get("maxUnavailable") is not None:
@@ -96,7 +96,7 @@ def budget_status(pdb: Obj, pods: Iterable[Obj], replicas: Mapping[str, int]) ->
         desired = _scaled_up(min_available, expected)
     else:
         desired = expected
-    return BudgetStatus(sum(1 for p in matching if is_healthy(p)), desired, expected)
+    return BudgetStatus(sum(map(is_healthy, matching)), desired, expected)
 
 
 def eviction_verdict(pod: Obj, pdbs: Iterable[Obj], pods: Iterable[Obj], replicas: Mapping[str, int]) -> Verdict:

@@ -374,7 +374,7 @@ def test_small_pods_share_one_smallest_node() -> None:
     assert (len(names), types) == (1, {"small-instance-type"})
 
 
-AMD = {"nodeSelector": {"kubernetes.io/arch": "amd64"}}
+AMD: dict[str, Any] = {"nodeSelector": {"kubernetes.io/arch": "amd64"}}
 # default-instance-type, pod-eni-instance-type and aws-neuron-instance-type cost the same: Karpenter's fake provider
 # launches the first of them in its list; karpy breaks the tie by name and picks a type with an accelerator no pod asked for
 TIED_WITH_AN_ACCELERATOR = pytest.mark.xfail(strict=True, reason="karpy breaks price ties by name: aws-neuron-instance-type, "
@@ -406,7 +406,7 @@ def test_a_small_pod_beside_a_large_one_gets_a_smaller_node() -> None:
 
 # It("should handle zero-quantity resource requests")
 def test_a_zero_request_of_a_resource_no_type_has_is_fine() -> None:
-    (p,) = _requesting(**{"foo.com/weird-resources": "0"})
+    (p,) = _requesting(1, **{"foo.com/weird-resources": "0"})
     p["spec"]["containers"][0]["resources"]["limits"] = {"foo.com/weird-resources": "0"}
     expect_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)
 
