@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis.resources import CPU, MEMORY  # noqa: E402
 from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
-from karpy.controller.plan.inputs import load  # noqa: E402
+from karpy.plan.inputs import load  # noqa: E402
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions  # noqa: E402
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler  # noqa: E402
 

@@ -75,9 +75,9 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
 
 
 def plan(args: argparse.Namespace) -> int:
-    from karpy.controller.plan.inputs import PlanInputError, load
+    from karpy.plan.inputs import PlanInputError, load
     from karpy.controller.consolidation.decisions import Consolidator
-    from karpy.controller.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
+    from karpy.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
     from karpy.controller.provisioning.scheduling.optimize import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 
@@ -211,7 +211,7 @@ def controller(args: argparse.Namespace) -> int:
 def _catalog(name: str) -> Any:
     """A built-in catalog or an InstanceTypeCatalog file; UsageError naming the problem otherwise."""
     from karpy.controller.cloudprovider.catalog import BUILT_IN, built_in
-    from karpy.controller.plan.inputs import PlanInputError, load
+    from karpy.plan.inputs import PlanInputError, load
 
     if name in BUILT_IN:
         return built_in(name)
@@ -226,7 +226,7 @@ def explain_node(args: argparse.Namespace) -> int:
 
     from karpy.controller.clock import Clock
     from karpy.controller.consolidation.controller import decide, unsettled
-    from karpy.controller.plan.render import explain_node_json
+    from karpy.plan.render import explain_node_json
     from karpy.controller.state import ClusterState
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client

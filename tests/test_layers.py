@@ -20,11 +20,12 @@ FOLDERS = next(ast.literal_eval(n.value) for n in ast.parse((ROOT / "setup.py").
 
 
 def installed_layout(into: Path) -> Path:
-    """Links shaped as site-packages/karpy: karpy/*.py plus one link per mapped folder. Returns the tree's root."""
+    """Links shaped as site-packages/karpy: karpy/*.py and its packages, plus one link per mapped folder. Returns the tree's root."""
     package = into / "karpy"
     package.mkdir()
-    for source in (ROOT / "karpy").glob("*.py"):
-        (package / source.name).symlink_to(source)
+    for source in (ROOT / "karpy").iterdir():
+        if source.suffix == ".py" or (source / "__init__.py").is_file():
+            (package / source.name).symlink_to(source, target_is_directory=source.is_dir())
     for folder in FOLDERS:
         (package / folder).symlink_to(ROOT / folder, target_is_directory=True)
     shutil.copy(ROOT / "pyproject.toml", into / "pyproject.toml")

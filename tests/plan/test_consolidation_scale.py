@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from karpy.controller.consolidation.decisions import Consolidator
-from karpy.controller.plan.inputs import load
+from karpy.plan.inputs import load
 from tests.builders import catalog, instance_type, node, pod, provisioner
 from tests.plan.conftest import Plan, PlanRun
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from karpy.apis.resources import Resources
-from karpy.controller.plan.inputs import load
-from karpy.controller.plan.render import plan_json
+from karpy.plan.inputs import load
+from karpy.plan.render import plan_json
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from tests.builders import catalog, instance_type, pod, provisioner
