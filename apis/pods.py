@@ -12,11 +12,6 @@ from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import PODS, Resources
 
 
-def eni_max_pods(enis: int, ipv4_per_eni: int) -> int:
-    """How many pods the VPC CNI fits on an EC2 instance: one address per ENI is the ENI's own, plus 2 host-network pods."""
-    return enis * (ipv4_per_eni - 1) + 2
-
-
 def object_key(obj: Mapping[str, Any]) -> str:
     """"namespace/name", the way pods are named in logs, annotations and gaps (`default` when unset)."""
     meta = obj.get("metadata") or {}

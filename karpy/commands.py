@@ -277,8 +277,6 @@ def explain_node(args: argparse.Namespace) -> int:
 def _aws_provider(args: argparse.Namespace) -> Any:
     """What builds the AWS provider once the controller has its API client: boto3's own credential and
     endpoint chain (AWS_ENDPOINT_URL included), the region by DESIGN.md's order."""
-    import boto3
-
     from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsConfigError, AwsSettings, resolve_region
     from karpy.controller.cloudprovider.aws.templates import node_templates
 
@@ -294,7 +292,7 @@ def _aws_provider(args: argparse.Namespace) -> Any:
         minor = f"{version['major']}.{str(version['minor']).rstrip('+')}"
         settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
                                kubernetes_minor=minor, default_instance_profile=args.default_instance_profile)
-        return AwsCloudProvider(boto3.session.Session(), settings, node_templates(state))
+        return AwsCloudProvider(None, settings, node_templates(state))
 
     return build
 

@@ -26,8 +26,8 @@ from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
 from karpy.apis.v1alpha5 import KubeletConfiguration
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import (Instance, InstanceNotFound, InstanceType, InsufficientCapacity, NodeRequest,
-                                                  Offering)
+from karpy.controller.cloudprovider.types import (Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
+                                                  InterruptionQueue, NodeRequest, Offering)
 from karpy.kubeclient.raw import RawClient, path_of
 
 PROVIDER_ID_PREFIX = "fake://"
@@ -62,7 +62,7 @@ class FakeCloudProvider:
     def instance_types(self, kubelet: KubeletConfiguration | None = None) -> Sequence[InstanceType]:
         return self._catalog.instance_types(kubelet)
 
-    def interruption_queue(self) -> Any | None:
+    def interruption_queue(self, name: str) -> InterruptionQueue | None:
         return None                            # nothing interrupts a fake instance
 
     def create(self, request: NodeRequest) -> Instance:

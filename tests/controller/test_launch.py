@@ -76,7 +76,7 @@ def test_both_providers_have_every_member_of_the_protocol_with_its_parameters() 
 
 def test_the_fake_provider_is_a_cloud_provider(env: Env) -> None:
     provider: CloudProvider = FakeCloudProvider(env.client, CATALOG)     # the type checker's view of it
-    assert provider.catalog() is CATALOG and provider.interruption_queue() is None
+    assert provider.catalog() is CATALOG and provider.interruption_queue("interruptions") is None
 
 
 def test_providers_import_nothing_from_scheduling_and_write_no_kubernetes_objects() -> None:

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Protocol
 
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from karpy.apis.v1alpha1 import AWSNodeTemplate, AWSSettings
+from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.aws.provider import AwsConfigError
-from karpy.controller.state import ClusterState
-from karpy.kubeclient.raw import path_of
+from karpy.kubeclient.raw import RawClient, path_of
 
 
-def node_templates(state: ClusterState) -> Callable[[str], AWSSettings]:
+class Provisioners(Protocol):
+    """What a template lookup reads: the cluster state's valid Provisioners, and its client (a provider sits
+    below the controllers, so it names only what it uses of their ClusterState)."""
+
+    client: RawClient
+
+    def provisioner(self, name: str) -> Provisioner | None: ...
+
+
+def node_templates(state: Provisioners) -> Callable[[str], AWSSettings]:
     def lookup(provisioner_name: str) -> AWSSettings:
         provisioner = state.provisioner(provisioner_name)
         if provisioner is None:
