@@ -12,6 +12,11 @@ from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import PODS, Resources
 
 
+def owned_by_daemonset(pod: Mapping[str, Any]) -> bool:
+    """A DaemonSet's pod: it runs where its DaemonSet puts it, so karpy neither provisions for it nor evicts it."""
+    return any(r.get("kind") == "DaemonSet" for r in (pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
 def object_key(obj: Mapping[str, Any]) -> str:
     """"namespace/name", the way pods are named in logs, annotations and gaps (`default` when unset)."""
     meta = obj.get("metadata") or {}

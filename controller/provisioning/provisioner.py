@@ -21,6 +21,7 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Gauge, Histogram
 
+from karpy.apis.pods import object_key
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
@@ -103,7 +104,7 @@ class Provisioner:
         launches = self._launch_all(results.new_nodes, bind=True)
         if wait:
             self._await_cache([n for n in (f.result() for f in launches) if n])
-        by_key = {f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}": p for p in provisionable}
+        by_key = {object_key(p): p for p in provisionable}
         for key, reason in results.unschedulable.items():
             if key in results.failed_pods:
                 continue                    # reported once, above

@@ -39,7 +39,7 @@ from karpy.controller.cloudprovider.aws.launch import (MAX_OVERRIDES, al2_user_d
                                                  fleet_request, group_by_image,
                                                  launch_template_data, launch_template_name)
 from karpy.controller.cloudprovider.catalog import Catalog
-from karpy.controller.cloudprovider.types import (CloudError, Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
+from karpy.controller.cloudprovider.types import (Instance, InstanceNotFound, InstanceType, InsufficientCapacity,
                                                   InterruptionQueue, NodeRequest, launched_as)
 
 log = logging.getLogger("controller.cloudprovider.aws")
