@@ -12,11 +12,12 @@ import copy
 from typing import Any
 
 from karpy.apis import disruption
+from karpy.kubeclient.raw import now_rfc3339
 from karpy.simulator import admission, podspec, schema
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
-from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, TooManyRequests, now_rfc3339
+from karpy.simulator.store import AlreadyExists, BadRequest, Conflict, Invalid, NotFound, Obj, Store, TooManyRequests
 
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 OWNER_KINDS = {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Namespace", "CustomResourceDefinition",

@@ -21,9 +21,8 @@ from kubernetes.client.exceptions import ApiException
 from karpy.apis import eks_node
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
 from karpy.simulator.kubelet import node_info
-from karpy.simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.aws")
 Obj = dict[str, Any]

@@ -12,7 +12,7 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
 from karpy.apis.pods import object_key
 from karpy.apis.v1alpha5 import Provisioner
-from karpy.controller.clock import parse_time
+from karpy.apis.timestamps import parse_time
 from karpy.controller.cloudprovider.types import InstanceType
 from karpy.controller.provisioning.scheduling.nodes import offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo

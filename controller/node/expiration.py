@@ -9,7 +9,8 @@ import datetime as dt
 import logging
 
 
-from karpy.controller.clock import Clock, parse_time
+from karpy.apis.timestamps import parse_time
+from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")

@@ -13,7 +13,8 @@ from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized, ready
-from karpy.controller.clock import Clock, parse_time
+from karpy.apis.timestamps import parse_time
+from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
 
