@@ -32,12 +32,12 @@ from karpy.controller.node.initialization import Initialization
 from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
-from karpy.controller.serve import serve_probes
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.controller import Terminator
 from karpy.kubeclient.loop import Loop
 from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import RawClient, api_client
+from karpy.serving.probes import serve_probes
 
 log = logging.getLogger("controller")
 PENDING_RESYNC_SECONDS = 10.0       # how often pods that still wait for capacity are planned again without an event
