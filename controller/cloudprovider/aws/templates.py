@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 from kubernetes.client.exceptions import ApiException
-from pydantic import ValidationError
 
-from karpy.apis.v1alpha1 import AWSNodeTemplate, AWSSettings
+from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate
+from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.aws.provider import AwsConfigError
 from karpy.kubeclient.raw import RawClient, path_of
@@ -34,11 +34,12 @@ def node_templates(state: Provisioners) -> Callable[[str], AWSSettings]:
             raise AwsConfigError(f"provisioner {provisioner_name!r} has neither spec.provider nor spec.providerRef")
         try:
             raw = state.client.get(path_of("karpenter.k8s.aws/v1alpha1", "awsnodetemplates", name=ref.name))
-            return AWSNodeTemplate.model_validate(raw).spec
         except ApiException as e:
             raise AwsConfigError(f"provisioner {provisioner_name!r}: spec.providerRef {ref.name!r}: {e.status} {e.reason}") from None
-        except ValidationError as e:
-            raise AwsConfigError(f"AWSNodeTemplate {ref.name!r}: {e.errors()[0]['msg']}") from None
+        template, errors = decode_awsnodetemplate(raw)
+        if template is None:
+            raise AwsConfigError(f"AWSNodeTemplate {ref.name!r}: {'; '.join(map(str, errors))}")
+        return template.spec
     return lookup
 
 
