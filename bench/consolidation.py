@@ -29,14 +29,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis import labels as wk  # noqa: E402
-from karpy.apis.crds import definitions  # noqa: E402
 from karpy.apis.provisioner_validation import decode_provisioner  # noqa: E402
 from bench.e2e import deployment  # noqa: E402
-from bench.measure import free_port, metric  # noqa: E402
+from bench.measure import cluster_with_crds, free_port, metric  # noqa: E402
 from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
 from karpy.controller.provisioning.scheduling.pods import PodInfo  # noqa: E402
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler  # noqa: E402
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of  # noqa: E402
+from karpy.kubeclient.raw import Informer, path_of  # noqa: E402
 
 SHAPES = [("web", "500m", "1Gi", 0.5), ("api", "1", "2Gi", 0.3), ("batch", "2", "4Gi", 0.2)]   # name, cpu, memory, share
 PDBS = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}
@@ -84,19 +83,7 @@ def main() -> int:
                                    str(kubeconfig), "--system-nodes", "1", "--boot-delay", "1"],
                                   stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
     try:
-        for _ in range(100):
-            if kubeconfig.exists():
-                break
-            time.sleep(0.1)
-        client = RawClient(api_client(str(kubeconfig)))
-        for _ in range(100):
-            try:
-                client.get("/version")
-                break
-            except Exception:
-                time.sleep(0.1)
-        for crd in definitions().values():
-            client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+        client = cluster_with_crds(kubeconfig)
         client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), PROVISIONER)
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kubeconfig), "--cloud-provider", "fake",
