@@ -33,7 +33,7 @@ import boto3  # noqa: E402
 from karpy.apis import labels as wk  # noqa: E402
 from karpy.apis.requirements import Requirement, Requirements  # noqa: E402
 from karpy.apis.v1alpha1 import AWSNodeTemplateSpec  # noqa: E402
-from bench.measure import free_port, wait_for  # noqa: E402
+from bench.measure import free_port, stop_all, wait_for  # noqa: E402
 from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings  # noqa: E402
 from karpy.controller.cloudprovider.types import NodeRequest  # noqa: E402
 from karpy.kubeclient.raw import RawClient, api_client  # noqa: E402
@@ -120,9 +120,7 @@ def main() -> int:
                 print(f"{parallel:>8} {'yes' if batch else 'no':>9} {r['launches/s']:>11.1f} {r['seconds']:>8.2f} "
                       f"{r['CreateFleet calls']:>12.0f} {r['p50 ms']:>8.0f} {r['p99 ms']:>8.0f} {r['running']:>8.0f}", flush=True)
     finally:
-        for p in processes:
-            p.terminate()
-            p.wait(timeout=10)
+        stop_all(processes)
     return 0
 
 

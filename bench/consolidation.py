@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from karpy.apis import labels as wk  # noqa: E402
 from karpy.apis.provisioner_validation import decode_provisioner  # noqa: E402
 from bench.e2e import deployment  # noqa: E402
-from bench.measure import cluster_with_crds, free_port, metric  # noqa: E402
+from bench.measure import cluster_with_crds, free_port, metric, stop_all  # noqa: E402
 from karpy.controller.cloudprovider.catalog import built_in  # noqa: E402
 from karpy.controller.provisioning.scheduling.pods import PodInfo  # noqa: E402
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler  # noqa: E402
@@ -173,13 +173,7 @@ def main() -> int:
             print("  violation:", line)
         return 0
     finally:
-        for p in reversed(processes):
-            p.terminate()
-        for p in processes:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(processes)
 
 
 if __name__ == "__main__":

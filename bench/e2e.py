@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis import labels as wk  # noqa: E402
-from bench.measure import cluster_with_crds, free_port, peak_rss_mib  # noqa: E402
+from bench.measure import cluster_with_crds, free_port, peak_rss_mib, stop_all  # noqa: E402
 from karpy.kubeclient.raw import Informer, RawClient, path_of  # noqa: E402
 
 BENCH_AGENT = "karpy-bench"
@@ -99,13 +99,7 @@ class Cluster:
     processes: list[subprocess.Popen[bytes]]
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_all(self.processes)
         self.client.api_client.close()
 
 

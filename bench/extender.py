@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import cluster_with_crds, cpu_seconds, free_port  # noqa: E402
+from bench.measure import cluster_with_crds, cpu_seconds, free_port, stop_all  # noqa: E402
 from karpy.kubeclient.raw import path_of  # noqa: E402
 
 
@@ -171,9 +171,7 @@ def main() -> int:
         print(json.dumps({"logs": str(work)}))
         return 0
     finally:
-        for p in reversed(processes):
-            p.terminate()
-            p.wait(timeout=10)
+        stop_all(processes)
 
 
 if __name__ == "__main__":

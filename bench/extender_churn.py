@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis import labels as wk  # noqa: E402
 from bench.e2e import deployment  # noqa: E402
-from bench.measure import cluster_with_crds, free_port, metric, wait_for  # noqa: E402
+from bench.measure import cluster_with_crds, free_port, metric, stop_all, wait_for  # noqa: E402
 from karpy.kubeclient.raw import Informer, path_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,13 +123,7 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
         nodes.stop()
         return figures
     finally:
-        for p in reversed(processes):
-            p.terminate()
-        for p in processes:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(processes)
 
 
 def main() -> int:

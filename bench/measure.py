@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -45,6 +46,17 @@ def cluster_with_crds(kubeconfig: Path, *, timeout: float = 30, user_agent: str 
     for crd in definitions().values():
         client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
     return client
+
+
+def stop_all(processes: list[subprocess.Popen[Any]]) -> None:
+    """SIGTERM to each, last started first; whichever has not exited 10 s later is killed."""
+    for process in reversed(processes):
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def peak_rss_mib(pid: int) -> float:
