@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
@@ -63,7 +63,8 @@ class Settings:
 
 class Operator:
     def __init__(self, settings: Settings, catalog: Catalog | None, *, cloud: CloudProvider | None = None,
-                 cloud_factory: Callable[[RawClient, ClusterState], Any] | None = None, clock: Clock | None = None) -> None:
+                 cloud_factory: Callable[[RawClient, ClusterState], CloudProvider] | None = None,
+                 clock: Clock | None = None) -> None:
         """`catalog` for the fake provider; `cloud_factory` builds a provider that reads its own (aws)."""
         self.settings = settings
         self.clock = clock or Clock()
