@@ -10,7 +10,7 @@ from setuptools import find_packages, setup
 FOLDERS = ["apis", "certs", "controller", "webhook", "extender", "simulator", "serving", "kubeclient"]
 
 setup(
-    packages=["karpy"] + [f"karpy.{folder}" + (f".{sub}" if sub else "")
+    packages=["karpy"] + [f"karpy.{sub}" for sub in find_packages("karpy")] + [f"karpy.{folder}" + (f".{sub}" if sub else "")
                           for folder in FOLDERS for sub in ["", *find_packages(folder)]],
     package_dir={"karpy": "karpy", **{f"karpy.{folder}": folder for folder in FOLDERS}},
 )

@@ -44,6 +44,14 @@ def decode_awsnodetemplate(raw: Mapping[str, Any]) -> tuple[AWSNodeTemplate | No
         return None, from_validation_error(e)
 
 
+def read_awsnodetemplate(raw: Mapping[str, Any]) -> tuple[AWSNodeTemplate | None, list[FieldError]]:
+    """Decoded, then validated: the AWSNodeTemplate when it breaks no rule, else None and every error."""
+    template, errors = decode_awsnodetemplate(raw)
+    if template is not None:
+        errors = validate_awsnodetemplate(template)
+    return (None if errors else template), errors
+
+
 def validate_awsnodetemplate(t: AWSNodeTemplate) -> list[FieldError]:
     """Every rule `t` breaks."""
     spec, path = t.spec, "spec"

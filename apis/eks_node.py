@@ -19,6 +19,12 @@ EVICTION_MEMORY_MI = 100                  # the kubelet's default evictionHard m
 SYSTEM_RESERVED = Resources({CPU: 100, MEMORY: 100 * MI * 1000})
 
 
+def eni_max_pods(enis: int, ipv4_per_eni: int) -> int:
+    """How many pods the VPC CNI fits on an EC2 instance (the AMI's eni-max-pods): one address per ENI
+    is the ENI's own, plus 2 host-network pods."""
+    return enis * (ipv4_per_eni - 1) + 2
+
+
 def capacity(*, vcpu: int, memory_mib: int, max_pods: int | None = None) -> Resources:
     """The node's capacity: its vCPUs, its memory less what the hypervisor keeps, a 20Gi root volume."""
     memory = Fraction(memory_mib * MI) * (1 - VM_MEMORY_OVERHEAD)

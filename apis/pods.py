@@ -12,9 +12,9 @@ from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import PODS, Resources
 
 
-def eni_max_pods(enis: int, ipv4_per_eni: int) -> int:
-    """How many pods the VPC CNI fits on an EC2 instance: one address per ENI is the ENI's own, plus 2 host-network pods."""
-    return enis * (ipv4_per_eni - 1) + 2
+def owned_by_daemonset(pod: Mapping[str, Any]) -> bool:
+    """A DaemonSet's pod: it runs where its DaemonSet puts it, so karpy neither provisions for it nor evicts it."""
+    return any(r.get("kind") == "DaemonSet" for r in (pod.get("metadata") or {}).get("ownerReferences") or [])
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

@@ -38,6 +38,14 @@ def decode_provisioner(raw: Mapping[str, Any]) -> tuple[Provisioner | None, list
         return None, from_validation_error(e)
 
 
+def read_provisioner(raw: Mapping[str, Any], *, aws: bool = True) -> tuple[Provisioner | None, list[FieldError]]:
+    """Decoded, then validated: the Provisioner when it breaks no rule, else None and every error."""
+    provisioner, errors = decode_provisioner(raw)
+    if provisioner is not None:
+        errors = validate_provisioner(provisioner, aws=aws)
+    return (None if errors else provisioner), errors
+
+
 def validate_provisioner(p: Provisioner, *, aws: bool = True) -> list[FieldError]:
     """Every rule `p` breaks. `aws` adds the AWS cloud provider's rules and labels."""
     errs = validate_object_metadata(p.metadata)

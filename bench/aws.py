@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import boto3
 
-from bench.measure import free_port, wait_for
+from bench.measure import free_port, stop_all, wait_for
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.v1alpha1 import AWSNodeTemplateSpec
@@ -119,9 +119,7 @@ def main() -> int:
                 print(f"{parallel:>8} {'yes' if batch else 'no':>9} {r['launches/s']:>11.1f} {r['seconds']:>8.2f} "
                       f"{r['CreateFleet calls']:>12.0f} {r['p50 ms']:>8.0f} {r['p99 ms']:>8.0f} {r['running']:>8.0f}", flush=True)
     finally:
-        for p in processes:
-            p.terminate()
-            p.wait(timeout=10)
+        stop_all(processes)
     return 0
 
 

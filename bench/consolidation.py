@@ -29,14 +29,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.e2e import deployment
-from bench.measure import free_port, metric
+from bench.measure import cluster_with_crds, free_port, metric, stop_all
 from karpy.apis import labels as wk
-from karpy.apis.crds import definitions
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import built_in
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
+from karpy.kubeclient.raw import Informer, path_of
 
 SHAPES = [("web", "500m", "1Gi", 0.5), ("api", "1", "2Gi", 0.3), ("batch", "2", "4Gi", 0.2)]   # name, cpu, memory, share
 PDBS: dict[str, dict[str, Any]] = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}
@@ -84,19 +83,7 @@ def main() -> int:
                                    str(kubeconfig), "--system-nodes", "1", "--boot-delay", "1"],
                                   stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
     try:
-        for _ in range(100):
-            if kubeconfig.exists():
-                break
-            time.sleep(0.1)
-        client = RawClient(api_client(str(kubeconfig)))
-        for _ in range(100):
-            try:
-                client.get("/version")
-                break
-            except Exception:
-                time.sleep(0.1)
-        for crd in definitions().values():
-            client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+        client = cluster_with_crds(kubeconfig)
         client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), PROVISIONER)
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kubeconfig), "--cloud-provider", "fake",
@@ -186,13 +173,7 @@ def main() -> int:
             print("  violation:", line)
         return 0
     finally:
-        for p in reversed(processes):
-            p.terminate()
-        for p in processes:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(processes)
 
 
 if __name__ == "__main__":

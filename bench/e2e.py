@@ -42,10 +42,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import free_port, peak_rss_mib
+from bench.measure import cluster_with_crds, free_port, peak_rss_mib, stop_all
 from karpy.apis import labels as wk
-from karpy.apis.crds import definitions
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
+from karpy.kubeclient.raw import Informer, RawClient, path_of
 
 BENCH_AGENT = "karpy-bench"
 SIMULATOR_AGENT = "karpy-simulator"
@@ -98,13 +97,7 @@ class Cluster:
     processes: list[subprocess.Popen[bytes]]
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_all(self.processes)
         self.client.api_client.close()
 
 
@@ -117,21 +110,7 @@ def start(*, boot_delay: float, ttl_after_empty: int | None) -> Cluster:
                "--system-nodes", "1", "--boot-delay", str(boot_delay)]
     sim = subprocess.Popen(sim_cmd, stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)
     processes = [sim]
-    for _ in range(100):
-        if kubeconfig.exists():
-            break
-        time.sleep(0.1)
-    api = api_client(str(kubeconfig))
-    api.user_agent = BENCH_AGENT
-    client = RawClient(api)
-    for _ in range(100):
-        try:
-            client.get("/version")
-            break
-        except Exception:
-            time.sleep(0.1)
-    for crd in definitions().values():
-        client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+    client = cluster_with_crds(kubeconfig, user_agent=BENCH_AGENT)
     spec: dict[str, Any] = {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
                                              {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
     if ttl_after_empty is not None:

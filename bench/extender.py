@@ -34,9 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import cpu_seconds, free_port
-from karpy.apis.crds import definitions
-from karpy.kubeclient.raw import RawClient, api_client, path_of
+from bench.measure import cluster_with_crds, cpu_seconds, free_port, stop_all
+from karpy.kubeclient.raw import path_of
 
 
 def node(i: int) -> dict[str, Any]:
@@ -120,17 +119,7 @@ def main() -> int:
                                    str(kubeconfig), "--system-nodes", "0", "--no-controllers"],
                                   stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
     try:
-        while not kubeconfig.exists():
-            time.sleep(0.1)
-        client = RawClient(api_client(str(kubeconfig)))
-        for _ in range(100):
-            try:
-                client.get("/version")
-                break
-            except Exception:
-                time.sleep(0.1)
-        for crd in definitions().values():
-            client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+        client = cluster_with_crds(kubeconfig)
         client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), {
             "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
             "spec": {"ttlSecondsAfterEmpty": 30, "ttlSecondsUntilExpired": 2592000}})
@@ -182,9 +171,7 @@ def main() -> int:
         print(json.dumps({"logs": str(work)}))
         return 0
     finally:
-        for p in reversed(processes):
-            p.terminate()
-            p.wait(timeout=10)
+        stop_all(processes)
 
 
 if __name__ == "__main__":

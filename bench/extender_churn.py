@@ -35,10 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.e2e import deployment
-from bench.measure import free_port, metric, wait_for
+from bench.measure import cluster_with_crds, free_port, metric, stop_all, wait_for
 from karpy.apis import labels as wk
-from karpy.apis.crds import definitions
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
+from karpy.kubeclient.raw import Informer, path_of
 
 ROOT = Path(__file__).resolve().parent.parent
 HORIZON = 30.0
@@ -55,11 +54,7 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
                 "--extender-url", f"http://127.0.0.1:{extender_port}/scheduler"]
     processes = [subprocess.Popen(sim, stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
     try:
-        wait_for(kubeconfig.exists, 10, "the local cluster's kubeconfig")
-        client = RawClient(api_client(str(kubeconfig)))
-        wait_for(lambda: client.get("/version"), 10, "the local cluster")
-        for crd in definitions().values():
-            client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+        client = cluster_with_crds(kubeconfig, timeout=10)
         client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), {
             "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
             "spec": {"requirements": [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
@@ -128,13 +123,7 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
         nodes.stop()
         return figures
     finally:
-        for p in reversed(processes):
-            p.terminate()
-        for p in processes:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(processes)
 
 
 def main() -> int:

@@ -1,14 +1,18 @@
-"""What the benchmarks share: a free loopback port, waiting for a process to come up, a process's peak resident
-memory and CPU time, a counter from /metrics."""
+"""What the benchmarks share: a free loopback port, waiting for a process to come up, a client of a local cluster
+with karpy's CRDs, a process's peak resident memory and CPU time, a counter from /metrics."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from karpy.apis.crds import definitions
+from karpy.kubeclient.raw import RawClient, api_client, path_of
 
 
 def free_port() -> int:
@@ -28,6 +32,31 @@ def wait_for(check: Any, timeout: float, what: str) -> None:
             pass
         time.sleep(0.1)
     raise SystemExit(f"{what} not within {timeout:g} s")
+
+
+def cluster_with_crds(kubeconfig: Path, *, timeout: float = 30, user_agent: str | None = None) -> RawClient:
+    """A client of the `karpy sim` that writes `kubeconfig`, once the file is there and the API server answers
+    /version, with karpy's CRDs created."""
+    wait_for(kubeconfig.exists, timeout, "the local cluster's kubeconfig")
+    api = api_client(str(kubeconfig))
+    if user_agent is not None:
+        api.user_agent = user_agent
+    client = RawClient(api)
+    wait_for(lambda: client.get("/version"), timeout, "the local cluster")
+    for crd in definitions().values():
+        client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
+    return client
+
+
+def stop_all(processes: list[subprocess.Popen[Any]]) -> None:
+    """SIGTERM to each, last started first; whichever has not exited 10 s later is killed."""
+    for process in reversed(processes):
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from karpy.apis.resources import CPU, MEMORY
 from karpy.controller.cloudprovider.catalog import built_in
-from karpy.controller.plan.inputs import load
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
+from karpy.plan.inputs import load
 
 CPUS = ["100m", "250m", "500m", "1000m", "1500m"]
 MEMORIES = ["100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi"]

@@ -28,7 +28,7 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import free_port, peak_rss_mib
+from bench.measure import free_port, peak_rss_mib, stop_all
 
 
 def main() -> int:
@@ -123,8 +123,7 @@ def main() -> int:
         print(f"watch delivery max       {latencies[-1] * 1000:8.1f} ms  ({len(latencies)} events to {args.watchers} watchers)")
         print(f"server peak memory       {peak_rss_mib(server.pid):8.0f} MiB")
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_all([server])
     return 0
 
 

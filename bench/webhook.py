@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import cpu_seconds
+from bench.measure import cpu_seconds, stop_all
 
 PATHS = {
     "validate": "/validate-karpenter-sh-v1alpha5-provisioner",
@@ -171,8 +171,7 @@ def main() -> int:
         for name in PATHS:
             run(args, name, port, ca, server.pid)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_all([server])
     return 0
 
 

@@ -36,16 +36,3 @@ class FakeClock(Clock):
         with self._lock:
             self._now += dt.timedelta(seconds=seconds)
 
-
-def parse_time(text: str | None) -> dt.datetime | None:
-    """An RFC 3339 timestamp as the API server writes it, or None."""
-    if not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

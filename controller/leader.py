@@ -37,7 +37,6 @@ lease duration is there for those.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 import os
 import random
@@ -50,6 +49,7 @@ from typing import Any, Callable, NoReturn, Sequence
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from karpy.apis.timestamps import rfc3339_micro
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceType, NodeRequest
 from karpy.kubeclient.raw import RawClient, path_of
@@ -110,10 +110,6 @@ def leading_at(renewed_at: float | None, *, renew_deadline: float, now: float) -
     return renewed_at is not None and now < renewed_at + renew_deadline
 
 
-def _micro(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def default_identity() -> str:
     """client-go's choice: the host name (the pod's name in a cluster) and a unique suffix."""
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
@@ -149,7 +145,7 @@ class LeaderElector:
     def try_acquire(self) -> bool:
         """One attempt to create, renew or take over the Lease. True when this replica holds it now."""
         started = self.clock.monotonic()
-        wall = _micro(self.clock.now())
+        wall = rfc3339_micro(self.clock.now())
         try:
             lease = self.client.request("GET", self._path, timeout=self.renew_deadline)
         except ApiException as e:
@@ -252,7 +248,7 @@ class LeaderElector:
             lease = self.client.request("GET", self._path, timeout=self.retry)
             if ((lease.get("spec") or {}).get("holderIdentity")) != self.identity:
                 return
-            now = _micro(self.clock.now())
+            now = rfc3339_micro(self.clock.now())
             lease["spec"] = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now}
             self.client.request("PUT", self._path, body=lease, timeout=self.retry)
             log.info("Released lease %s/%s", self.namespace, self.name)

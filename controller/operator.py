@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
@@ -21,6 +21,7 @@ from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
 from karpy.controller.node.emptiness import Emptiness
@@ -31,12 +32,12 @@ from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
-from karpy.controller.serve import serve_probes
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.controller import Terminator
 from karpy.kubeclient.loop import Loop
 from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import RawClient, api_client
+from karpy.serving.probes import serve_probes
 
 log = logging.getLogger("controller")
 PENDING_RESYNC_SECONDS = 10.0       # how often pods that still wait for capacity are planned again without an event
@@ -62,7 +63,8 @@ class Settings:
 
 class Operator:
     def __init__(self, settings: Settings, catalog: Catalog | None, *, cloud: CloudProvider | None = None,
-                 cloud_factory: Callable[[RawClient, ClusterState], Any] | None = None, clock: Clock | None = None) -> None:
+                 cloud_factory: Callable[[RawClient, ClusterState], CloudProvider] | None = None,
+                 clock: Clock | None = None) -> None:
         """`catalog` for the fake provider; `cloud_factory` builds a provider that reads its own (aws)."""
         self.settings = settings
         self.clock = clock or Clock()
@@ -102,20 +104,10 @@ class Operator:
         # claims are finished on their own schedule (and at start): pod and node events are provisioning's
         self.launch_loop = Loop("launch", self.launcher.reconcile, resync_seconds=10)
         if settings.interruption_queue:
-            # AWS-only parts load here, so the fake provider runs without the `aws` extra (boto3)
-            from botocore.exceptions import BotoCoreError, ClientError
-
-            from karpy.controller.cloudprovider.aws.provider import AwsConfigError
-            from karpy.controller.interruption.controller import InterruptionHandler
-
-            sqs = self.cloud.interruption_queue()
-            if sqs is None:
-                raise AwsConfigError(f"--interruption-queue {settings.interruption_queue}: the {self.cloud.name} provider has no queue")
-            try:
-                queue_url = sqs.get_queue_url(QueueName=settings.interruption_queue)["QueueUrl"]
-            except (BotoCoreError, ClientError) as e:
-                raise AwsConfigError(f"--interruption-queue {settings.interruption_queue}: {e}") from None
-            handler = InterruptionHandler(self.state, sqs, queue_url, self.provisioner)
+            queue = self.cloud.interruption_queue(settings.interruption_queue)
+            if queue is None:
+                raise LookupError(f"--interruption-queue {settings.interruption_queue}: the {self.cloud.name} provider has no queue")
+            handler = InterruptionHandler(self.state, queue, self.provisioner)
             self.loops.append(Loop("interruption", handler.reconcile, resync_seconds=1))
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []

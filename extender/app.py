@@ -36,7 +36,7 @@ from karpy.extender.wire import (
 )
 from karpy.kubeclient.raw import now_rfc3339
 from karpy.serving.body import BadBody, read_body
-from karpy.serving.metrics import metrics_response
+from karpy.serving.probes import probes_blueprint
 
 log = logging.getLogger("extender")
 REQUESTS = Counter("karpy_extender_requests_total", "Extender calls answered", ["verb", "outcome"])
@@ -131,8 +131,7 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
     app.add_url_rule("/scheduler/prioritize", "prioritize", verb("prioritize", prioritize), methods=["POST"])
     app.add_url_rule("/scheduler/bind", "bind", verb("bind", bind), methods=["POST"])
     app.add_url_rule("/capacity-gaps", "capacity_gaps", lambda: _json([g.to_json() for g in gaps.items()]))
-    app.add_url_rule("/healthz", "healthz", lambda: ("ok", 200))
-    app.add_url_rule("/metrics", "metrics", metrics_response)
+    app.register_blueprint(probes_blueprint())
 
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException) -> Response:

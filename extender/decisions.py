@@ -24,7 +24,7 @@ from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources, share
 from karpy.apis.selectors import Taint, tolerates
-from karpy.controller.clock import parse_time
+from karpy.apis.timestamps import parse_time
 from karpy.controller.node.expiration import seconds_left
 
 REMOVAL_HORIZON_SECONDS = 30.0               # a node due for removal this soon takes no new pods

@@ -76,10 +76,10 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
 
 def plan(args: argparse.Namespace) -> int:
     from karpy.controller.consolidation.decisions import Consolidator
-    from karpy.controller.plan.inputs import PlanInputError, load
-    from karpy.controller.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
     from karpy.controller.provisioning.scheduling.optimize import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
+    from karpy.plan.inputs import PlanInputError, load
+    from karpy.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
 
     if args.node_cost_per_hour < 0:
         raise UsageError("--node-cost-per-hour must not be negative")
@@ -211,7 +211,7 @@ def controller(args: argparse.Namespace) -> int:
 def _catalog(name: str) -> Any:
     """A built-in catalog or an InstanceTypeCatalog file; UsageError naming the problem otherwise."""
     from karpy.controller.cloudprovider.catalog import BUILT_IN, built_in
-    from karpy.controller.plan.inputs import PlanInputError, load
+    from karpy.plan.inputs import PlanInputError, load
 
     if name in BUILT_IN:
         return built_in(name)
@@ -226,10 +226,10 @@ def explain_node(args: argparse.Namespace) -> int:
 
     from karpy.controller.clock import Clock
     from karpy.controller.consolidation.controller import decide, unsettled
-    from karpy.controller.plan.render import explain_node_json
     from karpy.controller.state import ClusterState
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
+    from karpy.plan.render import explain_node_json
 
     catalog = _catalog(args.catalog)
     try:
@@ -277,8 +277,6 @@ def explain_node(args: argparse.Namespace) -> int:
 def _aws_provider(args: argparse.Namespace) -> Any:
     """What builds the AWS provider once the controller has its API client: boto3's own credential and
     endpoint chain (AWS_ENDPOINT_URL included), the region by DESIGN.md's order."""
-    import boto3
-
     from karpy.controller.cloudprovider.aws.provider import (
         AwsCloudProvider,
         AwsConfigError,
@@ -299,7 +297,7 @@ def _aws_provider(args: argparse.Namespace) -> Any:
         minor = f"{version['major']}.{str(version['minor']).rstrip('+')}"
         settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
                                kubernetes_minor=minor, default_instance_profile=args.default_instance_profile)
-        return AwsCloudProvider(boto3.session.Session(), settings, node_templates(state))
+        return AwsCloudProvider(None, settings, node_templates(state))
 
     return build
 

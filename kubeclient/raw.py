@@ -27,6 +27,7 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from karpy.apis.timestamps import rfc3339
 from karpy.kubeclient.outage import OUTAGES, ApiUnreachable, OutageReporter, backoff_seconds, reason_of, request_retries
 
 log = logging.getLogger("kubeclient")
@@ -181,7 +182,7 @@ def _load_file(path: str, configuration: Configuration, *, source: str) -> None:
 
 
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(dt.datetime.now(dt.timezone.utc))
 
 
 def path_of(api_version: str, plural: str, namespace: str | None = None, name: str | None = None,

@@ -1,2 +1,3 @@
 """HTTP serving shared by the webhook and the extender: safe body reading,
-Prometheus exposition across gunicorn workers, and embedded gunicorn."""
+Prometheus exposition across gunicorn workers, embedded gunicorn, and the probes
+(the controller's too)."""

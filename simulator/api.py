@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from karpy.kubeclient.raw import now_rfc3339
 from karpy.simulator import admission, disruption, podspec, schema
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
@@ -25,7 +26,6 @@ from karpy.simulator.store import (
     Store,
     StoreError,
     TooManyRequests,
-    now_rfc3339,
 )
 
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}

@@ -20,11 +20,9 @@ from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import eks_node
 from karpy.apis import labels as wk
-from karpy.apis.pods import eni_max_pods
 from karpy.apis.resources import Resources
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
 from karpy.simulator.kubelet import node_info
-from karpy.simulator.store import now_rfc3339
 
 log = logging.getLogger("simulator.aws")
 Obj = dict[str, Any]
@@ -70,7 +68,7 @@ class Registrar:
         if info is None:
             info = self._types[instance_type] = self.ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]
         network = info.get("NetworkInfo") or {}
-        pods = eni_max_pods(network.get("MaximumNetworkInterfaces", 1), network.get("Ipv4AddressesPerInterface", 2))
+        pods = eks_node.eni_max_pods(network.get("MaximumNetworkInterfaces", 1), network.get("Ipv4AddressesPerInterface", 2))
         arch = next((wk.EC2_ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in wk.EC2_ARCHITECTURES), "amd64")
         capacity = eks_node.capacity(vcpu=info["VCpuInfo"]["DefaultVCpus"], memory_mib=info["MemoryInfo"]["SizeInMiB"],
                                      max_pods=pods)

@@ -17,7 +17,6 @@ import builtins
 import collections
 import copy
 import dataclasses
-import datetime as dt
 import functools
 import json
 import threading
@@ -26,6 +25,8 @@ import uuid
 from typing import Any, Callable, Iterator
 
 import msgspec
+
+from karpy.kubeclient.raw import now_rfc3339
 
 HISTORY_PER_RESOURCE = 20_000       # events kept for watches that resume from an old resourceVersion
 
@@ -73,10 +74,6 @@ class TooManyRequests(StoreError):
 
 class MethodNotAllowed(StoreError):
     status, reason = 405, "MethodNotAllowed"
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def clone(obj: Obj) -> Obj:

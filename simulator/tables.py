@@ -11,6 +11,7 @@ import datetime as dt
 from typing import Any, Callable, Sequence
 
 from karpy.apis.conditions import ready
+from karpy.apis.timestamps import parse_time
 from karpy.simulator.resources import ResourceType
 
 Obj = dict[str, Any]
@@ -23,11 +24,8 @@ def age(obj: Obj) -> str:
 
 def since(timestamp: str | None) -> str:
     """How long ago `timestamp` was, as kubectl prints ages."""
-    if not timestamp:
-        return "<unknown>"
-    try:
-        then = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
+    then = parse_time(timestamp)
+    if then is None:
         return "<unknown>"
     seconds = int((dt.datetime.now(dt.timezone.utc) - then).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

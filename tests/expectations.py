@@ -117,10 +117,10 @@ def expect_provisioned(*objects: Mapping[str, Any], catalog: str = "aws", node_c
     """ExpectProvisioned, in process: Provisioners, pods, nodes, workloads, DaemonSets, Namespaces and an optional
     InstanceTypeCatalog planned by the core `karpy plan` runs (`catalog` names the built-in one used when no
     InstanceTypeCatalog is among `objects`). Bad input raises PlanInputError, naming each problem."""
-    from karpy.controller.plan.inputs import Document, from_documents
-    from karpy.controller.plan.render import plan_json
     from karpy.controller.provisioning.scheduling.optimize import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
+    from karpy.plan.inputs import Document, from_documents
+    from karpy.plan.render import plan_json
 
     loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(objects, 1)], catalog=catalog)
     results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=node_cost_per_hour)).solve()
@@ -133,8 +133,8 @@ def expect_consolidated(*objects: Mapping[str, Any], catalog: str = "aws", now: 
     """What `karpy plan --consolidate -o json` prints for `objects` (its `decisionSeconds` aside), decided in process
     at `now` (the wall clock by default); `options` are the Consolidator's keyword arguments."""
     from karpy.controller.consolidation.decisions import Consolidator
-    from karpy.controller.plan.inputs import Document, from_documents
-    from karpy.controller.plan.render import consolidation_json
+    from karpy.plan.inputs import Document, from_documents
+    from karpy.plan.render import consolidation_json
 
     loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(objects, 1)], catalog=catalog)
     decided = Consolidator(loaded.snapshot, loaded.pdbs, now=now or datetime.datetime.now(datetime.timezone.utc), **options).plan()

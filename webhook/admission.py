@@ -17,10 +17,10 @@ import msgspec
 import pydantic
 from pydantic import ConfigDict
 
-from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate, validate_awsnodetemplate
+from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate, read_awsnodetemplate
 from karpy.apis.errors import FieldError, from_validation_error, render
 from karpy.apis.provisioner_defaults import provisioner_default_patch
-from karpy.apis.provisioner_validation import decode_provisioner, validate_provisioner
+from karpy.apis.provisioner_validation import decode_provisioner, read_provisioner
 
 
 class AdmissionRequest(pydantic.BaseModel):
@@ -138,9 +138,7 @@ def _answer(api_version: str, uid: str, operation: str, obj: dict[str, Any] | No
 
 
 def validate_provisioner_request(raw: dict[str, Any], *, aws: bool = True) -> Verdict:
-    provisioner, errors = decode_provisioner(raw)
-    if provisioner is not None:
-        errors = validate_provisioner(provisioner, aws=aws)
+    _, errors = read_provisioner(raw, aws=aws)
     return Verdict(errors=tuple(errors))
 
 
@@ -152,9 +150,7 @@ def mutate_provisioner_request(raw: dict[str, Any], *, aws: bool = True) -> Verd
 
 
 def validate_awsnodetemplate_request(raw: dict[str, Any]) -> Verdict:
-    template, errors = decode_awsnodetemplate(raw)
-    if template is not None:
-        errors = validate_awsnodetemplate(template)
+    _, errors = read_awsnodetemplate(raw)
     return Verdict(errors=tuple(errors))
 
 

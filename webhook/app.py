@@ -22,7 +22,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Request
 
 from karpy.serving.body import BadBody, read_body
-from karpy.serving.metrics import metrics_response
+from karpy.serving.probes import probes_blueprint
 from karpy.webhook import admission
 
 REQUESTS = Counter("karpy_webhook_requests_total", "Admission requests answered", ["path", "allowed"])
@@ -45,7 +45,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     routes = _routes(settings)
     app.register_blueprint(_admission_blueprint(routes, settings))
-    app.register_blueprint(_probes_blueprint())
+    app.register_blueprint(probes_blueprint())
 
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException) -> tuple[Response, int]:
@@ -128,10 +128,3 @@ def _admission_blueprint(routes: dict[str, admission.Handler], settings: Setting
                         methods=["POST"])
     return bp
 
-
-def _probes_blueprint() -> Blueprint:
-    bp = Blueprint("probes", __name__)
-    bp.add_url_rule("/healthz", "healthz", lambda: ("ok", 200))
-    bp.add_url_rule("/readyz", "readyz", lambda: ("ok", 200))
-    bp.add_url_rule("/metrics", "metrics", metrics_response)
-    return bp

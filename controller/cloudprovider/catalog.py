@@ -1,4 +1,4 @@
-"""Instance-type catalogs: `aws` (real EC2 types), `fake-400`, and InstanceTypeCatalog files.
+"""Instance-type catalogs: `fake-400`, InstanceTypeCatalog files, and the built-in ones by name (`aws` is aws/catalog.py).
 
 A catalog turns a Provisioner's kubeletConfiguration into the instance types
 its nodes would have: maxPods and podsPerCore cap pods, kubeReserved,
@@ -10,25 +10,17 @@ shipped data file once.
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from karpy.apis import eks_node
 from karpy.apis import labels as wk
 from karpy.apis.errors import FieldError, join
-from karpy.apis.pods import eni_max_pods
 from karpy.apis.quantity import Quantity, QuantityError
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, PODS, Resources
 from karpy.apis.v1alpha5 import KubeletConfiguration
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 
-AWS_DATA = Path(__file__).parent / "aws" / "instance_types.json"
-AWS_REGION = "us-east-1"
-SPOT_BASE_DISCOUNT = 0.30                 # spot = on-demand x (0.30 + 0.02 x ((zone index + len(family)) % 5))
 MI = 1024 * 1024
 
 
@@ -87,7 +79,7 @@ def _specialise(base: BaseType, kubelet: KubeletConfiguration | None) -> Instanc
     return InstanceType(base.name, requirements, capacity, base.overhead(kubelet, capacity), base.offerings)
 
 
-def _eviction_memory(kubelet: KubeletConfiguration | None, capacity: Resources, default_mi: int) -> int:
+def eviction_memory(kubelet: KubeletConfiguration | None, capacity: Resources, default_mi: int) -> int:
     """memory.available from evictionHard (absolute or % of memory), in thousandths of bytes."""
     text = ((kubelet.eviction_hard if kubelet else None) or {}).get("memory.available")
     if text is None:
@@ -97,7 +89,7 @@ def _eviction_memory(kubelet: KubeletConfiguration | None, capacity: Resources, 
     return Quantity.parse(text).milli
 
 
-def _reserved(kubelet: KubeletConfiguration | None, field: str) -> Resources | None:
+def reserved(kubelet: KubeletConfiguration | None, field: str) -> Resources | None:
     raw = getattr(kubelet, field, None) if kubelet is not None else None
     return Resources.parse(raw) if raw else None
 
@@ -106,13 +98,13 @@ def _reserved(kubelet: KubeletConfiguration | None, field: str) -> Resources | N
 
 def _static_overhead(written: Resources) -> Callable[[KubeletConfiguration | None, Resources], Resources]:
     def overhead(kubelet: KubeletConfiguration | None, capacity: Resources) -> Resources:
-        kube, system = _reserved(kubelet, "kube_reserved"), _reserved(kubelet, "system_reserved")
+        kube, system = reserved(kubelet, "kube_reserved"), reserved(kubelet, "system_reserved")
         eviction = (kubelet.eviction_hard if kubelet else None) or {}
         if kube is None and system is None and "memory.available" not in eviction:
             return written
         total = (kube or Resources()) + (system or Resources())
         if "memory.available" in eviction:
-            total[MEMORY] = total.get(MEMORY, 0) + _eviction_memory(kubelet, capacity, 0)
+            total[MEMORY] = total.get(MEMORY, 0) + eviction_memory(kubelet, capacity, 0)
         return total
 
     return overhead
@@ -132,7 +124,7 @@ def fake_catalog(count: int = 400) -> Catalog:
         name = f"fake-it-{i}"
         types.append(BaseType(
             name=name,
-            requirements=_requirements(name, {wk.ARCH: wk.ARCH_AMD64, wk.OS: wk.OS_LINUX}, offerings),
+            requirements=base_requirements(name, {wk.ARCH: wk.ARCH_AMD64, wk.OS: wk.OS_LINUX}, offerings),
             capacity=Resources.of(cpu=str(cpu), memory=f"{memory_gi}Gi", pods=str(pods)),
             offerings=offerings,
             overhead=_static_overhead(Resources.of(cpu="100m", memory="10Mi")),
@@ -140,8 +132,8 @@ def fake_catalog(count: int = 400) -> Catalog:
     return Catalog(f"fake-{count}", types)
 
 
-def _requirements(name: str, labels: Mapping[str, str], offerings: Sequence[Offering],
-                  extra: Sequence[Requirement] = ()) -> Requirements:
+def base_requirements(name: str, labels: Mapping[str, str], offerings: Sequence[Offering],
+                      extra: Sequence[Requirement] = ()) -> Requirements:
     reqs = Requirements.from_labels({wk.ARCH: wk.ARCH_AMD64, wk.OS: wk.OS_LINUX, **labels})
     reqs.add(Requirement.exactly(wk.INSTANCE_TYPE, name))
     reqs.add(Requirement.exactly(wk.ZONE, *sorted({o.zone for o in offerings})))
@@ -149,68 +141,6 @@ def _requirements(name: str, labels: Mapping[str, str], offerings: Sequence[Offe
     for r in extra:
         reqs.replace(r)  # a type's own requirement replaces the default
     return reqs
-
-
-# --- the aws catalog --------------------------------------------------------------------------------
-
-_NAME = re.compile(r"^(?P<family>(?P<category>[a-z]+)(?P<generation>[0-9]+)[a-z0-9-]*)\.(?P<size>.+)$")
-
-
-def _aws_overhead(kubelet: KubeletConfiguration | None, capacity: Resources) -> Resources:
-    kube = eks_node.kube_reserved(vcpu=capacity.get(CPU, 0) // 1000, max_pods=capacity.get(PODS, 0) // 1000)
-    kube.update(_reserved(kubelet, "kube_reserved") or {})
-    system = Resources(eks_node.SYSTEM_RESERVED)
-    system.update(_reserved(kubelet, "system_reserved") or {})
-    total = kube + system
-    total[MEMORY] = total.get(MEMORY, 0) + _eviction_memory(kubelet, capacity, eks_node.EVICTION_MEMORY_MI)
-    return total
-
-
-def spot_price(on_demand: float, *, family: str, zone_index: int) -> float:
-    """The documented spot rule: 30-38% of on-demand, varying by zone and family."""
-    return round(on_demand * (SPOT_BASE_DISCOUNT + 0.02 * ((zone_index + len(family)) % 5)), 5)
-
-
-def aws_catalog(data: Path = AWS_DATA) -> Catalog:
-    return aws_catalog_from_records(json.loads(data.read_text())["instanceTypes"])
-
-
-def aws_catalog_from_records(records: Sequence[Mapping[str, Any]], *, region: str = AWS_REGION,
-                             spot_prices: Mapping[tuple[str, str], float] | None = None, name: str = "aws") -> Catalog:
-    """Instance types from records as instance_types.json holds them (name, vcpu, memoryMiB, arch, hypervisor,
-    spot, zones, price, enis, ipv4PerEni, accelerator). `spot_prices` by (type, zone) replace the documented
-    spot rule where EC2 reported them."""
-    zones = sorted({z for t in records for z in t["zones"]})
-    types = []
-    for t in records:
-        match = _NAME.match(t["name"])
-        family = match["family"] if match else t["name"]
-        offerings = [Offering(z, wk.CAPACITY_TYPE_ON_DEMAND, t["price"]) for z in t["zones"]]
-        if t["spot"]:
-            offerings += [Offering(z, wk.CAPACITY_TYPE_SPOT, (spot_prices or {}).get((t["name"], z)) or
-                                   spot_price(t["price"], family=family, zone_index=zones.index(z)))
-                          for z in t["zones"]]
-        capacity = eks_node.capacity(vcpu=t["vcpu"], memory_mib=t["memoryMiB"])
-        max_pods = eni_max_pods(t["enis"], t["ipv4PerEni"])
-        labels = {
-            wk.ARCH: t["arch"], wk.REGION: region,
-            wk.AWS_INSTANCE_CPU: str(t["vcpu"]), wk.AWS_INSTANCE_MEMORY: str(t["memoryMiB"]),
-            wk.AWS_INSTANCE_PODS: str(max_pods), wk.AWS_INSTANCE_HYPERVISOR: t["hypervisor"],
-        }
-        if match:
-            labels.update({wk.AWS_INSTANCE_CATEGORY: match["category"], wk.AWS_INSTANCE_FAMILY: family,
-                           wk.AWS_INSTANCE_GENERATION: match["generation"], wk.AWS_INSTANCE_SIZE: match["size"]})
-        if "localNvmeGB" in t:
-            labels[wk.AWS_INSTANCE_LOCAL_NVME] = str(t["localNvmeGB"])
-        acc = t.get("accelerator")
-        if acc:
-            capacity[acc["resource"]] = acc["count"] * 1000
-            labels.update({wk.AWS_INSTANCE_GPU_NAME: acc["name"], wk.AWS_INSTANCE_GPU_MANUFACTURER: acc["manufacturer"],
-                           wk.AWS_INSTANCE_GPU_COUNT: str(acc["count"]), wk.AWS_INSTANCE_GPU_MEMORY: str(acc["memoryMiB"])})
-        offers = tuple(offerings)
-        types.append(BaseType(t["name"], _requirements(t["name"], labels, offers), capacity, offers,
-                              _aws_overhead, default_max_pods=max_pods))
-    return Catalog(name, types)
 
 
 # --- InstanceTypeCatalog documents ---------------------------------------------------------------------
@@ -288,7 +218,7 @@ def _parse_catalog_entry(item: Any, at: str, errors: list[FieldError]) -> BaseTy
     if len(errors) > count or capacity is None:
         return None
     offers = tuple(offerings)
-    return BaseType(str(name), _requirements(str(name), dict(labels), offers, extra), capacity, offers,
+    return BaseType(str(name), base_requirements(str(name), dict(labels), offers, extra), capacity, offers,
                     _static_overhead(overhead or Resources()))
 
 
@@ -309,7 +239,13 @@ def _resources(raw: Any, at: str, errors: list[FieldError], *, required: bool) -
     return out
 
 
-BUILT_IN: dict[str, Callable[[], Catalog]] = {"aws": aws_catalog, "fake-400": fake_catalog}
+def _aws() -> Catalog:
+    from karpy.controller.cloudprovider.aws.catalog import aws_catalog  # it builds on this module
+
+    return aws_catalog()
+
+
+BUILT_IN: dict[str, Callable[[], Catalog]] = {"aws": _aws, "fake-400": fake_catalog}
 _loaded: dict[str, Catalog] = {}
 
 

@@ -31,6 +31,7 @@ from karpy.controller.cloudprovider.types import (
     InstanceNotFound,
     InstanceType,
     InsufficientCapacity,
+    InterruptionQueue,
     NodeRequest,
     Offering,
 )
@@ -68,7 +69,7 @@ class FakeCloudProvider:
     def instance_types(self, kubelet: KubeletConfiguration | None = None) -> Sequence[InstanceType]:
         return self._catalog.instance_types(kubelet)
 
-    def interruption_queue(self) -> Any | None:
+    def interruption_queue(self, name: str) -> InterruptionQueue | None:
         return None                            # nothing interrupts a fake instance
 
     def create(self, request: NodeRequest) -> Instance:

@@ -101,6 +101,49 @@ def launched_as(it: InstanceType | None, offering_zone: str, capacity_type: str)
     return {"capacity": it.capacity, "allocatable": it.allocatable, "price_per_hour": price}
 
 
+SPOT_INTERRUPTION = "SpotInterrupted"
+REBALANCE = "RebalanceRecommendation"
+SCHEDULED_CHANGE = "ScheduledChange"
+STATE_CHANGE = "InstanceStateChange"
+
+
+@dataclasses.dataclass(frozen=True)
+class Interruption:
+    """What the cloud announced about some of its instances; the interruption controller acts on it."""
+
+    kind: str                          # SPOT_INTERRUPTION | REBALANCE | SCHEDULED_CHANGE | STATE_CHANGE
+    instance_ids: tuple[str, ...]      # as the queue names them (InterruptionQueue.instance_id maps a provider ID)
+    detail: str                        # for people: what the event said
+
+    @property
+    def drains(self) -> bool:
+        """Whether the node must go (a rebalance recommendation is only reported)."""
+        return self.kind != REBALANCE
+
+
+@dataclasses.dataclass(frozen=True)
+class Notice:
+    """One message read from an interruption queue: an interruption, nothing for karpy (both None),
+    or a message karpy cannot read (`problem` says why). Deleted once handled, whichever it is."""
+
+    receipt: str
+    interruption: Interruption | None = None
+    problem: str | None = None
+
+
+class InterruptionQueue(Protocol):
+    name: str
+
+    def receive(self) -> Sequence[Notice]:
+        """Up to a batch of messages, waiting a little for the first; raises CloudError."""
+
+    def delete(self, notice: Notice) -> None:
+        """Raises CloudError."""
+
+    def instance_id(self, provider_id: str) -> str | None:
+        """How this queue's messages name the instance of `provider_id`; None for another cloud's."""
+
+
 class InstanceNotFound(LookupError):
     """The instance is gone (terminated, or never existed)."""
 
@@ -133,5 +176,6 @@ class CloudProvider(Protocol):         # Sequence, not list[...]: in here, `list
     def catalog(self) -> Catalog:
         """The catalog the scheduling core plans with (the AWS one is read from EC2 and cached)."""
 
-    def interruption_queue(self) -> Any | None:
-        """An SQS client for spot interruption and rebalance messages, or None when the cloud has none."""
+    def interruption_queue(self, name: str) -> InterruptionQueue | None:
+        """The queue `name` of spot interruption, rebalance and scheduled-change messages, or None when the
+        cloud has none; raises a ValueError saying why when the queue cannot be found."""

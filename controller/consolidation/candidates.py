@@ -9,9 +9,10 @@ from typing import Any, Mapping, Sequence
 
 from karpy.apis import disruption
 from karpy.apis import labels as wk
+from karpy.apis.conditions import initialized
 from karpy.apis.pods import object_key
+from karpy.apis.timestamps import parse_time
 from karpy.apis.v1alpha5 import Provisioner
-from karpy.controller.clock import parse_time
 from karpy.controller.cloudprovider.types import InstanceType
 from karpy.controller.provisioning.scheduling.nodes import offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -129,7 +130,7 @@ def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.dateti
     `awaited` names nodes that pods are on their way to (node -> pod), as v0.16's nominated nodes."""
     meta = node.raw["metadata"]
     labels = meta.get("labels") or {}
-    if labels.get(wk.INITIALIZED) != "true":
+    if not initialized(node.raw):
         return "node is not initialized yet"
     if node.name in awaited:
         return f"node is nominated for pod {awaited[node.name]}, which is on its way to it"

@@ -30,8 +30,8 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from karpy.apis import disruption
-from karpy.apis import labels as wk
-from karpy.apis.conditions import ready
+from karpy.apis.conditions import initialized, ready
+from karpy.apis.pods import object_key
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
@@ -90,7 +90,7 @@ class _Replacing:
 
 def pending_pods(state: ClusterState) -> list[str]:
     """The pods waiting for capacity karpy should launch ("ns/name")."""
-    return sorted(f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" for p in provisionable_pods(state))
+    return sorted(object_key(p) for p in provisionable_pods(state))
 
 
 def unsettled(state: ClusterState) -> str | None:
@@ -109,7 +109,7 @@ def launching(state: ClusterState) -> str | None:
     """The karpy node being launched, as a reason to wait, or None."""
     for node in state.nodes.items():
         if state.ours(node) is not None and not node["metadata"].get("deletionTimestamp") \
-                and (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true":
+                and not initialized(node):
             return f"node {node['metadata']['name']} is being launched"
     return None
 
@@ -190,7 +190,7 @@ class Consolidation:
         PodDisruptionBudget than it allows now; at least the first action."""
         budget = self.budget()
         pods = self.state.pods.items()
-        by_key = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p for p in pods}
+        by_key = {object_key(p): p for p in pods}
         pdbs = self.state.pdbs.items()
         left = {id(pdb): pdb_allowance(pdb, pods) for pdb in pdbs}
         chosen: list[Action] = []
@@ -300,8 +300,8 @@ class Consolidation:
 
     def _await_replacements(self) -> float | None:
         for r in list(self._replacing):
-            up = all((new := self.state.nodes.get("", name)) is not None and ready(new)
-                     and (new["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true" for name in r.new)
+            up = all((new := self.state.nodes.get("", name)) is not None and ready(new) and initialized(new)
+                     for name in r.new)
             if up:
                 log.info("Replacement(s) %s ready; deleting node(s) %s", ", ".join(r.new), ", ".join(r.old))
                 for name in r.old:

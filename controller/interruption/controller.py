@@ -1,4 +1,4 @@
-"""Interruption: read the SQS queue EventBridge feeds, and move pods off instances before they go.
+"""Interruption: read the cloud's interruption queue, and move pods off instances before they go.
 
 For a spot interruption warning, a scheduled change or an instance that is
 stopping or terminating, the node karpy launched for that instance gets an
@@ -7,7 +7,9 @@ the node were gone), and then the Node is deleted, so termination cordons it
 and drains it through the Eviction API within the two minutes a spot warning
 gives. A rebalance recommendation is reported as an Event only. Messages are
 deleted once handled, malformed ones too (with a log line saying what was
-wrong), so no message is read twice or blocks the queue.
+wrong), so no message is read twice or blocks the queue. The queue is the
+provider's (CloudProvider.interruption_queue: SQS on aws); this reads only the
+Notices it gives.
 """
 
 from __future__ import annotations
@@ -15,12 +17,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from prometheus_client import Counter
 
-from karpy.controller.cloudprovider.aws.provider import parse_provider_id
-from karpy.controller.cloudprovider.types import InstanceNotFound
-from karpy.controller.interruption.messages import MessageError, parse
+from karpy.controller.cloudprovider.types import CloudError, InterruptionQueue, Notice
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -31,33 +30,29 @@ ACTIONS = Counter("karpy_interruption_actions_performed_total", "Nodes acted on 
 
 
 class InterruptionHandler:
-    def __init__(self, state: ClusterState, sqs: Any, queue_url: str, provisioner: Provisioner, *,
-                 wait_seconds: int = 5) -> None:
-        self.state, self.sqs, self.queue_url, self.provisioner = state, sqs, queue_url, provisioner
-        self.wait_seconds = wait_seconds
+    def __init__(self, state: ClusterState, queue: InterruptionQueue, provisioner: Provisioner) -> None:
+        self.state, self.queue, self.provisioner = state, queue, provisioner
 
     def reconcile(self) -> float | None:
-        """Receive (long polling) and handle up to 10 messages; come back at once."""
+        """Receive (long polling) and handle a batch of messages; come back at once."""
         try:
-            received = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                                                WaitTimeSeconds=self.wait_seconds)
-        except (BotoCoreError, ClientError) as e:
-            log.error("Reading interruption queue %s, %s", self.queue_url, e)
+            notices = self.queue.receive()
+        except CloudError as e:
+            log.error("Reading interruption queue %s, %s", self.queue.name, e)
             return 10.0
-        for message in received.get("Messages", []):
-            self.handle(message.get("Body", ""))
+        for notice in notices:
+            self.handle(notice)
             try:
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-            except (BotoCoreError, ClientError) as e:
-                log.error("Deleting interruption message %s, %s", message.get("MessageId"), e)
+                self.queue.delete(notice)
+            except CloudError as e:
+                log.error("Deleting interruption message, %s", e)
         return 0.01
 
-    def handle(self, body: str) -> None:
-        try:
-            interruption = parse(body)
-        except MessageError as e:
+    def handle(self, notice: Notice) -> None:
+        interruption = notice.interruption
+        if notice.problem is not None:
             MESSAGES.labels("invalid").inc()
-            log.warning("Ignoring interruption queue message: %s", e)
+            log.warning("Ignoring interruption queue message: %s", notice.problem)
             return
         if interruption is None:
             MESSAGES.labels("ignored").inc()
@@ -84,12 +79,9 @@ class InterruptionHandler:
             ACTIONS.labels("drain").inc()
 
     def node_of(self, instance_id: str) -> dict[str, Any] | None:
-        """The karpy node of an instance, by its providerID (`aws:///<zone>/<instance-id>`)."""
+        """The karpy node of an instance, by its providerID."""
         for node in self.state.nodes.items():
-            try:
-                _, instance = parse_provider_id((node.get("spec") or {}).get("providerID") or "")
-            except InstanceNotFound:
-                continue                                # not an EC2 instance
-            if instance == instance_id and self.state.ours(node) is not None:
+            if self.queue.instance_id((node.get("spec") or {}).get("providerID") or "") == instance_id \
+                    and self.state.ours(node) is not None:
                 return node
         return None

@@ -12,7 +12,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
-from karpy.controller.clock import Clock, parse_time, rfc3339
+from karpy.apis.conditions import initialized
+from karpy.apis.timestamps import parse_time, rfc3339
+from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.controller import evictable
 from karpy.kubeclient.raw import path_of
@@ -68,7 +70,7 @@ class Emptiness:
         ttl = provisioner.spec.ttl_seconds_after_empty if provisioner else None
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
-        v = decide(ttl=ttl, initialized=(node["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true",
+        v = decide(ttl=ttl, initialized=initialized(node),
                    busy=busy(self.state.pods_on(name)), marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
                    now=self.clock.now())
         try:

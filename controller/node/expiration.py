@@ -8,7 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from karpy.controller.clock import Clock, parse_time
+from karpy.apis.timestamps import parse_time
+from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")

@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable
 
 from karpy.apis.conditions import ready
+from karpy.apis.timestamps import parse_time
 from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.state import ClusterState
@@ -45,8 +46,8 @@ def unregistered(claim: dict[str, Any], *, node: dict[str, Any] | None, now: dt.
     """Pure: the claim is older than the registration timeout and its Node never became Ready."""
     if claim["metadata"].get("deletionTimestamp") or (node is not None and (ready(node) or node["metadata"].get("deletionTimestamp"))):
         return False
-    created = dt.datetime.fromisoformat(claim["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-    return (now - created).total_seconds() >= timeout_seconds
+    created = parse_time(claim["metadata"].get("creationTimestamp"))
+    return created is not None and (now - created).total_seconds() >= timeout_seconds
 
 
 class GarbageCollection:

@@ -12,8 +12,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
-from karpy.apis.conditions import ready
-from karpy.controller.clock import Clock, parse_time
+from karpy.apis.conditions import initialized, ready
+from karpy.apis.timestamps import parse_time
+from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
 
@@ -24,8 +25,7 @@ REGISTRATION_TIMEOUT = dt.timedelta(minutes=15)
 
 def decide(*, node: dict[str, Any], startup_taints: set[str], now: dt.datetime) -> str | None:
     """Pure: "label", "delete" or None."""
-    labels = node["metadata"].get("labels") or {}
-    if labels.get(wk.INITIALIZED) == "true" or node["metadata"].get("deletionTimestamp"):
+    if initialized(node) or node["metadata"].get("deletionTimestamp"):
         return None
     taints = {t.get("key") for t in (node.get("spec") or {}).get("taints") or []}
     if ready(node) and not (taints & (startup_taints | {wk.TAINT_NOT_READY})):

@@ -15,6 +15,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from karpy.apis.conditions import unschedulable
+from karpy.apis.pods import owned_by_daemonset
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -26,7 +27,7 @@ def is_provisionable(pod: Obj, gap_reported: bool = False) -> bool:
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") or status.get("phase", "Pending") != "Pending":
         return False
-    if any(r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or []):
+    if owned_by_daemonset(pod):
         return False
     return gap_reported or unschedulable(pod) is not None
 

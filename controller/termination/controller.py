@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from karpy.apis import labels as wk
-from karpy.apis.pods import object_key
+from karpy.apis.pods import object_key, owned_by_daemonset
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -40,7 +40,7 @@ class DrainPlan:
 
 def evictable(pod: dict[str, Any]) -> bool:
     meta = pod["metadata"]
-    if any(r.get("kind") == "DaemonSet" for r in meta.get("ownerReferences") or []):
+    if owned_by_daemonset(pod):
         return False
     if wk.MIRROR_POD in (meta.get("annotations") or {}):
         return False

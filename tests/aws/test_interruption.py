@@ -8,15 +8,10 @@ from typing import Any
 import boto3
 import pytest
 
+from karpy.controller.cloudprovider.aws.interruption import MessageError, SqsQueue, parse
+from karpy.controller.cloudprovider.aws.provider import AwsConfigError
+from karpy.controller.cloudprovider.types import REBALANCE, SCHEDULED_CHANGE, SPOT_INTERRUPTION, STATE_CHANGE
 from karpy.controller.interruption.controller import InterruptionHandler
-from karpy.controller.interruption.messages import (
-    REBALANCE,
-    SCHEDULED_CHANGE,
-    SPOT_INTERRUPTION,
-    STATE_CHANGE,
-    MessageError,
-    parse,
-)
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.kubeclient.raw import path_of
 from tests.aws.conftest import REGION, Moto
@@ -77,7 +72,8 @@ def test_a_spot_warning_launches_a_replacement_then_drains_the_node(moto: Moto, 
     env.apply(provisioner("default"), doomed, pod("app-1", cpu="1", node_name="ip-10-0-0-1.ec2.internal"))
     for body in ("{not json", ec2_event("EC2 Instance Rebalance Recommendation", **{"instance-id": "i-0abc"}), SPOT):
         sqs.send_message(QueueUrl=queue, MessageBody=body)
-    handler = InterruptionHandler(env.state, sqs, queue, Provisioner(env.state, env.cloud, CATALOG), wait_seconds=0)
+    handler = InterruptionHandler(env.state, SqsQueue(sqs, "karpy-interruption", wait_seconds=0),
+                                  Provisioner(env.state, env.cloud, CATALOG))
     for _ in range(3):                                  # up to 10 messages a call
         handler.reconcile()
     nodes = {n["metadata"]["name"]: n for n in env.client.get(path_of("v1", "nodes"))["items"]}
@@ -88,3 +84,17 @@ def test_a_spot_warning_launches_a_replacement_then_drains_the_node(moto: Moto, 
                      if e["involvedObject"]["name"] == "ip-10-0-0-1.ec2.internal")
     assert reasons == [REBALANCE, SPOT_INTERRUPTION]
     assert sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0).get("Messages") is None   # every message handled once
+
+
+def test_an_unknown_queue_is_a_configuration_error_naming_it(moto: Moto) -> None:
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto.url)
+    with pytest.raises(AwsConfigError, match="--interruption-queue nowhere: finding the interruption queue nowhere"):
+        SqsQueue(sqs, "nowhere")
+
+
+def test_the_queue_names_only_ec2_instances(moto: Moto) -> None:
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto.url)
+    sqs.create_queue(QueueName="karpy-interruption")
+    queue = SqsQueue(sqs, "karpy-interruption")
+    assert queue.instance_id("aws:///zone-a/i-0abc") == "i-0abc"
+    assert queue.instance_id("fake://default-7kq2m") is None

@@ -8,6 +8,8 @@ import ast
 import inspect
 from pathlib import Path
 
+import boto3
+
 from karpy.apis import labels as wk
 from karpy.apis import nodeclaim as api
 from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider
@@ -17,6 +19,7 @@ from karpy.controller.launch.launcher import Launcher
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.termination.controller import Terminator
 from karpy.kubeclient.raw import path_of
+from tests.aws.conftest import SETTINGS, TEMPLATE
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, ROOT, Env
 
@@ -76,7 +79,13 @@ def test_both_providers_have_every_member_of_the_protocol_with_its_parameters() 
 
 def test_the_fake_provider_is_a_cloud_provider(env: Env) -> None:
     provider: CloudProvider = FakeCloudProvider(env.client, CATALOG)     # the type checker's view of it
-    assert provider.catalog() is CATALOG and provider.interruption_queue() is None
+    assert provider.catalog() is CATALOG and provider.interruption_queue("interruptions") is None
+
+
+def test_the_aws_provider_is_a_cloud_provider() -> None:
+    provider: CloudProvider = AwsCloudProvider(boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing"),
+                                               SETTINGS, lambda _: TEMPLATE)     # the type checker's view of it
+    assert provider.name == "aws"                     # and no call reached AWS: clients are made, not used
 
 
 def test_providers_import_nothing_from_scheduling_and_write_no_kubernetes_objects() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import ssl
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -88,12 +86,7 @@ def test_bodies_up_to_64_mib_are_taken_and_larger_refused(extender: Server) -> N
     big = [node(f"n{i}", labels={"pad": "x" * 60}) for i in range(20_000)]     # ~12 MB
     r = extender.post("/scheduler/filter", json=args(pod("web"), big, names=False))
     assert r.status_code == 200 and len(r.json()["Nodes"]["items"]) == 20_000
-    context = ssl.create_default_context(cafile=str(extender.ca))
-    host, port = extender.base_url.removeprefix("https://").split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
-        tls.sendall(f"POST /scheduler/filter HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {64 * 1024 * 1024 + 1}\r\n\r\n{{".encode())
-        head = tls.recv(4096).decode(errors="replace")
+    head = extender.raw_post("/scheduler/filter", f"Content-Length: {64 * 1024 * 1024 + 1}\r\n", "{")
     assert head.startswith("HTTP/1.1 413"), head[:200]
     assert extender.get("/healthz").status_code == 200
 
@@ -131,11 +124,6 @@ def test_a_node_sent_again_unchanged_and_then_changed_is_judged_by_what_it_says_
 
 
 def test_a_body_that_is_not_valid_chunked_encoding_is_a_4xx(extender: Server) -> None:
-    context = ssl.create_default_context(cafile=str(extender.ca))
-    host, port = extender.base_url.removeprefix("https://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
-        tls.sendall(f"POST /scheduler/filter HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                    f"Transfer-Encoding: chunked\r\n\r\nzz\r\n{{\"not\": \"a chunk size\"}}\r\n0\r\n\r\n".encode())
-        head = tls.recv(4096).decode(errors="replace")
+    head = extender.raw_post("/scheduler/filter", "Transfer-Encoding: chunked\r\n", 'zz\r\n{"not": "a chunk size"}\r\n0\r\n\r\n')
     assert head.startswith("HTTP/1.1 400"), head[:200]
     assert extender.get("/healthz").status_code == 200

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from bench.scheduling import realistic_mix
 from karpy.apis.resources import Resources
-from karpy.controller.plan.inputs import load
-from karpy.controller.plan.render import plan_json
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
+from karpy.plan.inputs import load
+from karpy.plan.render import plan_json
 from tests.builders import catalog, instance_type, pod, provisioner
 from tests.plan.conftest import Plan
 

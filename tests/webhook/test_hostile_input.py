@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 
 import pytest
 from flask.testing import FlaskClient
@@ -109,19 +107,7 @@ def test_hostile_bodies_over_tls_leave_the_server_serving(webhook_server: Server
 
 def test_oversized_body_is_refused_before_it_is_sent(webhook_server: Server) -> None:
     """A 9 MiB Content-Length is answered 413 at once: the server does not wait for the body."""
-    context = ssl.create_default_context(cafile=str(webhook_server.ca))
-    host, port = webhook_server.base_url.removeprefix("https://").split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
-        tls.sendall(
-            f"POST {VALIDATE} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {9 * 1024 * 1024}\r\n\r\n{{\"pad\": \"".encode()
-        )
-        head = ""
-        while not head.rstrip().endswith("}"):
-            chunk = tls.recv(4096).decode(errors="replace")
-            if not chunk:
-                break
-            head += chunk
+    head = webhook_server.raw_post(VALIDATE, f"Content-Length: {9 * 1024 * 1024}\r\n", '{"pad": "', until="}")
     assert head.startswith("HTTP/1.1 413"), head[:200]
     assert "over the limit" in head
     assert webhook_server.get("/healthz").status_code == 200
@@ -136,11 +122,6 @@ def test_metrics_count_requests_and_denials(webhook_server: Server) -> None:
 
 
 def test_a_body_that_is_not_valid_chunked_encoding_is_a_400(webhook_server: Server) -> None:
-    context = ssl.create_default_context(cafile=str(webhook_server.ca))
-    host, port = webhook_server.base_url.removeprefix("https://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
-        tls.sendall(f"POST {VALIDATE} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                    f"Transfer-Encoding: chunked\r\n\r\nzz\r\n{{\"not\": \"a chunk size\"}}\r\n0\r\n\r\n".encode())
-        head = tls.recv(4096).decode(errors="replace")
+    head = webhook_server.raw_post(VALIDATE, "Transfer-Encoding: chunked\r\n", 'zz\r\n{"not": "a chunk size"}\r\n0\r\n\r\n')
     assert head.startswith("HTTP/1.1 400"), head[:200]
     assert webhook_server.get("/healthz").status_code == 200

@@ -1,6 +1,13 @@
-"""EC2 errors in words a person understands, for the log and for Events. Pure."""
+"""EC2 errors in words a person understands, for the log and for Events; `plainly` raises boto's as CloudError."""
 
 from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import botocore.exceptions
+
+from karpy.controller.cloudprovider.types import CloudError
 
 CAPACITY = {"InsufficientInstanceCapacity", "UnfulfillableCapacity", "MaxSpotInstanceCountExceeded", "Unsupported",
             "InsufficientFreeAddressesInSubnet", "SpotMaxPriceTooLow", "InsufficientCapacityOnHost"}
@@ -52,3 +59,15 @@ def is_capacity_error(code: str) -> bool:
 
 def is_throttling(code: str) -> bool:
     return code in THROTTLING
+
+
+@contextlib.contextmanager
+def plainly(doing: str) -> Iterator[None]:
+    """AWS's errors as CloudError, saying what karpy was doing and what went wrong in words."""
+    try:
+        yield
+    except botocore.exceptions.ClientError as e:
+        error = e.response.get("Error") or {}
+        raise CloudError(f"{doing}: {explain(error.get('Code', ''), error.get('Message', ''))}") from None
+    except botocore.exceptions.BotoCoreError as e:
+        raise CloudError(f"{doing}: AWS could not be reached ({e})") from None

@@ -17,7 +17,8 @@ import time
 from typing import Any, Callable, Mapping
 
 from karpy.apis import labels as wk
-from karpy.controller.cloudprovider.catalog import AWS_DATA, Catalog, aws_catalog_from_records
+from karpy.controller.cloudprovider.aws.catalog import AWS_DATA, aws_catalog_from_records
+from karpy.controller.cloudprovider.catalog import Catalog
 
 log = logging.getLogger("controller.cloudprovider.aws")
 GPU_RESOURCES = {"NVIDIA": "nvidia.com/gpu", "AMD": "amd.com/gpu", "Habana": "habana.ai/gaudi"}

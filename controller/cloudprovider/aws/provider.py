@@ -18,20 +18,20 @@ Node, named after the instance's private DNS name.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
+import boto3
 import botocore.config
 import botocore.exceptions
 
 from karpy.apis import labels as wk
 from karpy.apis.v1alpha1 import AWSNodeTemplateSpec, AWSSettings
-from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error
+from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error, plainly
 from karpy.controller.cloudprovider.aws.fleet import FleetLauncher, assigned, batch_tag
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
 from karpy.controller.cloudprovider.aws.launch import (
@@ -47,11 +47,11 @@ from karpy.controller.cloudprovider.aws.launch import (
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import (
-    CloudError,
     Instance,
     InstanceNotFound,
     InstanceType,
     InsufficientCapacity,
+    InterruptionQueue,
     NodeRequest,
     launched_as,
 )
@@ -100,8 +100,10 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
 class AwsCloudProvider:
     name = "aws"
 
-    def __init__(self, session: Any, settings: AwsSettings,
+    def __init__(self, session: Any | None, settings: AwsSettings,
                  templates: Callable[[str], AWSSettings], *, clock: Callable[[], float] = time.monotonic) -> None:
+        """`session` None: boto3's own credential and endpoint chain (AWS_ENDPOINT_URL included)."""
+        session = session or boto3.session.Session()
         self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
         self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
         self.sqs = session.client("sqs", region_name=settings.region, config=RETRIES)   # the interruption queue
@@ -128,13 +130,14 @@ class AwsCloudProvider:
     def instance_types(self, kubelet: Any | None = None) -> Sequence[InstanceType]:
         return self.catalog().instance_types(kubelet)
 
-    def interruption_queue(self) -> Any | None:
-        """The SQS client the interruption controller reads its queue with."""
-        return self.sqs
+    def interruption_queue(self, name: str) -> InterruptionQueue | None:
+        from karpy.controller.cloudprovider.aws.interruption import SqsQueue  # it imports this module
+
+        return SqsQueue(self.sqs, name)
 
     # --- launch --------------------------------------------------------------------------------
     def create(self, request: NodeRequest) -> Instance:
-        with _plainly(f"launching node {request.node_name}"):
+        with plainly(f"launching node {request.node_name}"):
             return self._create(request)
 
     def _create(self, request: NodeRequest) -> Instance:
@@ -395,7 +398,7 @@ class AwsCloudProvider:
 
     def delete(self, provider_id: str) -> None:
         _, instance_id = parse_provider_id(provider_id)
-        with _plainly(f"terminating instance {provider_id}"):
+        with plainly(f"terminating instance {provider_id}"):
             described = self._describe([instance_id])
             if not described or described[0]["State"]["Name"] in ("shutting-down", "terminated"):
                 raise InstanceNotFound(provider_id)
@@ -404,28 +407,16 @@ class AwsCloudProvider:
 
     def get(self, provider_id: str) -> Instance:
         _, instance_id = parse_provider_id(provider_id)
-        with _plainly(f"reading instance {provider_id}"):
+        with plainly(f"reading instance {provider_id}"):
             described = self._describe([instance_id])
         if not described or described[0]["State"]["Name"] not in LIVE_STATES:
             raise InstanceNotFound(provider_id)
         return self._instance(described[0])
 
     def list(self) -> Sequence[Instance]:
-        with _plainly("listing the cluster's instances"):
+        with plainly("listing the cluster's instances"):
             return [self._instance(i) for i in self._live_instances([
                 {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]}])]
-
-
-@contextlib.contextmanager
-def _plainly(doing: str) -> Iterator[None]:
-    """AWS's errors as CloudError, saying what karpy was doing and what went wrong in words."""
-    try:
-        yield
-    except botocore.exceptions.ClientError as e:
-        error = e.response.get("Error") or {}
-        raise CloudError(f"{doing}: {explain(error.get('Code', ''), error.get('Message', ''))}") from None
-    except botocore.exceptions.BotoCoreError as e:
-        raise CloudError(f"{doing}: AWS could not be reached ({e})") from None
 
 
 NVIDIA_GPU, NEURON = "nvidia.com/gpu", "aws.amazon.com/neuron"

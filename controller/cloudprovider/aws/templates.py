@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Protocol
 
 from kubernetes.client.exceptions import ApiException
-from pydantic import ValidationError
 
-from karpy.apis.v1alpha1 import AWSNodeTemplate, AWSSettings
+from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate
+from karpy.apis.v1alpha1 import AWSSettings
+from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.aws.provider import AwsConfigError
-from karpy.controller.state import ClusterState
-from karpy.kubeclient.raw import path_of
+from karpy.kubeclient.raw import RawClient, path_of
 
 
-def node_templates(state: ClusterState) -> Callable[[str], AWSSettings]:
+class Provisioners(Protocol):
+    """What a template lookup reads: the cluster state's valid Provisioners, and its client (a provider sits
+    below the controllers, so it names only what it uses of their ClusterState)."""
+
+    client: RawClient
+
+    def provisioner(self, name: str) -> Provisioner | None: ...
+
+
+def node_templates(state: Provisioners) -> Callable[[str], AWSSettings]:
     def lookup(provisioner_name: str) -> AWSSettings:
         provisioner = state.provisioner(provisioner_name)
         if provisioner is None:
@@ -25,11 +34,12 @@ def node_templates(state: ClusterState) -> Callable[[str], AWSSettings]:
             raise AwsConfigError(f"provisioner {provisioner_name!r} has neither spec.provider nor spec.providerRef")
         try:
             raw = state.client.get(path_of("karpenter.k8s.aws/v1alpha1", "awsnodetemplates", name=ref.name))
-            return AWSNodeTemplate.model_validate(raw).spec
         except ApiException as e:
             raise AwsConfigError(f"provisioner {provisioner_name!r}: spec.providerRef {ref.name!r}: {e.status} {e.reason}") from None
-        except ValidationError as e:
-            raise AwsConfigError(f"AWSNodeTemplate {ref.name!r}: {e.errors()[0]['msg']}") from None
+        template, errors = decode_awsnodetemplate(raw)
+        if template is None:
+            raise AwsConfigError(f"AWSNodeTemplate {ref.name!r}: {'; '.join(map(str, errors))}")
+        return template.spec
     return lookup
 
 

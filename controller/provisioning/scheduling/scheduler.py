@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from karpy.apis import labels as wk
+from karpy.apis.conditions import initialized
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.apis.selectors import Taint, untolerated
@@ -309,14 +310,14 @@ class Scheduler:
             if spec.get("unschedulable"):
                 continue
             template = next((t for t in self.templates if t.name == labels.get(wk.PROVISIONER_NAME)), None)
-            initialized = labels.get(wk.INITIALIZED) == "true"
+            up = initialized(n)
             taints = [Taint.parse(t) for t in spec.get("taints") or []]
             allocatable = Resources.parse(status.get("allocatable") or status.get("capacity"))
             if template is not None:
-                ignored = STARTING_TAINTS | ({t.key for t in template.startup_taints} if not initialized else set())
+                ignored = STARTING_TAINTS | ({t.key for t in template.startup_taints} if not up else set())
                 taints = [t for t in taints if t.key not in ignored]
                 it = types.get(labels.get(wk.INSTANCE_TYPE, ""))
-                if it is not None and not initialized:
+                if it is not None and not up:
                     for resource, amount in it.allocatable.items():
                         if allocatable.get(resource, 0) == 0:
                             allocatable[resource] = amount

@@ -1,4 +1,4 @@
-"""EventBridge events from the interruption queue, read into what they mean for a node. Pure.
+"""The interruption queue on SQS, and the EventBridge events on it read into what they mean for a node.
 
 The events Karpenter subscribes its SQS queue to:
 - `EC2 Spot Instance Interruption Warning` (aws.ec2): the spot instance goes in two minutes;
@@ -7,18 +7,27 @@ The events Karpenter subscribes its SQS queue to:
   maintenance of the instances in `affectedEntities`;
 - `EC2 Instance State-change Notification` (aws.ec2): stopping, stopped, shutting-down or terminated.
 A rebalance recommendation is only reported (as Karpenter does by default); the others drain the node.
+Reading a message (`read`, `parse`) is pure; SqsQueue does the I/O.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from typing import Any
+from typing import Any, Sequence
 
-SPOT_INTERRUPTION = "SpotInterrupted"
-REBALANCE = "RebalanceRecommendation"
-SCHEDULED_CHANGE = "ScheduledChange"
-STATE_CHANGE = "InstanceStateChange"
+from karpy.controller.cloudprovider.aws.errors import plainly
+from karpy.controller.cloudprovider.aws.provider import AwsConfigError, parse_provider_id
+from karpy.controller.cloudprovider.types import (
+    REBALANCE,
+    SCHEDULED_CHANGE,
+    SPOT_INTERRUPTION,
+    STATE_CHANGE,
+    CloudError,
+    InstanceNotFound,
+    Interruption,
+    Notice,
+)
+
 GOING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 
 
@@ -26,15 +35,39 @@ class MessageError(ValueError):
     """A queue message that is not an event karpy reads; the text says what is wrong."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Interruption:
-    kind: str                          # SPOT_INTERRUPTION | REBALANCE | SCHEDULED_CHANGE | STATE_CHANGE
-    instance_ids: tuple[str, ...]
-    detail: str                        # for people: what the event said
+class SqsQueue:
+    """The interruption queue on SQS: messages read into Notices, deleted once handled."""
 
-    @property
-    def drains(self) -> bool:
-        return self.kind != REBALANCE
+    def __init__(self, sqs: Any, name: str, *, wait_seconds: int = 5) -> None:
+        self.sqs, self.name, self.wait_seconds = sqs, name, wait_seconds
+        try:
+            with plainly(f"finding the interruption queue {name}"):
+                self.url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        except CloudError as e:
+            raise AwsConfigError(f"--interruption-queue {name}: {e}") from None
+
+    def receive(self) -> Sequence[Notice]:
+        with plainly(f"reading the interruption queue {self.name}"):
+            received = self.sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_seconds)
+        return [read(m.get("Body", ""), receipt=m["ReceiptHandle"]) for m in received.get("Messages", [])]
+
+    def delete(self, notice: Notice) -> None:
+        with plainly(f"deleting a message of the interruption queue {self.name}"):
+            self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=notice.receipt)
+
+    def instance_id(self, provider_id: str) -> str | None:
+        try:
+            return parse_provider_id(provider_id)[1]
+        except InstanceNotFound:
+            return None                            # not an EC2 instance
+
+
+def read(body: str, *, receipt: str) -> Notice:
+    """Pure: the Notice of one message, a malformed one included."""
+    try:
+        return Notice(receipt, parse(body))
+    except MessageError as e:
+        return Notice(receipt, problem=str(e))
 
 
 def parse(body: str) -> Interruption | None:

@@ -19,7 +19,7 @@ import yaml
 
 from karpy.apis.errors import FieldError
 from karpy.apis.provisioner_defaults import default_provisioner
-from karpy.apis.provisioner_validation import decode_provisioner, validate_provisioner
+from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
 from karpy.apis.v1alpha5 import Provisioner
@@ -205,12 +205,9 @@ def _catalog_document(d: Document, problems: list[str]) -> Catalog | None:
 
 def _provisioner(d: Document, *, aws: bool) -> Provisioner:
     raw = default_provisioner(d.body, aws=aws) if isinstance(d.body.get("spec", {}), Mapping) else d.body
-    provisioner, errors = decode_provisioner(raw)
-    if provisioner is not None:
-        errors = validate_provisioner(provisioner, aws=aws)
-    if errors:
+    provisioner, errors = read_provisioner(raw, aws=aws)
+    if provisioner is None:
         raise FieldProblem("; ".join(str(e) for e in errors))
-    assert provisioner is not None
     return provisioner
 
 

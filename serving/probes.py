@@ -1,4 +1,10 @@
-"""The controller's probes and metrics: /healthz, /readyz and /metrics on their own ports."""
+"""Probes and metrics: /healthz, /readyz and /metrics.
+
+The controller serves them on their own ports (`serve_probes`, a small
+threaded server); the webhook and the extender add them to their Flask apps
+(`probes_blueprint`). Either way /healthz answers while the process runs and
+/readyz once `ready()` says so.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,19 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from flask import Blueprint
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from karpy.serving.metrics import metrics_response
+
+
+def probes_blueprint(ready: Callable[[], bool] = lambda: True) -> Blueprint:
+    """/healthz, /readyz and /metrics (across gunicorn workers) for a Flask app."""
+    bp = Blueprint("probes", __name__)
+    bp.add_url_rule("/healthz", "healthz", lambda: ("ok", 200))
+    bp.add_url_rule("/readyz", "readyz", lambda: ("ok", 200) if ready() else ("not ready", 503))
+    bp.add_url_rule("/metrics", "metrics", metrics_response)
+    return bp
 
 
 def serve_probes(host: str, port: int, *, ready: Callable[[], bool], metrics: bool) -> ThreadingHTTPServer:
