@@ -57,7 +57,6 @@ class NodeFacts:          # built per node per call: a frozen dataclass would pa
     allocatable: Resources | None = None       # None: not known (a name only, and no cluster)
     used: Resources | None = None              # requests of the pods bound to it; None: not known
     promised: Mapping[str, Resources] = dataclasses.field(default_factory=dict)   # pod -> requests, not bound yet
-    expires_in: float | None = None
     near_expiry: bool = False
     labels: Mapping[str, str] | None = None    # None: not known
     taints: tuple[Taint, ...] = ()             # the NoSchedule and NoExecute ones
@@ -151,7 +150,7 @@ def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pen
     (those karpy launched this node for count as promised); `lifetimes` are its provisioner's TTLs, if known."""
     shape = node if isinstance(node, NodeShape) else shape_of(node)
     if not (shape.deleting or shape.ours or shape.launched_for):     # most nodes: nothing depends on the moment
-        return NodeFacts(shape.name, None, shape.allocatable, used, {}, None, False, shape.labels, shape.taints,
+        return NodeFacts(shape.name, None, shape.allocatable, used, {}, False, shape.labels, shape.taints,
                          shape.unschedulable)
     removal = None
     expires_in = None
@@ -169,8 +168,42 @@ def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pen
     near_expiry = expires_in is not None and lifetimes is not None and lifetimes.until_expired is not None and \
         expires_in <= min(NEAR_EXPIRY_SECONDS, lifetimes.until_expired / 10)
     return NodeFacts(name=shape.name, removal=removal, allocatable=shape.allocatable, used=used,
-                     promised=promised, expires_in=expires_in, near_expiry=near_expiry,
+                     promised=promised, near_expiry=near_expiry,
                      labels=shape.labels, taints=shape.taints, unschedulable=shape.unschedulable)
+
+
+_FOR_GOOD = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+_MARGIN = dt.timedelta(milliseconds=1)         # below the rounding of seconds_left's float arithmetic
+
+
+def steady_until(shape: NodeShape, facts: NodeFacts, *, lifetimes: Lifetimes | None, now: dt.datetime,
+                 horizon: float = REMOVAL_HORIZON_SECONDS) -> dt.datetime:
+    """Until when `facts` (what `facts_of` said of `shape` at `now`) stay its answer, as long as the shape, the
+    requests bound to the node and the provisioner's TTLs stay the same: the moment the node comes within a
+    removal horizon or near its expiry. `now` itself when they may change sooner: a node launched for pods
+    (its promises follow the pending pods), or one whose removal message counts down the seconds."""
+    if shape.launched_for or (facts.removal is not None and not shape.deleting):
+        return now
+    if shape.deleting or not shape.ours or lifetimes is None:
+        return _FOR_GOOD
+    turns: list[tuple[dt.datetime, float]] = []
+    if lifetimes.until_expired is not None and shape.created is not None:
+        ttl = lifetimes.until_expired
+        turns.append((shape.created, ttl - horizon))
+        if not facts.near_expiry:
+            turns.append((shape.created, ttl - min(NEAR_EXPIRY_SECONDS, ttl / 10)))
+    if lifetimes.after_empty is not None and shape.empty_since is not None:
+        turns.append((shape.empty_since, lifetimes.after_empty - min(horizon, EMPTINESS_HORIZON_SECONDS)))
+    until = _FOR_GOOD
+    for since, seconds in turns:
+        try:
+            turn = since + dt.timedelta(seconds=seconds) - _MARGIN
+        except OverflowError:                  # a TTL past the calendar: that turn never comes
+            continue
+        if turn <= now:
+            return now                         # already past it: let facts_of weigh it every time
+        until = min(until, turn)
+    return until
 
 
 def filter_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> tuple[list[str], dict[str, str], collections.Counter[str]]:
