@@ -91,16 +91,19 @@ def changing(body: bytes, marker: bytes) -> list[bytes]:
     return [body.replace(marker, f"{k:0{len(marker)}d}".encode()) for k in range(64)]
 
 
-# Before this change (commit 1870b78: Fraction arithmetic in prioritize, per-call facts for every node,
-# http.client load generator), measured with this benchmark's earlier version at load average ~3:
-# (nodes, mode, verb) -> (calls/s, p99 ms, server cpu ms per call)
+# The earlier version (commit 1870b78: Fraction arithmetic in prioritize, facts rebuilt for every node on every
+# call, an http.client load generator), one client, this benchmark's earlier form:
+# (nodes, mode, verb) -> (calls/s, p99 ms, extender CPU ms per call, load average when measured)
 BEFORE = {
-    (100, "NodeNames", "filter"): (1046.7, 4.19, 0.54), (100, "NodeNames", "prioritize"): (797.3, 6.63, 0.92),
-    (100, "Nodes", "filter"): (523.7, 21.51, 0.82), (100, "Nodes", "prioritize"): (685.7, 4.72, 1.18),
-    (100, "Nodes~1", "filter"): (1074.7, 1.16, 0.84), (100, "Nodes~1", "prioritize"): (771.7, 1.65, 1.21),
-    (1000, "NodeNames", "filter"): (408.3, 2.70, 2.38), (1000, "NodeNames", "prioritize"): (149.3, 7.93, 6.61),
-    (1000, "Nodes", "filter"): (88.3, 14.61, 10.72), (1000, "Nodes", "prioritize"): (92.0, 14.26, 10.43),
-    (1000, "Nodes~1", "filter"): (96.3, 18.36, 9.69), (1000, "Nodes~1", "prioritize"): (90.7, 25.45, 10.66),
+    (100, "NodeNames", "filter"): (1046.7, 4.19, 0.54, 2.4), (100, "NodeNames", "prioritize"): (797.3, 6.63, 0.92, 2.8),
+    (100, "Nodes", "filter"): (523.7, 21.51, 0.82, 3.4), (100, "Nodes", "prioritize"): (685.7, 4.72, 1.18, 3.4),
+    (100, "Nodes~1", "filter"): (1074.7, 1.16, 0.84, 3.3), (100, "Nodes~1", "prioritize"): (771.7, 1.65, 1.21, 3.3),
+    (1000, "NodeNames", "filter"): (408.3, 2.70, 2.38, 3.2), (1000, "NodeNames", "prioritize"): (149.3, 7.93, 6.61, 3.0),
+    (1000, "Nodes", "filter"): (88.3, 14.61, 10.72, 3.0), (1000, "Nodes", "prioritize"): (92.0, 14.26, 10.43, 2.9),
+    (1000, "Nodes~1", "filter"): (96.3, 18.36, 9.69, 2.9), (1000, "Nodes~1", "prioritize"): (90.7, 25.45, 10.66, 2.8),
+    (5000, "NodeNames", "filter"): (23.7, 192.76, 18.17, 15.7), (5000, "NodeNames", "prioritize"): (8.7, 343.25, 41.92, 15.6),
+    (5000, "Nodes", "filter"): (9.0, 275.29, 53.33, 15.6), (5000, "Nodes", "prioritize"): (3.3, 514.96, 61.00, 15.4),
+    (5000, "Nodes~1", "filter"): (8.3, 247.38, 56.00, 14.1), (5000, "Nodes~1", "prioritize"): (8.0, 242.57, 65.42, 13.0),
 }
 
 
@@ -157,10 +160,10 @@ def main() -> int:
         print(f"karpy extender, {args.workers} worker(s) x 32 threads, watching {len(nodes)} nodes and "
               f"{len(nodes) * 2} bound pods; {args.seconds:g} s per row, {os.cpu_count()} core(s)")
         print("clients: concurrent keep-alive connections, one process each (kube-scheduler makes one call at a time);"
-              " srv/cli cpu: CPU ms per call of the extender and of the load generator; before: calls/s and p99 ms of"
-              " the earlier version (one client), see BEFORE")
+              " srv/cli cpu: CPU ms per call of the extender and of the load generator; before: the earlier version's"
+              " calls/s, p99 ms, extender CPU ms per call and the load average then (one client; BEFORE in this file)")
         print(f"{'nodes':>6} {'mode':>9} {'verb':>10} {'cl':>2} {'body MB':>7} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
-              f"{'max ms':>7} {'srv cpu':>7} {'cli cpu':>7} {'load':>5} {'before':>14}")
+              f"{'max ms':>7} {'srv cpu':>7} {'cli cpu':>7} {'load':>5} {'before: calls/s p99 cpu @load':>22}")
         marker = b"9" * 12
         for size in sizes:
             subset = nodes[:size]
@@ -189,7 +192,7 @@ def main() -> int:
                         print(f"{size:6d} {mode:>9} {verb:>10} {clients:2d} {len(body) / 1e6:7.2f} {row['rate']:8.1f} "
                               f"{row['p50']:7.2f} {row['p99']:7.2f} {row['max']:7.2f} {server_ms:7.2f} "
                               f"{result.cpu / count * 1000:7.2f} {os.getloadavg()[0]:5.1f} "
-                              f"{f'{before[0]:.0f}/s {before[1]:.1f}' if before else '':>14}", flush=True)
+                              f"{f'{before[0]:.0f}/s {before[1]:.1f} {before[2]:.1f} @{before[3]:.0f}' if before else '':>22}", flush=True)
         print(json.dumps({"logs": str(work)}))
         return 0
     finally:
