@@ -40,6 +40,7 @@ SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 UNSCHEDULABLE = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+_NONE: Mapping[str, int] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,7 +212,16 @@ def filter_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> tuple[list[str], dict
     passed: list[str] = []
     failed: dict[str, str] = {}
     kinds: collections.Counter[str] = collections.Counter()
+    asks = [(r, amount) for r, amount in pod.requests.items() if amount > 0]
+    selective = bool(pod.node_selector or pod.affinity_terms)
     for facts in nodes:
+        # most nodes: nothing but resources to weigh, judged here as `_insufficient` would, without the calls
+        if not (facts.removal or facts.unschedulable or facts.taints or facts.promised
+                or (selective and facts.labels is not None)):
+            allocatable, used = facts.allocatable, facts.used or _NONE
+            if allocatable is None or all(amount <= allocatable.get(r, 0) - used.get(r, 0) for r, amount in asks):
+                passed.append(facts.name)
+                continue
         reasons = _why_not(pod, facts)
         if reasons:
             failed[facts.name] = "; ".join(message for _, message in reasons)
@@ -278,13 +288,25 @@ def score_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> dict[str, int]:
     """0..10 per node: 10 for the node karpy launched for this pod; then tighter packing scores higher (1..9),
     so emptier nodes drain and go; nodes near expiry (or being removed) score 0."""
     scores: dict[str, int] = {}
+    cpu, memory = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
     for facts in nodes:
-        if pod.key in facts.promised:
+        if facts.promised and pod.key in facts.promised:
             scores[facts.name] = 10
         elif facts.removal or facts.near_expiry:
             scores[facts.name] = 0
-        else:
+        elif facts.promised or facts.allocatable is None or facts.used is None:
             scores[facts.name] = 1 + round(8 * _fullness_after(pod.requests, facts))
+        else:                           # most nodes: `_fullness_after` with nothing promised, without the calls
+            allocatable, used = facts.allocatable, facts.used
+            cpu_capacity, memory_capacity = allocatable.get(CPU, 0), allocatable.get(MEMORY, 0)
+            total, count = 0.0, 0
+            if cpu_capacity > 0:
+                total += share(used.get(CPU, 0) + cpu, cpu_capacity)
+                count += 1
+            if memory_capacity > 0:
+                total += share(used.get(MEMORY, 0) + memory, memory_capacity)
+                count += 1
+            scores[facts.name] = 1 + round(8 * (total / count if count else 0.5))
     return scores
 
 
