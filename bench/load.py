@@ -130,7 +130,7 @@ def _client(port: int, requests: Sequence[bytes], start: float, seconds: float, 
     out.put((latencies, errors, cpu, first_error))
 
 
-def run(port: int, requests: Sequence[bytes], *, clients: int, seconds: float, ca: str | None = None,
+def run(port: int, requests: list[bytes], *, clients: int, seconds: float, ca: str | None = None,
         expect: bytes = b"") -> Result:
     """`clients` processes, each on its own keep-alive connection, cycling through `requests` for `seconds`."""
     ctx = mp.get_context("fork")

@@ -119,7 +119,7 @@ class ClusterView:
     def lifetimes(self, provisioner: str | None) -> Lifetimes | None:
         """The provisioner's TTLs: the same object while the watched Provisioner stays the same object."""
         obj = self.provisioners.get("", provisioner) if provisioner else None
-        if obj is None:
+        if obj is None or provisioner is None:
             return None
         known = self._lifetimes.get(provisioner)
         if known is not None and known[0] is obj:

@@ -137,7 +137,7 @@ def decode_node(raw: msgspec.Raw | bytes, index: int) -> Obj:
     return dict(node)
 
 
-def _not_json(e: ValueError) -> str:
+def _not_json(e: Exception) -> str:
     """msgspec checks UTF-8 only inside strings, and says so with a UnicodeDecodeError."""
     if isinstance(e, UnicodeDecodeError):
         return f"body is not valid JSON: not UTF-8 at byte {e.start}"
