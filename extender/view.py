@@ -52,8 +52,9 @@ class ClusterView:
         self._where: dict[str, tuple[str, Resources]] = {}    # pod -> (node it is bound to, its requests)
         self._pending: dict[str, Resources] = {}              # unbound pods -> requests
         self._shapes: dict[str, NodeShape] = {}               # node -> what its object says, as of its last change
-        # node -> (shape, used, TTLs, good until, facts): the facts the last call computed, and what they rest on
         self._lifetimes: dict[str, tuple[Obj, Lifetimes]] = {}    # provisioner -> (its object, its TTLs)
+        # node -> (shape, used, TTLs, good until, facts): the facts the last call computed, and what they rest on.
+        # Checked by identity: the watch replaces shapes, sums of requests and Provisioner objects, never changes them.
         self._facts: dict[str, tuple[NodeShape, Resources | None, Lifetimes | None, dt.datetime, NodeFacts]] = {}
         self.nodes.handlers.append(self._on_node)
         self.pods.handlers.append(self._on_pod)
