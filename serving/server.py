@@ -86,7 +86,9 @@ class _Embedded(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key, value)
         if self.cfg.is_ssl:
             # Built here, in the master, so every worker forks with the same context and so the same session-ticket
-            # keys: a client resumes its TLS session whichever worker its next connection lands on.
+            # keys: a client resumes its TLS session whichever worker its next connection lands on. Built anew on
+            # each (re)load: a SIGHUP still picks up a renewed certificate.
+            _CONTEXTS.clear()
             gunicorn_sock.ssl_context(self.cfg)
 
     def load(self) -> Flask:
