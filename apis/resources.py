@@ -27,9 +27,13 @@ def _milli(text: object) -> int:
 
 
 def share(amount: int, capacity: int) -> float:
-    """`amount / capacity` clamped to 0..1: computed exactly, so amounts past float's range cannot
-    overflow; `capacity` must be positive."""
-    return float(min(max(Fraction(amount, capacity), Fraction(0)), Fraction(1)))
+    """`amount / capacity` clamped to 0..1; `capacity` must be positive. Integer true division is correctly
+    rounded and, with the result at most 1, cannot overflow for amounts past float's range."""
+    if amount <= 0:
+        return 0.0
+    if amount >= capacity:
+        return 1.0
+    return amount / capacity
 
 
 class Resources(dict[str, int]):

@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
         if args.raw_nodes is not None:
             nodes = list(shapes.of(args.raw_nodes))
         elif view is not None:
-            nodes = [view.shape(name) or name for name in args.node_names or []]
+            nodes = view.shapes(args.node_names or [])
         else:
             nodes = list(args.node_names or [])
         names = [n if isinstance(n, str) else n.name for n in nodes]

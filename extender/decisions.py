@@ -40,6 +40,7 @@ SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 UNSCHEDULABLE = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+_NONE: Mapping[str, int] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +58,6 @@ class NodeFacts:          # built per node per call: a frozen dataclass would pa
     allocatable: Resources | None = None       # None: not known (a name only, and no cluster)
     used: Resources | None = None              # requests of the pods bound to it; None: not known
     promised: Mapping[str, Resources] = dataclasses.field(default_factory=dict)   # pod -> requests, not bound yet
-    expires_in: float | None = None
     near_expiry: bool = False
     labels: Mapping[str, str] | None = None    # None: not known
     taints: tuple[Taint, ...] = ()             # the NoSchedule and NoExecute ones
@@ -151,7 +151,7 @@ def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pen
     (those karpy launched this node for count as promised); `lifetimes` are its provisioner's TTLs, if known."""
     shape = node if isinstance(node, NodeShape) else shape_of(node)
     if not (shape.deleting or shape.ours or shape.launched_for):     # most nodes: nothing depends on the moment
-        return NodeFacts(shape.name, None, shape.allocatable, used, {}, None, False, shape.labels, shape.taints,
+        return NodeFacts(shape.name, None, shape.allocatable, used, {}, False, shape.labels, shape.taints,
                          shape.unschedulable)
     removal = None
     expires_in = None
@@ -169,8 +169,42 @@ def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pen
     near_expiry = expires_in is not None and lifetimes is not None and lifetimes.until_expired is not None and \
         expires_in <= min(NEAR_EXPIRY_SECONDS, lifetimes.until_expired / 10)
     return NodeFacts(name=shape.name, removal=removal, allocatable=shape.allocatable, used=used,
-                     promised=promised, expires_in=expires_in, near_expiry=near_expiry,
+                     promised=promised, near_expiry=near_expiry,
                      labels=shape.labels, taints=shape.taints, unschedulable=shape.unschedulable)
+
+
+_FOR_GOOD = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+_MARGIN = dt.timedelta(milliseconds=1)         # below the rounding of seconds_left's float arithmetic
+
+
+def steady_until(shape: NodeShape, facts: NodeFacts, *, lifetimes: Lifetimes | None, now: dt.datetime,
+                 horizon: float = REMOVAL_HORIZON_SECONDS) -> dt.datetime:
+    """Until when `facts` (what `facts_of` said of `shape` at `now`) stay its answer, as long as the shape, the
+    requests bound to the node and the provisioner's TTLs stay the same: the moment the node comes within a
+    removal horizon or near its expiry. `now` itself when they may change sooner: a node launched for pods
+    (its promises follow the pending pods), or one whose removal message counts down the seconds."""
+    if shape.launched_for or (facts.removal is not None and not shape.deleting):
+        return now
+    if shape.deleting or not shape.ours or lifetimes is None:
+        return _FOR_GOOD
+    turns: list[tuple[dt.datetime, float]] = []
+    if lifetimes.until_expired is not None and shape.created is not None:
+        ttl = lifetimes.until_expired
+        turns.append((shape.created, ttl - horizon))
+        if not facts.near_expiry:
+            turns.append((shape.created, ttl - min(NEAR_EXPIRY_SECONDS, ttl / 10)))
+    if lifetimes.after_empty is not None and shape.empty_since is not None:
+        turns.append((shape.empty_since, lifetimes.after_empty - min(horizon, EMPTINESS_HORIZON_SECONDS)))
+    until = _FOR_GOOD
+    for since, seconds in turns:
+        try:
+            turn = since + dt.timedelta(seconds=seconds) - _MARGIN
+        except OverflowError:                  # a TTL past the calendar: that turn never comes
+            continue
+        if turn <= now:
+            return now                         # already past it: let facts_of weigh it every time
+        until = min(until, turn)
+    return until
 
 
 def filter_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> tuple[list[str], dict[str, str], collections.Counter[str]]:
@@ -178,7 +212,16 @@ def filter_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> tuple[list[str], dict
     passed: list[str] = []
     failed: dict[str, str] = {}
     kinds: collections.Counter[str] = collections.Counter()
+    asks = [(r, amount) for r, amount in pod.requests.items() if amount > 0]
+    selective = bool(pod.node_selector or pod.affinity_terms)
     for facts in nodes:
+        # most nodes: nothing but resources to weigh, judged here as `_insufficient` would, without the calls
+        if not (facts.removal or facts.unschedulable or facts.taints or facts.promised
+                or (selective and facts.labels is not None)):
+            allocatable, used = facts.allocatable, facts.used or _NONE
+            if allocatable is None or all(amount <= allocatable.get(r, 0) - used.get(r, 0) for r, amount in asks):
+                passed.append(facts.name)
+                continue
         reasons = _why_not(pod, facts)
         if reasons:
             failed[facts.name] = "; ".join(message for _, message in reasons)
@@ -245,13 +288,25 @@ def score_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> dict[str, int]:
     """0..10 per node: 10 for the node karpy launched for this pod; then tighter packing scores higher (1..9),
     so emptier nodes drain and go; nodes near expiry (or being removed) score 0."""
     scores: dict[str, int] = {}
+    cpu, memory = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
     for facts in nodes:
-        if pod.key in facts.promised:
+        if facts.promised and pod.key in facts.promised:
             scores[facts.name] = 10
         elif facts.removal or facts.near_expiry:
             scores[facts.name] = 0
-        else:
+        elif facts.promised or facts.allocatable is None or facts.used is None:
             scores[facts.name] = 1 + round(8 * _fullness_after(pod.requests, facts))
+        else:                           # most nodes: `_fullness_after` with nothing promised, without the calls
+            allocatable, used = facts.allocatable, facts.used
+            cpu_capacity, memory_capacity = allocatable.get(CPU, 0), allocatable.get(MEMORY, 0)
+            total, count = 0.0, 0
+            if cpu_capacity > 0:
+                total += share(used.get(CPU, 0) + cpu, cpu_capacity)
+                count += 1
+            if memory_capacity > 0:
+                total += share(used.get(MEMORY, 0) + memory, memory_capacity)
+                count += 1
+            scores[facts.name] = 1 + round(8 * (total / count if count else 0.5))
     return scores
 
 

@@ -24,7 +24,7 @@ from karpy.apis.conditions import unschedulable
 from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
-from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, shape_of
+from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, shape_of, steady_until
 from karpy.extender.gaps import Gaps
 from karpy.extender.wire import BindingArgs
 from karpy.kubeclient import events
@@ -32,6 +32,7 @@ from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, start_all
 
 log = logging.getLogger("extender")
 Obj = dict[str, Any]
+_NOTHING_USED = Resources()         # shared, never changed: the decisions only read it
 
 
 def _requests(pod: Obj) -> Resources:
@@ -55,6 +56,10 @@ class ClusterView:
         self._where: dict[str, tuple[str, Resources]] = {}    # pod -> (node it is bound to, its requests)
         self._pending: dict[str, Resources] = {}              # unbound pods -> requests
         self._shapes: dict[str, NodeShape] = {}               # node -> what its object says, as of its last change
+        self._lifetimes: dict[str, tuple[Obj, Lifetimes]] = {}    # provisioner -> (its object, its TTLs)
+        # node -> (shape, used, TTLs, good until, facts): the facts the last call computed, and what they rest on.
+        # Checked by identity: the watch replaces shapes, sums of requests and Provisioner objects, never changes them.
+        self._facts: dict[str, tuple[NodeShape, Resources | None, Lifetimes | None, dt.datetime, NodeFacts]] = {}
         self.nodes.handlers.append(self._on_node)
         self.pods.handlers.append(self._on_pod)
         self.gap_events.handlers.append(self._on_gap_event)
@@ -72,6 +77,7 @@ class ClusterView:
         name = node["metadata"]["name"]
         if kind == "DELETED":
             self._shapes.pop(name, None)
+            self._facts.pop(name, None)
             return
         try:
             self._shapes[name] = shape_of(node)
@@ -113,31 +119,53 @@ class ClusterView:
 
     # --- answers --------------------------------------------------------------------------
     def lifetimes(self, provisioner: str | None) -> Lifetimes | None:
+        """The provisioner's TTLs: the same object while the watched Provisioner stays the same object."""
         obj = self.provisioners.get("", provisioner) if provisioner else None
-        if obj is None:
+        if obj is None or provisioner is None:
             return None
+        known = self._lifetimes.get(provisioner)
+        if known is not None and known[0] is obj:
+            return known[1]
         spec = obj.get("spec") or {}
-        return Lifetimes(after_empty=spec.get("ttlSecondsAfterEmpty"), until_expired=spec.get("ttlSecondsUntilExpired"))
+        lifetimes = Lifetimes(after_empty=spec.get("ttlSecondsAfterEmpty"), until_expired=spec.get("ttlSecondsUntilExpired"))
+        self._lifetimes[provisioner] = (obj, lifetimes)
+        return lifetimes
 
     def shape(self, name: str) -> NodeShape | None:
         """The watched Node's shape, or None when no such Node is known."""
         return self._shapes.get(name)
 
+    def shapes(self, names: list[str]) -> list[NodeShape | str]:
+        """The watched shape of each named Node, or its name when no such Node is known."""
+        known = self._shapes
+        return [known.get(name) or name for name in names]
+
     def facts(self, nodes: list[NodeShape | str], now: dt.datetime) -> list[NodeFacts]:
         """Facts for each node (a shape, or a name nothing is known of) with what is bound there and promised.
 
-        Reads the indexes in place, without copying them: a pod bound meanwhile shows or not, as it would a moment
-        earlier or later."""
+        A node's facts are kept from one call to the next while its shape, the requests bound to it and its
+        provisioner's TTLs stay the same objects and the moment has not reached `decisions.steady_until`: a
+        call computes facts only for the nodes that changed. Reads the indexes in place, without copying them:
+        a pod bound meanwhile shows or not, as it would a moment earlier or later."""
         lifetimes: dict[str | None, Lifetimes | None] = {}
+        kept = self._facts
         result = []
         for node in nodes:
             if isinstance(node, str):
                 result.append(NodeFacts(name=node))
                 continue
-            if node.provisioner not in lifetimes:
-                lifetimes[node.provisioner] = self.lifetimes(node.provisioner)
-            result.append(facts_of(node, used=self._used.get(node.name) or Resources(), pending=self._pending,
-                                   lifetimes=lifetimes[node.provisioner], now=now))
+            name, provisioner = node.name, node.provisioner
+            if provisioner not in lifetimes:
+                lifetimes[provisioner] = self.lifetimes(provisioner)
+            ttls = lifetimes[provisioner] if node.ours else None
+            used = self._used.get(name)
+            entry = kept.get(name)
+            if entry is not None and entry[0] is node and entry[1] is used and entry[2] is ttls and now < entry[3]:
+                result.append(entry[4])
+                continue
+            facts = facts_of(node, used=used or _NOTHING_USED, pending=self._pending, lifetimes=ttls, now=now)
+            kept[name] = (node, used, ttls, steady_until(node, facts, lifetimes=ttls, now=now), facts)
+            result.append(facts)
         return result
 
     def report_gap(self, pod: Obj, reason: str) -> None:

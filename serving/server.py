@@ -11,9 +11,9 @@ slowly loses it at the header or body deadline instead of holding a thread.
 Threads are many (32 by default) because a thread waiting on a socket costs
 little and each one a slow client holds is one fewer for everyone else; the
 work itself is CPU-bound, so the process count, not the thread count, is what
-uses the cores. One TLS context per worker process (gunicorn builds one per
-connection) lets clients resume their TLS sessions instead of paying a full
-handshake on every new connection.
+uses the cores. One TLS context, built before the workers fork (gunicorn
+builds one per connection), lets clients resume their TLS sessions with any
+worker instead of paying a full handshake on every new connection.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import tempfile
 from typing import Any, Callable
 
 from flask import Flask
+from gunicorn import sock as gunicorn_sock
 from gunicorn.app.base import BaseApplication
 
 from karpy.serving.worker import with_deadlines
@@ -37,7 +38,8 @@ _CONTEXTS: dict[tuple[str, str], ssl.SSLContext] = {}
 
 
 def _one_tls_context(config: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-    """gunicorn's TLS context, built once per process: session tickets and the session cache live in it."""
+    """gunicorn's TLS context, built once (in the master, before the workers fork): session tickets and the session
+    cache live in it."""
     key = (config.certfile, config.keyfile)
     if key not in _CONTEXTS:
         _CONTEXTS[key] = default_factory()
@@ -82,6 +84,12 @@ class _Embedded(BaseApplication):
         for key, value in self._settings.items():
             if key in self.cfg.settings:  # settings newer than the installed gunicorn are skipped
                 self.cfg.set(key, value)
+        if self.cfg.is_ssl:
+            # Built here, in the master, so every worker forks with the same context and so the same session-ticket
+            # keys: a client resumes its TLS session whichever worker its next connection lands on. Built anew on
+            # each (re)load: a SIGHUP still picks up a renewed certificate.
+            _CONTEXTS.clear()
+            gunicorn_sock.ssl_context(self.cfg)
 
     def load(self) -> Flask:
         return self._factory()

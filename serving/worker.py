@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import errno
 import math
+import select
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -25,6 +27,25 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
 SEND_TIMEOUT_SECONDS = 30.0      # a client that stops reading its answer frees the thread after this
+FOLLOW_UP_SECONDS = 0.002        # how long a thread waits for a keep-alive client's next request
+FOLLOW_UP_REQUESTS = 64          # then the connection queues behind the others, however busy it is
+
+
+def _next_request_ready(conn: DeadlineConn) -> bool:
+    """Whether the client's next request is here (read ahead, decrypted, or on the socket) within FOLLOW_UP_SECONDS."""
+    unreader = getattr(conn.parser, "unreader", None)
+    if unreader is None or not hasattr(unreader, "buf"):
+        return False                                          # HTTP/2: its own loop serves its streams
+    if unreader.buf.getbuffer().nbytes:
+        return True
+    sock = conn.sock
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], FOLLOW_UP_SECONDS)
+    except (OSError, ValueError):
+        return False
+    return bool(readable)
 
 
 class _DeadlineSocket:
@@ -121,8 +142,19 @@ class DeadlineThreadWorker(ThreadWorker):
         self.enqueue_req(DeadlineConn(self.cfg, client_sock, client_addr, listener.getsockname()))
 
     def handle(self, conn: DeadlineConn) -> Any:
-        conn.expect("headers", self.header_timeout)
-        return super().handle(conn)
+        """Serve the connection's request, and the ones its client sends straight after it on this same thread.
+
+        gthread gives a keep-alive connection back to its poller after every request, and takes it from there
+        again for the next one: a pipe write, a wake-up of the main thread, two poller changes and a thread
+        hand-off, more CPU than answering an admission request. A client that is sending its next request
+        (the API server and kube-scheduler under load) keeps its thread for up to FOLLOW_UP_REQUESTS in a row;
+        one that is not ready within FOLLOW_UP_SECONDS goes back to the poller as before."""
+        for _ in range(FOLLOW_UP_REQUESTS):
+            conn.expect("headers", self.header_timeout)
+            result = super().handle(conn)
+            if result is not True or not self.alive or not _next_request_ready(conn):
+                return result
+        return result
 
     def handle_request(self, req: Any, conn: DeadlineConn) -> Any:
         conn.expect("body", self.body_timeout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -83,3 +84,35 @@ def test_headers_sent_too_slowly_get_408_and_a_closed_connection(server: tuple[S
             pass
     assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
     assert time.monotonic() - started < HEADER_TIMEOUT + 2
+
+
+def test_a_client_sending_back_to_back_requests_does_not_keep_the_only_thread_from_others(
+        cert_dir: Path, tmp_path: Path) -> None:
+    """A keep-alive connection whose next request is already there is served on the same thread, but only for a
+    bounded run of requests: a new client still gets its answer while it keeps sending."""
+    running = start_server(["webhook", "--workers", "1", "--threads", "1", "--cert-dir", str(cert_dir)],
+                           ca=cert_dir / "ca.crt", log=tmp_path / "log")
+    path, body = SERVERS["webhook"][1], SERVERS["webhook"][2]()
+    stop, statuses = threading.Event(), []
+
+    def busy() -> None:
+        with requests.Session() as session:
+            while not stop.is_set():
+                statuses.append(session.post(running.base_url + path, json=body, verify=str(running.ca),
+                                             timeout=5).status_code)
+
+    sender = threading.Thread(target=busy)
+    try:
+        sender.start()
+        while len(statuses) < 20:
+            time.sleep(0.05)
+        started = time.monotonic()
+        answer = requests.post(running.base_url + path, json=body, verify=str(running.ca), timeout=5)
+        waited = time.monotonic() - started
+        served_meanwhile = len(statuses)
+    finally:
+        stop.set()
+        sender.join(timeout=10)
+        stop_server(running)
+    assert answer.status_code == 200 and waited < 2.0, waited
+    assert set(statuses) == {200} and served_meanwhile > 20

@@ -124,3 +124,6 @@ def test_filter_with_full_nodes_subtracts_the_pods_bound_there(cluster: tuple[Ku
     named = requests.post(extender.url + "/scheduler/filter", timeout=5, json={
         "Pod": pod("named", cpu="2", owner=None), "Nodes": None, "NodeNames": ["busy"]}).json()
     assert named["FailedNodes"] == {"busy": "Insufficient cpu"}          # the watched Node, in NodeNames mode too
+
+    kube.core.delete_namespaced_pod("tenant", "default", grace_period_seconds=0)     # facts kept between calls follow
+    eventually(lambda: judged("2")["FailedNodes"] == {}, timeout=10)

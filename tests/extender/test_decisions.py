@@ -6,7 +6,17 @@ import datetime as dt
 from typing import Any
 
 from karpy.apis.resources import Resources
-from karpy.extender.decisions import Lifetimes, NodeFacts, PodNeeds, facts_of, filter_nodes, gap_reason, score_nodes
+from karpy.extender.decisions import (
+    Lifetimes,
+    NodeFacts,
+    PodNeeds,
+    facts_of,
+    filter_nodes,
+    gap_reason,
+    score_nodes,
+    shape_of,
+    steady_until,
+)
 from tests.builders import node
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -172,3 +182,42 @@ def test_scores_and_promises_stay_exact_with_amounts_past_float_range() -> None:
     assert passed == ["roomy"]
     passed, failed, _ = filter_nodes(PodNeeds("default/p", Resources.of(memory="9e399")), [roomy])
     assert passed == [] and "roomy" in failed
+
+
+def test_facts_kept_between_calls_change_only_at_the_moment_steady_until_names() -> None:
+    """A node's facts are reused until steady_until; at every second before it they are what facts_of would say."""
+    cases = [
+        karpy_node("expiring-later", created=at(3000)),                                   # near expiry, then removal
+        karpy_node("empty", created=at(60), annotations={"karpenter.sh/emptiness-timestamp": at(0)}),
+        karpy_node("young", created=at(60)),
+        karpy_node("draining", deleting=True),
+        node("not-karpy", created=at(10**6)),
+    ]
+    for n in cases:
+        shape = shape_of(n)
+        kept = facts_of(shape, used=None, pending={}, lifetimes=LIVES, now=NOW)
+        until = steady_until(shape, kept, lifetimes=LIVES, now=NOW)
+        assert until > NOW
+        for second in range(0, 4000, 7):
+            moment = NOW + dt.timedelta(seconds=second)
+            fresh = facts_of(shape, used=None, pending={}, lifetimes=LIVES, now=moment)
+            if moment < until:
+                assert fresh == kept, (n["metadata"]["name"], second)
+            else:
+                assert fresh != kept, (n["metadata"]["name"], second)   # it changed at the moment named, not later
+                break
+
+
+def test_facts_that_follow_pending_pods_or_count_down_are_never_kept() -> None:
+    launching = shape_of(karpy_node("launching", annotations={"karpy.dev/launched-for": "default/a"}))
+    due = shape_of(karpy_node("empty-due", annotations={"karpenter.sh/emptiness-timestamp": at(28)}))
+    for shape in (launching, due):
+        f = facts_of(shape, used=None, pending={}, lifetimes=LIVES, now=NOW)
+        assert steady_until(shape, f, lifetimes=LIVES, now=NOW) == NOW
+
+
+def test_a_ttl_past_the_calendar_never_turns() -> None:
+    shape = shape_of(karpy_node("forever", created=at(60)))
+    lives = Lifetimes(after_empty=None, until_expired=10**20)
+    f = facts_of(shape, used=None, pending={}, lifetimes=lives, now=NOW)
+    assert steady_until(shape, f, lifetimes=lives, now=NOW) == dt.datetime.max.replace(tzinfo=dt.timezone.utc)
