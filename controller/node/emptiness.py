@@ -53,24 +53,34 @@ class Emptiness:
 
     def reconcile(self) -> float | None:
         again: float | None = None
-        for node in self.state.nodes.items():
-            wait = self.reconcile_node(node)
+        nodes = self.state.nodes.items()
+        # the pods grouped by node once per pass: asking the cache node by node reads every pod once per node
+        by_node: dict[str, list[dict[str, Any]]] = {n["metadata"]["name"]: [] for n in nodes}
+        for pod in self.state.pods.items():
+            placed = by_node.get((pod.get("spec") or {}).get("nodeName") or "")
+            if placed is not None:
+                placed.append(pod)
+        for node in nodes:
+            wait = self.reconcile_node(node, by_node[node["metadata"]["name"]])
             if wait is not None:
                 again = wait if again is None else min(again, wait)
         return again
 
-    def reconcile_node(self, node: dict[str, Any]) -> float | None:
-        """Safe to run any number of times, from any state, including after a crash."""
+    def reconcile_node(self, node: dict[str, Any], pods: list[dict[str, Any]] | None = None) -> float | None:
+        """Safe to run any number of times, from any state, including after a crash. `pods`: those on the node
+        (read from the cache when not given)."""
         owner = self.state.ours(node)
         if owner is None or node["metadata"].get("deletionTimestamp"):
             return None                                # not ours, or terminating
         provisioner = self.state.provisioner(owner)
         ttl = provisioner.spec.ttl_seconds_after_empty if provisioner else None
+        if ttl is None:
+            return None                                # emptiness is off for this provisioner
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
         v = decide(ttl=ttl, initialized=(node["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true",
-                   busy=busy(self.state.pods_on(name)), marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
-                   now=self.clock.now())
+                   busy=busy(self.state.pods_on(name) if pods is None else pods),
+                   marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)), now=self.clock.now())
         try:
             if v.mark or v.unmark:                     # a null value removes the key
                 self.state.client.patch(path_of("v1", "nodes", name=name),
