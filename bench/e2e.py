@@ -234,10 +234,11 @@ def burst(size: int, *, timeout: float, profile: Path | None) -> dict[str, Any]:
         nodes_seen.start().synced.wait(10)
         requests_before = requests_by_client(cluster.port)
         cpu_before, sim_cpu_before = cpu_seconds(cluster.controller.pid), cpu_seconds(cluster.sim.pid)
-        if profile is not None:           # sampled without stopping it (--nonblocking), so it runs at its own pace
+        if profile is not None:           # sampled without stopping it (--nonblocking), so it runs at its own pace; only threads holding the GIL (--gil): its CPU, not its waits
             profile.mkdir(parents=True, exist_ok=True)
-            profilers = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--rate", "20", "--format", "raw", "--pid", str(process.pid),
-                                           "-o", str(profile / f"{name}-{size}.txt")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            profilers = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--gil", "--rate", "20", "--format", "raw",
+                                           "--pid", str(process.pid), "-o", str(profile / f"{name}-{size}.txt")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                          for name, process in (("sim", cluster.sim), ("controller", cluster.controller))]
         load_before = load_average()
         started = time.time()

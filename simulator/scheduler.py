@@ -19,7 +19,7 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 from kubernetes.client.exceptions import ApiException
@@ -56,8 +56,9 @@ def load_extenders(path: str | None, *, url_prefix: str | None = None) -> list[d
 
 class Scheduler:
     def __init__(self, client: RawClient, nodes: Informer, pods: Informer, *, extenders: list[dict[str, Any]] | None = None,
-                 name: str = "default-scheduler") -> None:
+                 name: str = "default-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
         self.client, self.nodes, self.pods = client, nodes, pods
+        self.clock = clock
         self.extenders = extenders or []
         self.name = name
         self._reported: dict[str, str] = {}          # pod uid -> the message already written
@@ -94,7 +95,7 @@ class Scheduler:
         self._reported = {uid: m for uid, m in self._reported.items() if uid in live}
         self._keys = {uid: k for uid, k in self._keys.items() if uid in live}
         self._backoff = {uid: b for uid, b in self._backoff.items() if uid in live}
-        now = time.monotonic()
+        now = self.clock()
         again: float | None = None                        # when the first pod backing off may be tried again
         self._placed = {uid: f for uid, f in self._placed.items() if uid in self._seen_placed}
         self._seen_placed = set()

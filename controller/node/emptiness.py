@@ -54,28 +54,35 @@ class Emptiness:
     def reconcile(self) -> float | None:
         again: float | None = None
         nodes = self.state.nodes.items()
-        # the pods grouped by node once per pass: asking the cache node by node reads every pod once per node
-        by_node: dict[str, list[dict[str, Any]]] = {n["metadata"]["name"]: [] for n in nodes}
-        for pod in self.state.pods.items():
-            placed = by_node.get((pod.get("spec") or {}).get("nodeName") or "")
-            if placed is not None:
-                placed.append(pod)
+        by_node: dict[str, list[dict[str, Any]]] | None = None
         for node in nodes:
-            wait = self.reconcile_node(node, by_node[node["metadata"]["name"]])
+            if by_node is None and self._ttl(node) is not None:
+                # the pods grouped by node once per pass, and only when some node has a TTL: asking the cache
+                # node by node would read every pod once per node
+                by_node = {n["metadata"]["name"]: [] for n in nodes}
+                for pod in self.state.pods.items():
+                    placed = by_node.get((pod.get("spec") or {}).get("nodeName") or "")
+                    if placed is not None:
+                        placed.append(pod)
+            wait = self.reconcile_node(node, None if by_node is None else by_node[node["metadata"]["name"]])
             if wait is not None:
                 again = wait if again is None else min(again, wait)
         return again
 
+    def _ttl(self, node: dict[str, Any]) -> int | None:
+        """ttlSecondsAfterEmpty of the provisioner of `node`; None when the node is not karpy's or is terminating."""
+        owner = self.state.ours(node)
+        if owner is None or node["metadata"].get("deletionTimestamp"):
+            return None
+        provisioner = self.state.provisioner(owner)
+        return provisioner.spec.ttl_seconds_after_empty if provisioner else None
+
     def reconcile_node(self, node: dict[str, Any], pods: list[dict[str, Any]] | None = None) -> float | None:
         """Safe to run any number of times, from any state, including after a crash. `pods`: those on the node
         (read from the cache when not given)."""
-        owner = self.state.ours(node)
-        if owner is None or node["metadata"].get("deletionTimestamp"):
-            return None                                # not ours, or terminating
-        provisioner = self.state.provisioner(owner)
-        ttl = provisioner.spec.ttl_seconds_after_empty if provisioner else None
+        ttl = self._ttl(node)
         if ttl is None:
-            return None                                # emptiness is off for this provisioner
+            return None                                # not ours, terminating, or emptiness is off for its provisioner
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
         v = decide(ttl=ttl, initialized=(node["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true",
