@@ -53,10 +53,14 @@ class Emptiness:
 
     def reconcile(self) -> float | None:
         again: float | None = None
+        ttls = self._ttls()
         nodes = self.state.nodes.items()
         by_node: dict[str, list[dict[str, Any]]] | None = None
         for node in nodes:
-            if by_node is None and self._ttl(node) is not None:
+            ttl = self._ttl(node, ttls)
+            if ttl is None:
+                continue                               # not ours, terminating, or emptiness is off for its provisioner
+            if by_node is None:
                 # the pods grouped by node once per pass, and only when some node has a TTL: asking the cache
                 # node by node would read every pod once per node
                 by_node = {n["metadata"]["name"]: [] for n in nodes}
@@ -64,30 +68,28 @@ class Emptiness:
                     placed = by_node.get((pod.get("spec") or {}).get("nodeName") or "")
                     if placed is not None:
                         placed.append(pod)
-            wait = self.reconcile_node(node, None if by_node is None else by_node[node["metadata"]["name"]])
+            wait = self._reconcile_node(node, ttl, by_node[node["metadata"]["name"]])
             if wait is not None:
                 again = wait if again is None else min(again, wait)
         return again
 
-    def _ttl(self, node: dict[str, Any]) -> int | None:
-        """ttlSecondsAfterEmpty of the provisioner of `node`; None when the node is not karpy's or is terminating."""
+    def _ttls(self) -> dict[str, int | None]:
+        """ttlSecondsAfterEmpty by provisioner name, read once per pass (not once per node)."""
+        return {p.name: p.spec.ttl_seconds_after_empty for p in self.state.live_provisioners()}
+
+    def _ttl(self, node: dict[str, Any], ttls: dict[str, int | None]) -> int | None:
+        """The TTL that applies to `node`; None when it is not karpy's or is terminating."""
         owner = self.state.ours(node)
         if owner is None or node["metadata"].get("deletionTimestamp"):
             return None
-        provisioner = self.state.provisioner(owner)
-        return provisioner.spec.ttl_seconds_after_empty if provisioner else None
+        return ttls.get(owner)
 
-    def reconcile_node(self, node: dict[str, Any], pods: list[dict[str, Any]] | None = None) -> float | None:
-        """Safe to run any number of times, from any state, including after a crash. `pods`: those on the node
-        (read from the cache when not given)."""
-        ttl = self._ttl(node)
-        if ttl is None:
-            return None                                # not ours, terminating, or emptiness is off for its provisioner
+    def _reconcile_node(self, node: dict[str, Any], ttl: int, pods: list[dict[str, Any]]) -> float | None:
+        """Safe to run any number of times, from any state, including after a crash. `pods`: those on the node."""
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
         v = decide(ttl=ttl, initialized=(node["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true",
-                   busy=busy(self.state.pods_on(name) if pods is None else pods),
-                   marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)), now=self.clock.now())
+                   busy=busy(pods), marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)), now=self.clock.now())
         try:
             if v.mark or v.unmark:                     # a null value removes the key
                 self.state.client.patch(path_of("v1", "nodes", name=name),
