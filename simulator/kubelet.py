@@ -51,6 +51,11 @@ class Kubelets:
     def reconcile(self) -> float | None:
         now = self.clock()
         nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
+        pods = self.pods.items()
+        live = {p["metadata"].get("uid") for p in pods}
+        # pruned from a copy: a write of the last pass still in flight (its pass failed) may forget its key meanwhile
+        self._sent = {k: v for k, v in list(self._sent.items())
+                      if (k.partition("/")[2] in live if k.startswith("pod/") else k.partition("/")[2] in nodes)}
         wait: float | None = None
         for name, node in nodes.items():
             if ready(node) or node["metadata"].get("deletionTimestamp"):
@@ -66,11 +71,7 @@ class Kubelets:
         for name in list(self._seen):
             if name not in nodes:
                 del self._seen[name]
-        pods = self.pods.items()
-        live = {p["metadata"].get("uid") for p in pods}
         self._orphaned = {uid: t for uid, t in self._orphaned.items() if uid in live}
-        self._sent = {k: v for k, v in self._sent.items()
-                      if (k.partition("/")[2] in live if k.startswith("pod/") else k.partition("/")[2] in nodes)}
         for pod in pods:
             self._pod(pod, nodes)
         self._writes.flush()
