@@ -3,13 +3,16 @@ scale-down; memory at scale.
 
 Burst (one run per --sizes entry, each on a fresh `karpy sim --boot-delay 0` and
 `karpy controller --cloud-provider fake`): one Deployment of pods asking 100m
-cpu / 128Mi scales from 0 to N at once. Printed: seconds from the scale-up
-until every pod is Running, and the split of that time as the watches and the
-controller's log saw it (pods created, marked Unschedulable, batches closed,
-solve, launches, binds, Running), nodes launched and their $/h, the
-controller's peak RSS and CPU seconds, the local cluster's CPU seconds, and the
-API requests the controller made (the local cluster's /metrics count requests
-by client).
+cpu / 128Mi scales from 0 to N at once. Printed: the machine's load average
+before and after (timings on a shared machine mean little without it), seconds
+from the scale-up until every pod is Running, and the split of that time as the
+watches and the controller's log saw it (pods created, marked Unschedulable,
+batches closed, solve, each batch's first Node after the batch closed,
+launches, binds, Running), nodes launched and their $/h, the controller's peak
+RSS and CPU seconds, the local cluster's CPU seconds, and the API requests the
+controller made and the local cluster's own scheduler, kubelets and
+controllers made (its /metrics count requests by client). With --profile DIR,
+py-spy samples both processes (threads holding the GIL: their CPU) into DIR.
 
 Mixed (--mixed-pods N): five Deployments of mixed shapes (cpu 250m..2, memory
 256Mi..4Gi, one spread over zones, 2% with hostname anti-affinity), boot delay
@@ -20,6 +23,8 @@ Memory (--memory-pods N): 1,000 ready nodes and N pods bound to them are
 written while the controller watches; its peak memory is printed.
 
     python3 bench/e2e.py [--sizes 1000,10000,30000] [--mixed-pods 1000] [--memory-pods 10000] [--profile DIR]
+
+py-spy is not a dependency: `pip install py-spy` to profile.
 """
 
 from __future__ import annotations
