@@ -33,7 +33,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import datetime as dt
-import json
 import os
 import re
 import signal
@@ -301,7 +300,7 @@ def report_burst(r: dict[str, Any], timeout: float) -> None:
 
     print(f"\nburst of {r['size']} pods (100m cpu, 128Mi), boot delay 0, fake provider; "
           f"machine load {r['load'][0]} before, {r['load'][1]} after ({os.cpu_count()} cores)")
-    print(f"  all Running            " + (f"{r['all_running']:8.2f} s after the scale-up" if r["all_running"] is not None
+    print("  all Running            " + (f"{r['all_running']:8.2f} s after the scale-up" if r["all_running"] is not None
                                          else f"not within {timeout:g} s ({r['running']} Running)"))
     for state, title in (("created", "pods created"), ("unschedulable", "marked Unschedulable")):
         print(f"  {title:22s} {span(p.first.get(state), p.last.get(state), p.count(state))}")
