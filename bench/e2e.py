@@ -3,13 +3,16 @@ scale-down; memory at scale.
 
 Burst (one run per --sizes entry, each on a fresh `karpy sim --boot-delay 0` and
 `karpy controller --cloud-provider fake`): one Deployment of pods asking 100m
-cpu / 128Mi scales from 0 to N at once. Printed: seconds from the scale-up
-until every pod is Running, and the split of that time as the watches and the
-controller's log saw it (pods created, marked Unschedulable, batches closed,
-solve, launches, binds, Running), nodes launched and their $/h, the
-controller's peak RSS and CPU seconds, the local cluster's CPU seconds, and the
-API requests the controller made (the local cluster's /metrics count requests
-by client).
+cpu / 128Mi scales from 0 to N at once. Printed: the machine's load average
+before and after (timings on a shared machine mean little without it), seconds
+from the scale-up until every pod is Running, and the split of that time as the
+watches and the controller's log saw it (pods created, marked Unschedulable,
+batches closed, solve, each batch's first Node after the batch closed,
+launches, binds, Running), nodes launched and their $/h, the controller's peak
+RSS and CPU seconds, the local cluster's CPU seconds, and the API requests the
+controller made and the local cluster's own scheduler, kubelets and
+controllers made (its /metrics count requests by client). With --profile DIR,
+py-spy samples both processes (threads holding the GIL: their CPU) into DIR.
 
 Mixed (--mixed-pods N): five Deployments of mixed shapes (cpu 250m..2, memory
 256Mi..4Gi, one spread over zones, 2% with hostname anti-affinity), boot delay
@@ -19,7 +22,9 @@ every empty node is gone (ttlSecondsAfterEmpty 5).
 Memory (--memory-pods N): 1,000 ready nodes and N pods bound to them are
 written while the controller watches; its peak memory is printed.
 
-    python3 bench/e2e.py [--sizes 1000,10000,30000] [--mixed-pods 1000] [--memory-pods 10000] [--profile-sim DIR]
+    python3 bench/e2e.py [--sizes 1000,10000,30000] [--mixed-pods 1000] [--memory-pods 10000] [--profile DIR]
+
+py-spy is not a dependency: `pip install py-spy` to profile.
 """
 
 from __future__ import annotations
@@ -76,6 +81,12 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process and its reaped children so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> str:
+    """The machine's 1/5/15-minute load averages (as `uptime` prints them): timings on a shared machine mean
+    little without them."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def requests_by_client(port: int) -> dict[str, int]:
@@ -187,19 +198,31 @@ def log_times(path: Path, pattern: str) -> list[tuple[float, re.Match[str]]]:
 def burst(size: int, *, timeout: float, profile: Path | None) -> dict[str, Any]:
     cluster = start(boot_delay=0, ttl_after_empty=None)
     client = cluster.client
-    profiler = None
+    profilers: list[subprocess.Popen[bytes]] = []
     try:
         client.create(path_of("apps/v1", "deployments", "default"), deployment("burst", "100m", "128Mi", {}, 0))
         progress = Progress()
         pods_seen = Informer(client, "v1", "pods")
         pods_seen.handlers.append(progress.on_pod)
         pods_seen.start().synced.wait(10)
+        node_created: dict[str, float] = {}         # karpy node -> when the watch first showed it
+
+        def on_node(kind: str, node: dict[str, Any]) -> None:
+            if "karpenter.sh/provisioner-name" in (node["metadata"].get("labels") or {}):
+                node_created.setdefault(node["metadata"]["name"], time.time())
+
+        nodes_seen = Informer(client, "v1", "nodes")
+        nodes_seen.handlers.append(on_node)
+        nodes_seen.start().synced.wait(10)
         requests_before = requests_by_client(cluster.port)
         cpu_before, sim_cpu_before = cpu_seconds(cluster.controller.pid), cpu_seconds(cluster.sim.pid)
-        if profile is not None:           # sampled without stopping it (--nonblocking), so it runs at its own pace
+        if profile is not None:           # sampled without stopping it (--nonblocking), so it runs at its own pace; only threads holding the GIL (--gil): its CPU, not its waits
             profile.mkdir(parents=True, exist_ok=True)
-            profiler = subprocess.Popen(["py-spy", "record", "--nonblocking", "--rate", "20", "--format", "raw", "--pid", str(cluster.sim.pid),
-                                         "-o", str(profile / f"sim-{size}.txt")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            profilers = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--gil", "--rate", "20", "--format", "raw",
+                                           "--pid", str(process.pid), "-o", str(profile / f"{name}-{size}.txt")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         for name, process in (("sim", cluster.sim), ("controller", cluster.controller))]
+        load_before = load_average()
         started = time.time()
         client.patch(path_of("apps/v1", "deployments", "default", "burst", "scale"), {"spec": {"replicas": size}})
         all_running = None
@@ -209,28 +232,34 @@ def burst(size: int, *, timeout: float, profile: Path | None) -> dict[str, Any]:
                 all_running = progress.last["running"] - started
                 break
             time.sleep(0.05)
+        load_after = load_average()
         controller_cpu = cpu_seconds(cluster.controller.pid) - cpu_before
         sim_cpu = cpu_seconds(cluster.sim.pid) - sim_cpu_before
         peak = peak_rss_mib(cluster.controller.pid)
         requests_after = requests_by_client(cluster.port)
         pods_seen.stop()
+        nodes_seen.stop()
         nodes = karpy_nodes(client)
         price = sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes)
         log = cluster.work / "controller.log"
         found = [(t, int(m[1])) for t, m in log_times(log, r"Found (\d+) provisionable pod") if t >= started]
         solved = [(t, int(m[1]), int(m[2])) for t, m in log_times(log, r"Computed packing of (\d+) node\(s\) for (\d+) pod") if t >= started]
         launched = [t for t, _ in log_times(log, r"Launched instance") if t >= started]
+        created = sorted(node_created.values())
         bound = [(t, int(m[1])) for t, m in log_times(log, r"Bound (\d+) pod\(s\) to node") if t >= started]
         by_controller = {k: v - requests_before.get(k, 0) for k, v in requests_after.items()
                          if not k.startswith((BENCH_AGENT + " ", SIMULATOR_AGENT + " "))}
         by_controller = {k: v for k, v in by_controller.items() if v}
+        by_cluster = {k: v - requests_before.get(k, 0) for k, v in requests_after.items() if k.startswith(SIMULATOR_AGENT + " ")}
         return {"size": size, "all_running": all_running, "started": started, "progress": progress, "found": found,
                 "solved": solved, "launched": launched, "bound": bound, "nodes": len(nodes), "price": price,
                 "peak_rss": peak, "controller_cpu": controller_cpu, "sim_cpu": sim_cpu, "requests": by_controller,
-                "running": progress.count("running"), "logs": str(cluster.work)}
+                "cluster_requests": {k: v for k, v in by_cluster.items() if v}, "created": created,
+                "load": (load_before, load_after), "running": progress.count("running"), "logs": str(cluster.work)}
     finally:
-        if profiler is not None:
+        for profiler in profilers:
             profiler.send_signal(signal.SIGINT)        # py-spy writes what it sampled on ^C
+        for profiler in profilers:
             try:
                 profiler.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -247,7 +276,8 @@ def report_burst(r: dict[str, Any], timeout: float) -> None:
         text = f"{first - started:7.2f} .. {last - started:7.2f} s"
         return text + (f"   ({n})" if n is not None else "")
 
-    print(f"\nburst of {r['size']} pods (100m cpu, 128Mi), boot delay 0, fake provider")
+    print(f"\nburst of {r['size']} pods (100m cpu, 128Mi), boot delay 0, fake provider; "
+          f"machine load {r['load'][0]} before, {r['load'][1]} after ({os.cpu_count()} cores)")
     print("  all Running            " + (f"{r['all_running']:8.2f} s after the scale-up" if r["all_running"] is not None
                                          else f"not within {timeout:g} s ({r['running']} Running)"))
     for state, title in (("created", "pods created"), ("unschedulable", "marked Unschedulable")):
@@ -255,10 +285,18 @@ def report_burst(r: dict[str, Any], timeout: float) -> None:
     found, solved = r["found"], r["solved"]
     print(f"  batches closed         {span(found[0][0] if found else None, found[-1][0] if found else None, len(found))} "
           f"batches of {', '.join(str(n) for _, n in found[:8])}{' ...' if len(found) > 8 else ''} pods")
-    solve_seconds = sum(s[0] - f[0] for f, s in zip(found, solved) if s[0] >= f[0])
+    # each plan is timed from the batch closed last before it (a batch with nothing to launch logs no plan)
+    opened = [max((f[0] for f in found if f[0] <= s[0]), default=s[0]) for s in solved]
+    solves = [s[0] - f for s, f in zip(solved, opened)]
     print(f"  solved                 {span(solved[0][0] if solved else None, solved[-1][0] if solved else None, len(solved))} "
-          f"solve total {solve_seconds:.2f} s")
-    launched, bound = r["launched"], r["bound"]
+          f"solve total {sum(solves):.2f} s, longest {max(solves, default=0):.2f} s")
+    launched, bound, created = r["launched"], r["bound"], r["created"]
+    # the first Node the watch showed after each plan: how soon a batch's first node exists
+    after_close = [next((c - f for c in created if c >= s[0]), None) for s, f in zip(solved, opened)]
+    after_close = [d for d in after_close if d is not None]
+    print(f"  first node of a batch  {span(created[0] if created else None, created[-1] if created else None, len(created))} "
+          f"nodes created; a batch's first node {min(after_close, default=float('nan')):.2f}.."
+          f"{max(after_close, default=float('nan')):.2f} s after the batch closed")
     print(f"  launches               {span(launched[0] if launched else None, launched[-1] if launched else None, len(launched))}")
     print(f"  binds (per node)       {span(bound[0][0] if bound else None, bound[-1][0] if bound else None, sum(n for _, n in bound))}")
     print(f"  pods bound (watch)     {span(p.first.get('bound'), p.last.get('bound'), p.count('bound'))}")
@@ -268,6 +306,9 @@ def report_burst(r: dict[str, Any], timeout: float) -> None:
     total = sum(r["requests"].values())
     top = sorted(r["requests"].items(), key=lambda kv: -kv[1])[:6]
     print(f"  controller API requests {total:7d}   (" + ", ".join(f"{k.split(' ', 1)[1]} {v}" for k, v in top) + ")")
+    cluster_total = sum(r["cluster_requests"].values())
+    top = sorted(r["cluster_requests"].items(), key=lambda kv: -kv[1])[:6]
+    print(f"  local cluster's own    {cluster_total:7d}   (" + ", ".join(f"{k.split(' ', 1)[1]} {v}" for k, v in top) + ")")
     print(f"  logs                   {r['logs']}")
 
 
@@ -373,13 +414,13 @@ def main() -> int:
     parser.add_argument("--mixed-pods", type=int, default=0, help="pods in the mixed-shape burst (0: skip)")
     parser.add_argument("--memory-pods", type=int, default=0, help="pods written for the memory phase (0: skip)")
     parser.add_argument("--memory-nodes", type=int, default=1000)
-    parser.add_argument("--profile-sim", type=Path, help="sample the local cluster with py-spy during each burst into this folder "
+    parser.add_argument("--profile", type=Path, help="sample the local cluster and the controller with py-spy during each burst into this folder "
                                                           "(collapsed stacks)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     for size in sizes:
         timeout = args.timeout or 60 + size / 50
-        report_burst(burst(size, timeout=timeout, profile=args.profile_sim), timeout)
+        report_burst(burst(size, timeout=timeout, profile=args.profile), timeout)
     if args.mixed_pods:
         mixed(args.mixed_pods)
     if args.memory_pods:

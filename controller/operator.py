@@ -162,6 +162,8 @@ class Operator:
         self.state.on_change(self._on_pod, self.state.pods)
         self.state.on_change(self._on_gap_report, self.state.gap_reports)
         for loop in self.loops:
+            if loop.name == "garbagecollection":
+                continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
         self.state.start()
         try:                             # finish launches a previous process left, before planning any new one

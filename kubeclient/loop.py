@@ -21,8 +21,13 @@ log = logging.getLogger("kubeclient.loop")
 
 class Loop:
     def __init__(self, name: str, reconcile: Callable[[], float | None], *, settle_seconds: float = 0.02,
-                 resync_seconds: float = 5.0) -> None:
+                 resync_seconds: float = 5.0, busy_share: float | None = None) -> None:
+        """`busy_share`: at most this share of the time spent in passes. A pass that took T seconds of CPU (its
+        own thread's, not what it waited on) is followed by a rest of T * (1 / busy_share - 1), at most a second,
+        so a pass over thousands of objects kicked by each of a stream of events does not take all the CPU of
+        the process it shares."""
         self.name = name
+        self._busy_share = busy_share
         self._reconcile = reconcile
         self.gate: Callable[[], bool] = lambda: True     # reconcile only while this says so (leadership)
         self._settle = settle_seconds
@@ -55,6 +60,7 @@ class Loop:
             if not self.gate():
                 wait = self._resync
                 continue
+            began = time.thread_time()
             try:
                 again = self._reconcile()
                 failures = 0
@@ -66,3 +72,7 @@ class Loop:
                 failures += 1
                 again = backoff_seconds(failures, base=1.0, cap=30.0)
             wait = self._resync if again is None else max(again, 0.01)
+            if self._busy_share:
+                rest = min((time.thread_time() - began) * (1 / self._busy_share - 1), 1.0)
+                if self._stop.wait(rest):
+                    return

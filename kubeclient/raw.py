@@ -22,6 +22,7 @@ import urllib.parse
 from typing import Any, Callable, Iterator, Sequence
 
 import kubernetes
+import msgspec
 import yaml
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
@@ -47,7 +48,7 @@ class RawClient:
         data = response.read()
         if response.status >= 400:
             raise ApiException(http_resp=response)
-        return json.loads(data) if data else None
+        return decode(data) if data else None
 
     def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any, content_type: str,
               timeout: float | tuple[float, float] | None) -> Any:
@@ -110,13 +111,22 @@ class RawClient:
                     line, buffer = buffer.split(b"\n", 1)
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = decode(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
                         raise ApiException(status=int(status.get("code") or 500), reason=status.get("message"))
                     yield event
         finally:
             response.response.release_conn()
+
+
+def decode(data: bytes) -> Any:
+    """JSON from the API server as plain dicts and lists: msgspec's decoder, several times faster than json's
+    (lists of thousands of pods and a watch event per change are read all the time); json's for what it refuses."""
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return json.loads(data)
 
 
 # informers hold a connection each for their watch; beside them the controller writes from its launch workers

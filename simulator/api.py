@@ -135,9 +135,10 @@ class API:
         return self.store.get(t.key, namespace, name)
 
     def list(self, t: ResourceType, namespace: str | None, predicate: Predicate | None, *,
-             shared: bool = False) -> tuple[list[Obj], int]:
-        """With `shared`, the stored objects themselves: for reading only."""
-        return self.store.list(t.key, namespace, predicate, shared=shared)
+             shared: bool = False, field: tuple[str, str] | None = None) -> tuple[list[Obj], int]:
+        """With `shared`, the stored objects themselves: for reading only. `field`: an equality `predicate`
+        requires, which the store may answer from an index."""
+        return self.store.list(t.key, namespace, predicate, shared=shared, field=field)
 
     def create(self, t: ResourceType, namespace: str, obj: Obj, *, dry_run: bool = False, strict: bool = False) -> Obj:
         if not isinstance(obj, dict):

@@ -25,7 +25,7 @@ import yaml
 from karpy.simulator import openapi, tables
 from karpy.simulator.api import API
 from karpy.simulator.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
-from karpy.simulator.query import both, field_selector, label_selector
+from karpy.simulator.query import both, field_selector, indexed_equality, label_selector
 from karpy.simulator.resources import Registry, ResourceType
 from karpy.simulator.store import BadRequest, Gone, MethodNotAllowed, NotFound, Store, StoreError, encode
 
@@ -46,6 +46,9 @@ def status(code: int, reason: str, message: str, details: dict[str, Any] | None 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # the listen backlog: a burst of clients connecting at once (a controller opening its connection pool while
+    # the kubelets and scheduler do theirs) waits in the kernel instead of being refused at socketserver's 5
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], store: Store, registry: Registry) -> None:
         super().__init__(address, Handler)
@@ -334,7 +337,8 @@ class Handler(BaseHTTPRequestHandler):
         return both(label_selector(query.get("labelSelector")), field_selector(query.get("fieldSelector")))
 
     def _list(self, t: ResourceType, namespace: str | None, query: dict[str, str]) -> None:
-        items, rv = self.server.api.list(t, namespace, self._predicate(query), shared=True)
+        items, rv = self.server.api.list(t, namespace, self._predicate(query), shared=True,
+                                         field=indexed_equality(query.get("fieldSelector"), t.key))
         token = query.get("continue")
         if token:
             try:
@@ -368,7 +372,8 @@ class Handler(BaseHTTPRequestHandler):
         initial: list[dict[str, Any]] = []
         since: int | None
         if rv_text in ("", "0"):
-            initial, since = self.server.api.list(t, namespace, predicate, shared=True)
+            initial, since = self.server.api.list(t, namespace, predicate, shared=True,
+                                                  field=indexed_equality(query.get("fieldSelector"), t.key))
         else:
             since = int(rv_text)
         wants_table = self._wants_table()

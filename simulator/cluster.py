@@ -27,6 +27,7 @@ log = logging.getLogger("simulator")
 # one connection per informer's watch, and one per parallel writer (scheduler, kubelets, workloads, events)
 CONNECTIONS = 96
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+LOOP_BUSY_SHARE = 0.25
 
 
 def system_node(name: str) -> dict[str, Any]:
@@ -101,8 +102,10 @@ class LocalCluster:
         kubelets = Kubelets(client, informers["nodes"], informers["pods"], boot_delay=self._boot_delay)
         scheduler = Scheduler(client, informers["nodes"], informers["pods"], extenders=self._extenders)
         workloads = Workloads(client, informers)
-        loops = {"kubelets": Loop("kubelets", kubelets.reconcile), "scheduler": Loop("scheduler", scheduler.reconcile),
-                 "workloads": Loop("workloads", workloads.reconcile)}
+        # each pass reads every pod: in a burst of thousands, passes kicked by each event would leave the API
+        # server (in this process) little CPU, so each loop is held to a share of the time
+        loops = {name: Loop(name, reconcile, busy_share=LOOP_BUSY_SHARE) for name, reconcile in (
+            ("kubelets", kubelets.reconcile), ("scheduler", scheduler.reconcile), ("workloads", workloads.reconcile))}
         if self._aws is not None:
             from karpy.simulator.aws import Registrar  # boto3 only when a cloud is attached
 

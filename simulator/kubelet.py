@@ -42,25 +42,34 @@ class Kubelets:
         self._orphaned: dict[str, float] = {}    # pod uid -> when its node was first missing from the cache
         self._ip = 100
         self._writes = Writes("kubelet")
+        # what a write was sent for: object -> its resourceVersion then. A pass that starts before the watch shows
+        # the write's result skips the object instead of sending the same write again (a kubelet's status
+        # manager remembers what it reported, too); a failed write forgets, so the next pass tries again
+        self._sent: dict[str, str] = {}
 
     def reconcile(self) -> float | None:
         now = self.clock()
         nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
+        pods = self.pods.items()
+        live = {p["metadata"].get("uid") for p in pods}
+        # pruned from a copy: a write of the last pass still in flight (its pass failed) may forget its key meanwhile
+        self._sent = {k: v for k, v in list(self._sent.items())
+                      if (k.partition("/")[2] in live if k.startswith("pod/") else k.partition("/")[2] in nodes)}
         wait: float | None = None
         for name, node in nodes.items():
             if ready(node) or node["metadata"].get("deletionTimestamp"):
                 continue
             appeared = self._seen.setdefault(name, now)
             left = appeared + self.boot_delay - now
-            if left <= 0:
-                self._make_ready(node)
+            if left <= 0:                # many nodes boot at once in a burst: their Ready reports go side by side
+                if self._remember(f"node/{name}", node):
+                    self._ip += 1
+                    self._writes.submit(self._tolerant_ready(node, self._ip))
             else:
                 wait = left if wait is None else min(wait, left)
         for name in list(self._seen):
             if name not in nodes:
                 del self._seen[name]
-        pods = self.pods.items()
-        live = {p["metadata"].get("uid") for p in pods}
         self._orphaned = {uid: t for uid, t in self._orphaned.items() if uid in live}
         for pod in pods:
             self._pod(pod, nodes)
@@ -83,10 +92,26 @@ class Kubelets:
         except ApiException as e:
             return e.status == 404
 
-    def _make_ready(self, node: Obj) -> None:
+    def _remember(self, key: str, obj: Obj) -> bool:
+        """False when a write for this version of `obj` was sent already; else remembers that one is now."""
+        version = obj["metadata"].get("resourceVersion", "")
+        if self._sent.get(key) == version:
+            return False
+        self._sent[key] = version
+        return True
+
+    def _tolerant_ready(self, node: Obj, ip: int) -> Callable[[], None]:
+        def write() -> None:
+            try:
+                self._make_ready(node, ip)
+            except ApiException as e:
+                self._sent.pop(f"node/{node['metadata']['name']}", None)
+                log.warning("kubelet of node %s: %s", node["metadata"]["name"], e.reason)
+        return write
+
+    def _make_ready(self, node: Obj, ip: int) -> None:
         name = node["metadata"]["name"]
         status = node.get("status") or {}
-        self._ip += 1
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
         conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
                            "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()})
@@ -94,7 +119,7 @@ class Kubelets:
             "conditions": conditions, "nodeInfo": status.get("nodeInfo") or node_info(name),
             "capacity": status.get("capacity") or status.get("allocatable") or {},
             "allocatable": status.get("allocatable") or status.get("capacity") or {},
-            "addresses": status.get("addresses") or [{"type": "InternalIP", "address": f"10.0.{self._ip // 250}.{self._ip % 250}"},
+            "addresses": status.get("addresses") or [{"type": "InternalIP", "address": f"10.0.{ip // 250}.{ip % 250}"},
                                                      {"type": "Hostname", "address": name}],
         }}
         try:
@@ -122,11 +147,13 @@ class Kubelets:
         try:
             if node is None and not self._node_gone(pod, node_name):
                 return
+            key = f"pod/{meta.get('uid', '')}"
             if node is None or meta.get("deletionTimestamp"):
-                self._writes.submit(self._tolerant(self.client.delete, path, gracePeriodSeconds=0))
+                if self._remember(key, pod):
+                    self._writes.submit(self._tolerant(self.client.delete, path, gracePeriodSeconds=0, forget=key))
                 return
             self._orphaned.pop(meta.get("uid", ""), None)
-            if status.get("phase") == "Pending" and ready(node):
+            if status.get("phase") == "Pending" and ready(node) and self._remember(key, pod):
                 now = now_rfc3339()
                 self._ip += 1
                 containers = spec.get("containers") or []
@@ -139,19 +166,21 @@ class Kubelets:
                     "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
                                            "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
                                           for c in containers],
-                }}))
+                }}, forget=key))
         except ApiException as e:
             if e.status not in (404, 409):
                 raise
 
-    @staticmethod
-    def _tolerant(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[], None]:
+    def _tolerant(self, fn: Callable[..., Any], *args: Any, forget: str, **kwargs: Any) -> Callable[[], None]:
         """`fn(*args, **kwargs)` for the write pool: the pod being gone or changed meanwhile is no error
-        (the next pass sees it as it is now)."""
+        (the next pass sees it as it is now). A failed write forgets it was sent (`forget`: its _sent key)."""
         def write() -> None:
             try:
                 fn(*args, **kwargs)
-            except ApiException as e:
-                if e.status not in (404, 409):
+            except Exception as e:
+                self._sent.pop(forget, None)
+                if not isinstance(e, ApiException):
+                    log.warning("kubelet write to %s: %s", args[0] if args else "?", e)
+                elif e.status not in (404, 409):
                     log.warning("kubelet write to %s: %s", args[0] if args else "?", e.reason)
         return write

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
-from karpy.simulator.store import BadRequest
+from karpy.simulator.store import INDEXED_FIELDS, BadRequest, field_value
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 _SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
@@ -62,13 +62,6 @@ def label_selector(text: str | None) -> Predicate | None:
     return lambda obj: all(t((obj.get("metadata") or {}).get("labels") or {}) for t in tests)
 
 
-def _field(obj: Mapping[str, Any], path: str) -> str:
-    node: Any = obj
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return "" if node is None else str(node)
-
-
 def field_selector(text: str | None) -> Predicate | None:
     """A predicate over dotted fields (`metadata.name`, `spec.nodeName`, `status.phase`, ...)."""
     if not text:
@@ -77,13 +70,24 @@ def field_selector(text: str | None) -> Predicate | None:
     for part in _split(text):
         if "!=" in part:
             path, value = (s.strip() for s in part.split("!=", 1))
-            tests.append(lambda o, p=path, v=value: _field(o, p) != v)
+            tests.append(lambda o, p=path, v=value: field_value(o, p) != v)
         elif "=" in part:
             path, value = (s.strip() for s in part.replace("==", "=").split("=", 1))
-            tests.append(lambda o, p=path, v=value: _field(o, p) == v)
+            tests.append(lambda o, p=path, v=value: field_value(o, p) == v)
         else:
             raise BadRequest(f"invalid selector: {part!r}; can't understand {part!r}")
     return lambda obj: all(t(obj) for t in tests)
+
+
+def indexed_equality(text: str | None, resource: str) -> tuple[str, str] | None:
+    """The `path=value` term of a field selector that the store indexes `resource` by, if there is one."""
+    path = INDEXED_FIELDS.get(resource)
+    for part in _split(text or "") if path else []:
+        if "!=" not in part and "=" in part:
+            key, value = (s.strip() for s in part.replace("==", "=").split("=", 1))
+            if key == path:
+                return key, value
+    return None
 
 
 def both(a: Predicate | None, b: Predicate | None) -> Predicate | None:

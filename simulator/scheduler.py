@@ -16,9 +16,10 @@ import collections
 import concurrent.futures
 import json
 import logging
+import time
 import urllib.error
 import urllib.request
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 from kubernetes.client.exceptions import ApiException
@@ -33,6 +34,10 @@ from karpy.simulator.writes import Writes
 
 log = logging.getLogger("simulator.scheduler")
 Obj = dict[str, Any]
+# kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds: a pod that fit nowhere is tried again on a
+# change of the cluster only once its backoff (doubling with each failed try) has passed
+INITIAL_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 10.0
 
 
 def load_extenders(path: str | None, *, url_prefix: str | None = None) -> list[dict[str, Any]]:
@@ -51,8 +56,9 @@ def load_extenders(path: str | None, *, url_prefix: str | None = None) -> list[d
 
 class Scheduler:
     def __init__(self, client: RawClient, nodes: Informer, pods: Informer, *, extenders: list[dict[str, Any]] | None = None,
-                 name: str = "default-scheduler") -> None:
+                 name: str = "default-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
         self.client, self.nodes, self.pods = client, nodes, pods
+        self.clock = clock
         self.extenders = extenders or []
         self.name = name
         self._reported: dict[str, str] = {}          # pod uid -> the message already written
@@ -61,6 +67,7 @@ class Scheduler:
         self._placed: dict[str, tuple[str, PodFacts | None]] = {}   # bound pod uid -> (resourceVersion, parsed)
         self._seen_placed: set[str] = set()
         self._keys: dict[str, tuple[str, str]] = {}       # pending pod uid -> (resourceVersion, equivalence key)
+        self._backoff: dict[str, tuple[int, float]] = {}  # pending pod uid -> (failed tries, not to be tried before)
         self._writes = Writes("scheduler")
         # events inform people, they decide nothing: sent on the side, never awaited by a pass
         self._events = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="scheduler-events")
@@ -87,6 +94,9 @@ class Scheduler:
         self._tried = {uid: e for uid, e in self._tried.items() if uid in live}
         self._reported = {uid: m for uid, m in self._reported.items() if uid in live}
         self._keys = {uid: k for uid, k in self._keys.items() if uid in live}
+        self._backoff = {uid: b for uid, b in self._backoff.items() if uid in live}
+        now = self.clock()
+        again: float | None = None                        # when the first pod backing off may be tried again
         self._placed = {uid: f for uid, f in self._placed.items() if uid in self._seen_placed}
         self._seen_placed = set()
         by_name = {n["metadata"]["name"]: n for n in nodes}
@@ -96,10 +106,14 @@ class Scheduler:
             uid = pod["metadata"].get("uid", "")
             if self._tried.get(uid) == epoch:
                 continue                    # nothing changed since it last failed
+            not_before = self._backoff.get(uid, (0, 0.0))[1]
+            if not_before > now:
+                again = min(again if again is not None else not_before - now, not_before - now)
+                continue                    # backing off: the change is looked at when the backoff ends
             key = self._key_of(pod)
             if key in failed:
                 self._unschedulable(pod, failed[key])
-                self._tried[uid] = epoch
+                self._failed(uid, epoch, now)
                 continue
             facts = self._facts_of(key, pod)
             if facts is None:
@@ -116,9 +130,14 @@ class Scheduler:
                 message = reason
             failed[key] = message
             self._unschedulable(pod, message)
-            self._tried[uid] = epoch
+            self._failed(uid, epoch, now)
         self._writes.flush()
-        return None
+        return again
+
+    def _failed(self, uid: str, epoch: tuple[object, ...], now: float) -> None:
+        self._tried[uid] = epoch
+        tries = self._backoff.get(uid, (0, 0.0))[0] + 1
+        self._backoff[uid] = (tries, now + min(INITIAL_BACKOFF_SECONDS * 2 ** (tries - 1), MAX_BACKOFF_SECONDS))
 
     def _key_of(self, pod: Obj) -> str:
         meta = pod["metadata"]

@@ -29,6 +29,9 @@ import msgspec
 from karpy.kubeclient.raw import now_rfc3339
 
 HISTORY_PER_RESOURCE = 20_000       # events kept for watches that resume from an old resourceVersion
+# fields a list can select by without reading every object: kube-apiserver's watch cache indexes pods by node,
+# so a kubelet or an autoscaler asking for one node's pods does not cost a pass over every pod
+INDEXED_FIELDS = {"pods": "spec.nodeName"}
 
 Obj = dict[str, Any]
 
@@ -121,6 +124,9 @@ class Store:
         self._rv = 1
         self._watch_epoch = 0                     # bumped to end every open watch (a dropped connection)
         self.listeners: list[Callable[[str, Event], None]] = []   # called under the lock, after each write
+        # INDEXED_FIELDS: resource -> field value -> keys of the objects holding it, and key -> its value
+        self._index: dict[str, dict[str, set[Key]]] = collections.defaultdict(lambda: collections.defaultdict(set))
+        self._indexed: dict[str, dict[Key, str]] = collections.defaultdict(dict)
 
     @property
     def resource_version(self) -> int:
@@ -141,13 +147,23 @@ class Store:
             return self._objects[resource].get((namespace, name))
 
     def list(self, resource: str, namespace: str | None = None,
-             predicate: Callable[[Obj], bool] | None = None, *, shared: bool = False) -> tuple[list[Obj], int]:
+             predicate: Callable[[Obj], bool] | None = None, *, shared: bool = False,
+             field: tuple[str, str] | None = None) -> tuple[list[Obj], int]:
         """The matching objects sorted by namespace and name, and the version they were read at: copies, or
-        with `shared` the stored objects themselves, for callers that only read them (e.g. to send them)."""
+        with `shared` the stored objects themselves, for callers that only read them (e.g. to send them).
+        `field` (path, value) is an equality the predicate already requires: when the resource indexes that
+        path, only the objects holding the value are read."""
         with self._lock:
-            items = [o for (ns, _), o in sorted(self._objects[resource].items())
-                     if (namespace is None or ns == namespace) and (predicate is None or predicate(o))]
+            objects = self._objects[resource]
+            if field is not None and INDEXED_FIELDS.get(resource) == field[0]:
+                candidates = [(key, objects[key]) for key in self._index[resource].get(field[1], ())]
+            else:
+                candidates = list(objects.items())
             rv = self._rv
+        # stored objects are never changed in place: they are filtered and sorted outside the lock, so a list
+        # of thousands of objects does not hold up every write meanwhile
+        items = [o for (ns, _), o in sorted(candidates, key=lambda kv: kv[0])
+                 if (namespace is None or ns == namespace) and (predicate is None or predicate(o))]
         return (items if shared else [clone(o) for o in items]), rv
 
     def count(self, resource: str) -> int:
@@ -156,6 +172,8 @@ class Store:
 
     # --- writes -------------------------------------------------------------------------
     def _bump(self, resource: str, type_: str, obj: Obj) -> None:
+        if resource in INDEXED_FIELDS:
+            self._reindex(resource, type_, obj)
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         event = Event(self._rv, type_, obj)
@@ -169,6 +187,21 @@ class Store:
         for listener in self.listeners:
             listener(resource, event)
         self._changed[resource].notify_all()
+
+    def _reindex(self, resource: str, type_: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        index, indexed = self._index[resource], self._indexed[resource]
+        before = indexed.pop(key, None)
+        if before is not None:
+            keys = index[before]
+            keys.discard(key)
+            if not keys:
+                del index[before]
+        if type_ != "DELETED":
+            value = field_value(obj, INDEXED_FIELDS[resource])
+            index[value].add(key)
+            indexed[key] = value
 
     def create(self, resource: str, obj: Obj) -> Obj:
         meta = obj.setdefault("metadata", {})
@@ -301,6 +334,14 @@ class Store:
         if not rvs or rvs[-1] <= cursor:
             return []
         return self._history[resource][bisect.bisect_right(rvs, cursor):]
+
+
+def field_value(obj: Obj, path: str) -> str:
+    """A dotted field (`spec.nodeName`) as a field selector reads it ("" when absent)."""
+    node: Any = obj
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return "" if node is None else str(node)
 
 
 def _spec_changed(old: Obj, new: Obj) -> bool:

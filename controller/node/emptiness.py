@@ -55,24 +55,35 @@ class Emptiness:
 
     def reconcile(self) -> float | None:
         again: float | None = None
-        for node in self.state.nodes.items():
-            wait = self.reconcile_node(node)
+        ttls = self._ttls()
+        nodes = self.state.nodes.items()
+        for node in nodes:
+            ttl = self._ttl(node, ttls)
+            if ttl is None:
+                continue                               # not ours, terminating, or emptiness is off for its provisioner
+            wait = self._reconcile_node(node, ttl)
             if wait is not None:
                 again = wait if again is None else min(again, wait)
         return again
 
-    def reconcile_node(self, node: dict[str, Any]) -> float | None:
-        """Safe to run any number of times, from any state, including after a crash."""
+    def _ttls(self) -> dict[str, int | None]:
+        """ttlSecondsAfterEmpty by provisioner name, read once per pass (not once per node)."""
+        return {p.name: p.spec.ttl_seconds_after_empty for p in self.state.live_provisioners()}
+
+    def _ttl(self, node: dict[str, Any], ttls: dict[str, int | None]) -> int | None:
+        """The TTL that applies to `node`; None when it is not karpy's or is terminating."""
         owner = self.state.ours(node)
         if owner is None or node["metadata"].get("deletionTimestamp"):
-            return None                                # not ours, or terminating
-        provisioner = self.state.provisioner(owner)
-        ttl = provisioner.spec.ttl_seconds_after_empty if provisioner else None
+            return None
+        return ttls.get(owner)
+
+    def _reconcile_node(self, node: dict[str, Any], ttl: int) -> float | None:
+        """Safe to run any number of times, from any state, including after a crash. The node's pods come
+        from the cache's by-node index, so a pass costs the pods on TTL'd nodes, not every pod per node."""
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
-        v = decide(ttl=ttl, initialized=initialized(node),
-                   busy=busy(self.state.pods_on(name)), marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
-                   now=self.clock.now())
+        v = decide(ttl=ttl, initialized=initialized(node), busy=busy(self.state.pods_on(name)),
+                   marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)), now=self.clock.now())
         try:
             if v.mark or v.unmark:                     # a null value removes the key
                 self.state.client.patch(path_of("v1", "nodes", name=name),

@@ -28,11 +28,12 @@ class Expiration:
 
     def reconcile(self) -> float | None:
         again: float | None = None
+        provisioners = {p.name: p for p in self.state.live_provisioners()}   # once per pass, not once per node
         for node in self.state.nodes.items():
             owner = self.state.ours(node)
             if owner is None or node["metadata"].get("deletionTimestamp"):
                 continue
-            provisioner = self.state.provisioner(owner)
+            provisioner = provisioners.get(owner)
             ttl = provisioner.spec.ttl_seconds_until_expired if provisioner else None
             left = seconds_left(ttl=ttl, created=parse_time(node["metadata"].get("creationTimestamp")), now=self.clock.now())
             if left is None:

@@ -320,3 +320,24 @@ def test_kubectl_create_scale_cordon_describe_and_delete(kube: Kube) -> None:
     assert "NODE" in wide.splitlines()[0] or wide == ""
     kube.kubectl("delete", "deployment", d)
     kube.kubectl("wait", "--for=delete", f"deployment/{d}", "--timeout=10s")
+
+
+def test_pods_listed_by_node_follow_binds_and_deletes(kube: Kube) -> None:
+    app = name("by-node")
+    kube.core.create_namespaced_pod("default", pod(f"{app}-a", labels={"app": app}))
+    kube.core.create_namespaced_pod("default", pod(f"{app}-b", labels={"app": app}, node_name="system-1"))
+
+    def on(node: str) -> list[str]:
+        found = kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", label_selector=f"app={app}")
+        return sorted(p.metadata.name for p in found.items)
+
+    assert on("system-1") == [f"{app}-b"] and on("") == [f"{app}-a"]
+    kube.core.create_namespaced_binding("default", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"{app}-a"},
+                                                    "target": {"kind": "Node", "name": "system-1"}}, _preload_content=False)
+    assert on("system-1") == [f"{app}-a", f"{app}-b"] and on("") == []
+    both_terms = kube.core.list_namespaced_pod("default", field_selector=f"spec.nodeName=system-1,metadata.name={app}-b")
+    assert [p.metadata.name for p in both_terms.items] == [f"{app}-b"]
+    kube.core.delete_namespaced_pod(f"{app}-b", "default", grace_period_seconds=0)
+    assert on("system-1") == [f"{app}-a"]
+    kube.core.delete_namespaced_pod(f"{app}-a", "default", grace_period_seconds=0)
+    assert on("system-1") == []
