@@ -292,8 +292,8 @@ def report_burst(r: dict[str, Any], timeout: float) -> None:
           f"solve total {sum(solves):.2f} s, longest {max(solves, default=0):.2f} s")
     launched, bound, created = r["launched"], r["bound"], r["created"]
     # the first Node the watch showed after each plan: how soon a batch's first node exists
-    after_close = [next((c - f for c in created if c >= s[0]), None) for s, f in zip(solved, opened)]
-    after_close = [d for d in after_close if d is not None]
+    waits = [next((c - f for c in created if c >= s[0]), None) for s, f in zip(solved, opened)]
+    after_close: list[float] = [d for d in waits if d is not None]
     print(f"  first node of a batch  {span(created[0] if created else None, created[-1] if created else None, len(created))} "
           f"nodes created; a batch's first node {min(after_close, default=float('nan')):.2f}.."
           f"{max(after_close, default=float('nan')):.2f} s after the batch closed")
