@@ -44,7 +44,8 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted_after_the_wait(env: Env) -> 
     c = consolidation(env)
     env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
               pod("pa", cpu="1", node_name="a"), pod("pb", cpu="6", node_name="b"))
-    assert c.reconcile() == 15                     # proposed, not taken
+    c.reconcile()
+    assert c._proposal is not None                 # proposed, not taken
     assert set(live_nodes(env)) == {"a", "b"}
     env.clock.step(15)
     c.reconcile()
@@ -236,3 +237,78 @@ def test_a_malformed_disruption_budget_is_refused_by_name() -> None:
                           "--cloud-provider", "fake", "--cluster-name", "x", "--consolidation-max-disrupted", "a lot"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "--consolidation-max-disrupted 'a lot'" in run.stderr
+
+
+def test_the_next_proposal_is_decided_while_one_waits_as_if_its_nodes_were_gone(env: Env) -> None:
+    """Proposals overlap, staggered over the window: the budget bounds the nodes disrupted at once, not per window."""
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="1")
+    env.apply(provisioner("default", consolidation={"enabled": True}),
+              *[karpy_node(n) for n in "abcd"], *[pod(f"p{n}", cpu="1", node_name=n) for n in "abcd"])
+    c.reconcile()
+    (first,) = c._proposals
+    env.clock.step(5)                                # a third of the window
+    c.reconcile()
+    assert len(c._proposals) == 2
+    second = c._proposals[1]
+    assert not set(second.nodes) & set(first.nodes)
+    # its pods do not go to the first proposal's node, and the node the first one's pods go to stays
+    receiving = {to for a in first.actions for _, to in a.moves}
+    assert not {to for a in second.actions for _, to in a.moves} & set(first.nodes)
+    assert receiving and not set(second.nodes) & receiving
+    env.clock.step(10)                               # the first one's turn
+    c.reconcile()
+    env.settle(lambda: not set(first.nodes) & set(live_nodes(env)))
+    env.clock.step(5)                                # the second one's turn, re-validated against the cluster now
+    c.reconcile()
+    env.settle(lambda: len(live_nodes(env)) == 2)
+    assert not set(second.nodes) & set(live_nodes(env))
+
+
+def test_a_proposal_whose_turn_comes_while_a_drain_uses_the_budget_waits_for_it(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="1")
+    going = karpy_node("going")
+    going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("full"),
+              karpy_node("empty"), pod("big", cpu="7", node_name="full"))
+    env.client.delete(path_of("v1", "nodes", name="going"))
+    env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
+    c.reconcile()                                    # proposed while the drain goes on
+    assert c._proposal is not None and c._proposal.nodes == ("empty",)
+    env.clock.step(15)
+    assert c.reconcile() == 1.0                      # its turn, but the node being deleted uses the budget
+    assert "empty" in live_nodes(env) and c._proposal is not None
+    env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
+    env.settle(lambda: env.state.nodes.get("", "going") is None)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"full"})
+
+
+def test_a_proposal_held_past_another_window_is_dropped(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="1")
+    going = karpy_node("going")
+    going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("full"),
+              karpy_node("empty"), pod("big", cpu="7", node_name="full"))
+    env.client.delete(path_of("v1", "nodes", name="going"))
+    env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
+    c.reconcile()
+    env.clock.step(30)                               # the drain never ends within a second window
+    c.reconcile()
+    assert c._proposal is None and "empty" in live_nodes(env)
+    env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
+
+
+def test_a_replacement_no_longer_needed_becomes_a_delete_and_nothing_is_launched(env: Env) -> None:
+    """Re-validation takes a fresh delete of the proposed nodes (room appeared during the window)."""
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("big"), pod("p", cpu="1", node_name="big"))
+    c.reconcile()
+    assert c._proposal is not None and c._proposal.action.kind == "replace"
+    env.apply(karpy_node("roomy"))
+    env.clock.step(15)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"roomy"})    # no replacement launched
+    assert not c._replacing
