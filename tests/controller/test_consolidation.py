@@ -312,3 +312,39 @@ def test_a_replacement_no_longer_needed_becomes_a_delete_and_nothing_is_launched
     c.reconcile()
     env.settle(lambda: set(live_nodes(env)) == {"roomy"})    # no replacement launched
     assert not c._replacing
+
+
+def test_karpy_explain_node_agrees_with_karpy_plan_consolidate_on_the_same_cluster(env: Env, tmp_path: Any) -> None:
+    catalog_file = tmp_path / "catalog.yaml"
+    catalog_file.write_text(yaml.safe_dump(CATALOG_DOC))
+    rc = ("ReplicationController", "app")
+    # a is deleted (its pod fits on b), b is kept (do-not-evict), c is replaced by a small node (its pod fits
+    # nowhere once a's pod is on b), d is kept (no cheaper fit)
+    objects = [provisioner("default", consolidation={"enabled": True}), *[karpy_node(n) for n in "abcd"],
+               pod("pa", cpu="1500m", node_name="a", owner=rc),
+               pod("pb", cpu="6", node_name="b", annotations={wk.DO_NOT_EVICT: "true"}, owner=rc),
+               pod("pc", cpu="1500m", node_name="c", owner=rc), pod("pd", cpu="7", node_name="d", owner=rc)]
+    env.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    live = [o for plural in ("provisioners", "nodes", "pods")
+            for o in env.client.get(path_of("karpenter.sh/v1alpha5" if plural == "provisioners" else "v1", plural))["items"]]
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(yaml.safe_dump_all(live))
+    run = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "--consolidate", "-o", "json", "-f", str(dump),
+                          "--catalog", str(catalog_file)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    planned = json.loads(run.stdout)
+    by_node = {n: a for a in planned["actions"] for n in a["nodes"]}
+    kept = {k["node"]: k["reason"] for k in planned["kept"]}
+    assert {n: a["type"] for n, a in by_node.items()} == {"a": "delete", "c": "replace"} and set(kept) == {"b", "d"}
+    for name in "abcd":
+        run = subprocess.run([sys.executable, "-m", "karpy.main", "explain", "node", name, "--kubeconfig",
+                              str(env.kube.kubeconfig), "--catalog", str(catalog_file), "--consolidation-min-node-age", "0",
+                              "-o", "json"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        explained = json.loads(run.stdout)
+        if name in kept:
+            assert (explained["verdict"], explained["reason"]) == ("keep", kept[name])
+        else:
+            action = by_node[name]
+            assert (explained["verdict"], explained["nodes"], explained["moves"]) == \
+                (action["type"], action["nodes"], action["moves"])
