@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,16 @@ def fresh_cost(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], po
     return float(summary["pricePerHour"]), int(summary["newNodes"])
 
 
+def offline_plan(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `karpy plan --consolidate` would still do with the cluster as it is (min node age 0)."""
+    path = work / "final.json"
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName")]
+    path.write_text("\n---\n".join(json.dumps(d) for d in [spec, *nodes, *live]))
+    done = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "--consolidate", "-f", str(path), "-o", "json"],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
 class BudgetObserver:
     """Counts moments when a PDB has fewer healthy pods than it requires, from one pod watch, event by event."""
 
@@ -181,6 +192,7 @@ def main() -> int:
     parser.add_argument("--watch", type=float, default=420.0, help="seconds to follow the cluster after the scale-in")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between the $/h lines printed")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # stop the cluster and controller on the way out
     work = Path(tempfile.mkdtemp(prefix="karpy-consolidation-"))
     kubeconfig = work / "kubeconfig"
     port, metrics_port = free_port(), free_port()
@@ -320,6 +332,7 @@ def main() -> int:
         stop.set()
         final_nodes = [n for n in nodes_seen.items() if ours(n)]
         final = price_of(final_nodes)
+        offline = offline_plan(work, final_spec, nodes_seen.items(), pods_seen.items())
         actions = metric(metrics_port, "karpy_consolidation_actions_performed_total")
         cancelled = metric(metrics_port, "karpy_consolidation_actions_cancelled_total")
         evictions = metric(metrics_port, "karpy_evictions_total")
@@ -333,6 +346,8 @@ def main() -> int:
         print(f"actions                        {', '.join(f'{k} {int(v)}' for k, v in sorted(actions.items())) or 'none'}"
               f"; cancelled on re-validation: {int(sum(cancelled.values()))}")
         print(f"evictions                      {evicted:9d}   (refused by a PDB and retried: {blocked})")
+        print(f"plan --consolidate on the end  {offline['summary']['actions']:9d}   actions more "
+              f"({offline['summary']['actionsByKind']}), $/h after {offline['summary']['pricePerHourAfter']:.3f}")
         print(f"PDB violations (observer)      {len(observer.violations):9d}   smallest margin healthy - required: "
               f"{', '.join(f'{k} {v}' for k, v in sorted(observer.margin.items()))}")
         for line in observer.violations[:5]:

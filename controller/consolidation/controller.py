@@ -136,6 +136,16 @@ def disrupting(state: ClusterState) -> list[str]:
                   if state.ours(n) is not None and n["metadata"].get("deletionTimestamp"))
 
 
+def fewer_launches(action: Action, replaced: dict[str, Action]) -> bool:
+    """True when `action` replaces only nodes proposed for replacing (`replaced`: node -> its proposed
+    action) with no more new nodes than those proposals launch together, as when two proposed
+    replacements of one node each are found to fit on one new node."""
+    if action.kind != REPLACE or any(n not in replaced for n in action.nodes):
+        return False
+    before = {id(replaced[n]): replaced[n] for n in action.nodes}
+    return len(action.replacements) <= sum(len(a.replacements) for a in before.values())
+
+
 def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_seconds: float,
            name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
            first_only: bool = True, budget_seconds: float | None = None,
@@ -321,19 +331,21 @@ class Consolidation:
     def revalidate_all(self, actions: list[Action]) -> tuple[list[Action], str | None]:
         """What a fresh decision over the proposed nodes still takes: the longest run of its actions (later
         ones may rely on earlier ones) that are each a proposed action decided again (the same kind over
-        the same nodes) or a delete of proposed nodes (their pods now fit on the nodes that stay, as when a
-        scale-in goes on during the window: nothing is launched that was not proposed); as proposed when
+        the same nodes), a delete of proposed nodes (their pods now fit on the nodes that stay, as when a
+        scale-in goes on during the window) or a replace of nodes proposed for replacing that launches no
+        more nodes than they would have (so nothing is launched that was not proposed); as proposed when
         the same pods move (a replacement keeps its name), else as decided now. And why any proposed node
         is not acted on."""
         if why := self.unsettled():
             return [], why
         fresh = self.decide(only=tuple(n for a in actions for n in a.nodes), first_only=False)
         proposed = {(a.kind, a.nodes): a for a in actions}
+        replaced = {n: a for a in actions if a.kind == REPLACE for n in a.nodes}
         standing: list[Action] = []
         why = None
         for again in fresh.actions:
             before = proposed.get((again.kind, again.nodes))
-            if before is None and again.kind != DELETE:
+            if before is None and again.kind != DELETE and not fewer_launches(again, replaced):
                 why = f"the cluster changed: now {again.describe()}"
                 break
             standing.append(before if before is not None and before.pods == again.pods else again)

@@ -348,3 +348,21 @@ def test_karpy_explain_node_agrees_with_karpy_plan_consolidate_on_the_same_clust
             action = by_node[name]
             assert (explained["verdict"], explained["nodes"], explained["moves"]) == \
                 (action["type"], action["nodes"], action["moves"])
+
+
+def test_two_proposed_replacements_found_to_fit_one_new_node_are_taken_as_one() -> None:
+    """Re-validation accepts a fresh replace that launches no more than was proposed for the same nodes."""
+    from karpy.controller.consolidation.controller import fewer_launches
+    from karpy.controller.consolidation.decisions import Action
+    from karpy.controller.consolidation.replacements import Replacement
+
+    def replace(nodes: str, launches: int) -> Action:
+        new = tuple(Replacement(None, "small", "zone-a", "on-demand", 0.1) for _ in range(launches))  # type: ignore[arg-type]
+        return Action("replace", tuple(nodes), 0.3, replacements=new)
+    a, b = replace("a", 1), replace("b", 1)
+    proposed = {"a": a, "b": b}
+    assert fewer_launches(replace("ab", 1), proposed)
+    assert fewer_launches(replace("ab", 2), proposed)
+    assert not fewer_launches(replace("ab", 3), proposed)         # more launched than proposed
+    assert not fewer_launches(replace("ac", 1), proposed)         # c was not proposed for replacing
+    assert not fewer_launches(Action("delete", ("a", "c"), 0.5), proposed)
