@@ -93,25 +93,25 @@ def wave_pods(instance_type: str, nodes: int) -> dict[str, int]:
     return {name: max(1, round(units * k)) for name, _, _, k in SHAPES}
 
 
-def fresh_cost(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
+def fresh_cost(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], replicas: dict[str, int],
                node_cost: float) -> tuple[float, int]:
-    """$/h and node count of `pods` packed from scratch by `karpy plan`: the system nodes (and their pods) as they
-    are, every other pod pending."""
+    """$/h and node count of the Deployments' pods (`replicas` of each) packed from scratch by `karpy plan`:
+    the system nodes as they are (empty: pods may go to them), every pod pending."""
     system = [n for n in nodes if not ours(n)]
-    names = {n["metadata"]["name"] for n in system}
     docs: list[dict[str, Any]] = [spec, *system]
-    for p in pods:
-        raw = {"apiVersion": "v1", "kind": "Pod", "metadata": {k: v for k, v in p["metadata"].items()
-                                                              if k in ("name", "namespace", "labels", "ownerReferences")},
-               "spec": dict(p["spec"])}
-        if raw["spec"].get("nodeName") not in names:
-            raw["spec"].pop("nodeName", None)
-        docs.append(raw)
+    for name, cpu, gib, _ in SHAPES:
+        template = deployment(name, f"{cpu}m", f"{gib}Gi", {}, 0)["spec"]["template"]
+        for i in range(replicas[name]):
+            docs.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": f"{name}-{i}", "namespace": "default", "labels": template["metadata"]["labels"],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": name,
+                                     "controller": True}]}, "spec": template["spec"]})
     path = work / "from-scratch.json"
     path.write_text("\n---\n".join(json.dumps(d) for d in docs))
     done = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "-f", str(path), "-o", "json",
                            "--node-cost-per-hour", str(node_cost)], capture_output=True, text=True, check=True)
     summary = json.loads(done.stdout)["summary"]
+    assert summary["scheduled"] == summary["pods"], summary
     return float(summary["pricePerHour"]), int(summary["newNodes"])
 
 
@@ -300,15 +300,16 @@ def main() -> int:
         def scaled_in_done() -> bool:
             pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
             return len(pods) == sum(left.values()) and all_running()
-        while time.monotonic() - scaled_in < 60 and not scaled_in_done():
+        fresh, fresh_nodes = fresh_cost(work, final_spec, nodes_seen.items(), left, args.node_cost_per_hour)
+        while time.monotonic() - scaled_in < 300 and not scaled_in_done():
             time.sleep(0.2)
-        live = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-        fresh, fresh_nodes = fresh_cost(work, final_spec, nodes_seen.items(), live, args.node_cost_per_hour)
+        done_in = time.monotonic() - scaled_in
         print(f"peak: {sum(1 for _ in peak_nodes)} karpy nodes ({', '.join(f'{k} {v}' for k, v in sorted(by_type.items()))}), "
               f"{peak_pods} pods; grown in {held - grow_started:.0f} s, held {scaled_in - held:.0f} s")
         print(f"scale-in to {sum(left.values())} pods ({', '.join(f'{k} {v}' for k, v in left.items())}); "
               f"stabilization {args.stabilization:g} s, min node age {args.min_node_age:g} s, "
               f"max disrupted {args.max_disrupted}")
+        print(f"the scale-in's pods were gone {done_in:.0f} s after it")
         print(f"packed from scratch by karpy plan: ${fresh:.3f}/h ({fresh_nodes} nodes)")
         print(f"{'t (s)':>6} {'$/h':>9} {'ratio':>6} {'nodes':>6} {'deleting':>8} {'pending':>7}", flush=True)
         reached: float | None = None
