@@ -19,7 +19,9 @@ ones before it were already being deleted (their pods on the way, the nodes
 receiving them nominated). So the budget bounds the nodes disrupted at once
 and the window bounds how stale a decision may be, without either one
 setting the pace of the other: after a large scale-in the cluster shrinks by
-a budget's worth of nodes every third of a window rather than every window. A delete hands the nodes to termination (cordon, drain through the
+a budget's worth of nodes every third of a window rather than every window.
+
+A delete hands the nodes to termination (cordon, drain through the
 Eviction API, finalizer). A replace cordons the old nodes, launches the
 replacements, and deletes the old nodes only once every replacement is
 Ready and initialized; if one never gets there, the replacements are
