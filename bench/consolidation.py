@@ -1,23 +1,47 @@
-"""Consolidation on the local cluster: grow for a peak, scale down by 70%, and see what it costs after.
+"""Consolidation on the local cluster: a 300-node cluster scaled in by 70%, and how soon it costs what it should.
 
 `karpy sim` (1 system node, 1 s boot delay) and `karpy controller` (fake
-provider, aws catalog, a provisioner with consolidation enabled, on-demand)
-run as processes; instance types have at most 16 vCPUs. Three Deployments of mixed shapes, two of them under
-PodDisruptionBudgets, scale up to --pods pods; once every pod is bound, each
-Deployment is scaled down by 70%. Printed: $/h of karpy's nodes at the peak,
-right after the scale-down and once consolidation has converged (nothing
-changed for --quiet seconds); the time to converge; the evictions and
-actions the controller counted; PDB violations (a budget's healthy pods
-below its desired count at any sample: must be 0); and the ratio of the
-converged cost to the cost of the same pods packed from scratch by the
-scheduling core `karpy plan` uses (target at most 1.15).
+provider, aws catalog) run as processes. The cluster is grown in the shape
+of the consolidation-at-scale benchmark: on-demand m5.xlarge, m5.2xlarge,
+c5.2xlarge and r5.xlarge across three zones. It grows in waves, one per
+instance type and zone, the provisioner narrowed to that type and zone and
+consolidation off, each wave adding pods of three Deployments (web 1 cpu/2Gi
+under a PDB maxUnavailable 10%, api 1 cpu/6Gi under a PDB minAvailable 80%,
+batch 3 cpu/4Gi) for about --nodes/12 nodes. Then the provisioner is opened
+to all four types in all three zones with consolidation on, and every
+Deployment is scaled in by --scale-in (70%).
 
-    python3 bench/consolidation.py [--pods 300] [--stabilization 5] [--min-node-age 5]
+Printed: $/h of karpy's nodes every few seconds after the scale-in, with its
+ratio to the same pods packed from scratch by `karpy plan` (the provisioner
+as it is after the scale-in, the same --node-cost-per-hour, the system node
+as it is); the time until the ratio is at most 1.05 (target: 300 s); the
+actions and evictions the controller counted; and PDB violations.
+
+PDB violations are counted by an observer of its own, not from the PDBs'
+status (which the local cluster's disruption controller writes and its
+Eviction API reads, so it could not see its own mistakes): it follows every
+pod event of one watch, in order, and keeps for each PDB the pods it selects
+that are healthy (Running, Ready, not being deleted), as the disruption
+controller counts them. The expected pods are the Deployment's replicas,
+which only this benchmark changes (the observer learns the new count before
+the scale-in is sent, so the pods the scale-in removes are not counted as
+disrupted). desiredHealthy follows from the PDB's spec as Kubernetes
+computes it; any event after which healthy < desiredHealthy (disruptionsAllowed
+would be negative: more pods down than the budget allows) starts a
+violation. Pods evicted and not yet replaced count as down, so a drain that
+evicts past the budget, a node deleted under its pods, or a pod deleted
+instead of evicted all show. The smallest margin (healthy - desired) seen
+is printed too.
+
+    python3 bench/consolidation.py [--nodes 300] [--scale-in 0.7] [--stabilization 15] [--min-node-age 60]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,52 +54,144 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.e2e import deployment
 from bench.measure import cluster_with_crds, free_port, metric, stop_all
+from karpy.apis import disruption
 from karpy.apis import labels as wk
-from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import built_in
-from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
 from karpy.kubeclient.raw import Informer, path_of
 
-SHAPES = [("web", "500m", "1Gi", 0.5), ("api", "1", "2Gi", 0.3), ("batch", "2", "4Gi", 0.2)]   # name, cpu, memory, share
-PDBS: dict[str, dict[str, Any]] = {"web": {"maxUnavailable": 1}, "api": {"minAvailable": "80%"}}
-PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
-               "spec": {"requirements": [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
-                                         {"key": wk.ARCH, "operator": "In", "values": ["amd64"]},
-                                         # at most 16 vCPUs, so the peak needs many nodes, as sized clusters do
-                                         {"key": wk.AWS_INSTANCE_CPU, "operator": "Lt", "values": ["17"]}],
-                        "consolidation": {"enabled": True}}}
+TYPES = ("m5.xlarge", "m5.2xlarge", "c5.2xlarge", "r5.xlarge")
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+SHAPES = [("web", 1000, 2, 5), ("api", 1000, 6, 3), ("batch", 3000, 4, 2)]   # name, millicpu, GiB, pods per 10
+PDBS = {"web": {"maxUnavailable": "10%"}, "api": {"minAvailable": "80%"}}
+TARGET_RATIO, TARGET_SECONDS = 1.05, 300.0
+
+
+def provisioner(types: tuple[str, ...], zones: tuple[str, ...], consolidate: bool) -> dict[str, Any]:
+    return {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
+            "spec": {"requirements": [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                                      {"key": wk.INSTANCE_TYPE, "operator": "In", "values": list(types)},
+                                      {"key": wk.ZONE, "operator": "In", "values": list(zones)}],
+                     "consolidation": {"enabled": consolidate}}}
+
+
+def ours(node: dict[str, Any]) -> bool:
+    return wk.PROVISIONER_NAME in (node["metadata"].get("labels") or {})
 
 
 def price_of(nodes: list[dict[str, Any]]) -> float:
-    return sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes
-               if wk.PROVISIONER_NAME in (n["metadata"].get("labels") or {}))
+    return sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes if ours(n))
 
 
-def fresh_cost(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> float:
-    """What the same pods cost packed from scratch: the non-karpy nodes as they are, every other pod pending."""
-    provisioner, _ = decode_provisioner(PROVISIONER)
-    assert provisioner is not None
-    system = [n for n in nodes if wk.PROVISIONER_NAME not in (n["metadata"].get("labels") or {})]
-    names = {n["metadata"]["name"] for n in system}
-    infos = []
-    for p in pods:
-        raw = {**p, "spec": dict(p["spec"])}
-        if raw["spec"].get("nodeName") not in names:
-            raw["spec"].pop("nodeName", None)
-        infos.append(PodInfo.parse(raw))
-    results = Scheduler(ClusterSnapshot([provisioner], built_in("aws"), system, infos)).solve()
-    assert not results.unschedulable, results.unschedulable
-    return sum(n.offering.price_per_hour for n in results.new_nodes)
+def wave_pods(instance_type: str, nodes: int) -> dict[str, int]:
+    """Pods of each Deployment that fill about `nodes` nodes of `instance_type` (85% of cpu or memory)."""
+    t = next(t for t in built_in("aws").instance_types() if t.name == instance_type)
+    cpu, gib = t.allocatable["cpu"] * nodes * 0.85, t.allocatable["memory"] / 1000 / 2 ** 30 * nodes * 0.85
+    unit_cpu = sum(c * k for _, c, _, k in SHAPES)
+    unit_gib = sum(g * k for _, _, g, k in SHAPES)
+    units = min(cpu / unit_cpu, gib / unit_gib)
+    return {name: max(1, round(units * k)) for name, _, _, k in SHAPES}
+
+
+def fresh_cost(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], replicas: dict[str, int],
+               node_cost: float) -> tuple[float, int]:
+    """$/h and node count of the Deployments' pods (`replicas` of each) packed from scratch by `karpy plan`:
+    the system nodes as they are (empty: pods may go to them), every pod pending."""
+    system = [n for n in nodes if not ours(n)]
+    docs: list[dict[str, Any]] = [spec, *system]
+    for name, cpu, gib, _ in SHAPES:
+        template = deployment(name, f"{cpu}m", f"{gib}Gi", {}, 0)["spec"]["template"]
+        for i in range(replicas[name]):
+            docs.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": f"{name}-{i}", "namespace": "default", "labels": template["metadata"]["labels"],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": name,
+                                     "controller": True}]}, "spec": template["spec"]})
+    path = work / "from-scratch.json"
+    path.write_text("\n---\n".join(json.dumps(d) for d in docs))
+    done = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "-f", str(path), "-o", "json",
+                           "--node-cost-per-hour", str(node_cost)], capture_output=True, text=True, check=True)
+    summary = json.loads(done.stdout)["summary"]
+    assert summary["scheduled"] == summary["pods"], summary
+    return float(summary["pricePerHour"]), int(summary["newNodes"])
+
+
+def offline_plan(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `karpy plan --consolidate` would still do with the cluster as it is (min node age 0)."""
+    path = work / "final.json"
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName")]
+    path.write_text("\n---\n".join(json.dumps(d) for d in [spec, *nodes, *live]))
+    done = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "--consolidate", "-f", str(path), "-o", "json"],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+class BudgetObserver:
+    """Counts moments when a PDB has fewer healthy pods than it requires, from one pod watch, event by event."""
+
+    def __init__(self, pdbs: dict[str, dict[str, Any]]) -> None:
+        self.pdbs = {name: {"metadata": {"name": name, "namespace": "default"},
+                            "spec": {**spec, "selector": {"matchLabels": {"app": name}}}} for name, spec in pdbs.items()}
+        self.expected: dict[str, int] = {}
+        self.healthy: dict[str, set[str]] = {name: set() for name in pdbs}
+        self.violations: list[str] = []
+        self.margin: dict[str, int] = {}
+        self.armed = False
+        self._violating: set[str] = set()
+        self._lock = threading.Lock()
+
+    def desired(self, name: str) -> int:
+        expected, spec = self.expected[name], self.pdbs[name]["spec"]
+        if "maxUnavailable" in spec:
+            return max(0, expected - scaled(spec["maxUnavailable"], expected))
+        return scaled(spec["minAvailable"], expected)
+
+    def expect(self, replicas: dict[str, int]) -> None:
+        with self._lock:
+            self.expected.update({k: v for k, v in replicas.items() if k in self.pdbs})
+
+    def arm(self) -> None:
+        with self._lock:
+            self.armed = True
+
+    def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+        with self._lock:
+            for name, pdb in self.pdbs.items():
+                if not disruption.selects(pdb, pod):
+                    continue
+                if kind != "DELETED" and disruption.healthy(pod):
+                    self.healthy[name].add(key)
+                else:
+                    self.healthy[name].discard(key)
+                if not self.armed:
+                    continue
+                margin = len(self.healthy[name]) - self.desired(name)
+                self.margin[name] = min(self.margin.get(name, margin), margin)
+                if margin < 0 and name not in self._violating:
+                    self._violating.add(name)
+                    self.violations.append(f"pdb {name}: {len(self.healthy[name])} healthy, {self.desired(name)} "
+                                           f"required ({kind} {key})")
+                elif margin >= 0:
+                    self._violating.discard(name)
+
+
+def scaled(value: Any, total: int) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        return math.ceil(total * int(value[:-1]) / 100)
+    return int(value)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pods", type=int, default=300)
-    parser.add_argument("--stabilization", type=float, default=5.0, help="the controller's --consolidation-stabilization")
-    parser.add_argument("--min-node-age", type=float, default=5.0, help="the controller's --consolidation-min-node-age")
-    parser.add_argument("--quiet", type=float, default=45.0, help="seconds without a change that count as converged")
+    parser.add_argument("--nodes", type=int, default=300, help="karpy nodes at the peak (about)")
+    parser.add_argument("--scale-in", type=float, default=0.7, help="share of every Deployment's pods removed")
+    parser.add_argument("--stabilization", type=float, default=15.0, help="the controller's --consolidation-stabilization")
+    parser.add_argument("--min-node-age", type=float, default=60.0, help="the controller's --consolidation-min-node-age")
+    parser.add_argument("--max-disrupted", default="10%", help="the controller's --consolidation-max-disrupted")
+    parser.add_argument("--node-cost-per-hour", type=float, default=0.0, help="the controller's and karpy plan's")
+    parser.add_argument("--watch", type=float, default=420.0, help="seconds to follow the cluster after the scale-in")
+    parser.add_argument("--every", type=float, default=10.0, help="seconds between the $/h lines printed")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # stop the cluster and controller on the way out
     work = Path(tempfile.mkdtemp(prefix="karpy-consolidation-"))
     kubeconfig = work / "kubeconfig"
     port, metrics_port = free_port(), free_port()
@@ -84,93 +200,147 @@ def main() -> int:
                                   stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
     try:
         client = cluster_with_crds(kubeconfig)
-        client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), PROVISIONER)
+        prov_path = path_of("karpenter.sh/v1alpha5", "provisioners", name="default")
+        client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), provisioner(TYPES[:1], ZONES[:1], False))
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kubeconfig), "--cloud-provider", "fake",
              "--metrics-port", str(metrics_port), "--health-port", "0",
-             "--consolidation-stabilization", str(args.stabilization), "--consolidation-min-node-age", str(args.min_node_age)],
+             "--node-cost-per-hour", str(args.node_cost_per_hour),
+             "--consolidation-stabilization", str(args.stabilization), "--consolidation-min-node-age", str(args.min_node_age),
+             "--consolidation-max-disrupted", args.max_disrupted],
             stdout=open(work / "controller.log", "w"), stderr=subprocess.STDOUT))
-        pods_seen, nodes_seen = Informer(client, "v1", "pods").start(), Informer(client, "v1", "nodes").start()
-        pdbs_seen = Informer(client, "policy/v1", "poddisruptionbudgets").start()
-        for informer in (pods_seen, nodes_seen, pdbs_seen):
+        observer = BudgetObserver(PDBS)
+        pods_seen = Informer(client, "v1", "pods")
+        pods_seen.handlers.append(observer.on_pod)
+        nodes_seen = Informer(client, "v1", "nodes")
+        for informer in (pods_seen.start(), nodes_seen.start()):
             informer.synced.wait(10)
-        peak = {name: max(1, int(args.pods * share)) for name, _, _, share in SHAPES}
-        for name, cpu, memory, _ in SHAPES:
-            d = deployment(name, cpu, memory, {}, peak[name])
-            client.create(path_of("apps/v1", "deployments", "default"), d)
+        replicas = {name: 0 for name, *_ in SHAPES}
+        for name, cpu, gib, _ in SHAPES:
+            client.create(path_of("apps/v1", "deployments", "default"), deployment(name, f"{cpu}m", f"{gib}Gi", {}, 0))
             if name in PDBS:
                 client.create(path_of("policy/v1", "poddisruptionbudgets", "default"), {
                     "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
                     "spec": {**PDBS[name], "selector": {"matchLabels": {"app": name}}}})
-        total = sum(peak.values())
 
-        def all_bound() -> bool:
+        def scale(to: dict[str, int]) -> None:
+            for name, count in to.items():
+                client.patch(path_of("apps/v1", "deployments", "default", name, "scale"), {"spec": {"replicas": count}})
+
+        def all_running() -> bool:
             pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-            return len(pods) >= total and all(p["spec"].get("nodeName") for p in pods)
-        deadline = time.monotonic() + 300
-        while not all_bound() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if not all_bound():
-            print("the peak was never fully bound within 300 s")
-            return 1
-        time.sleep(3)
-        peak_nodes = [n for n in nodes_seen.items() if wk.PROVISIONER_NAME in n["metadata"].get("labels", {})]
-        peak_price = price_of(nodes_seen.items())
+            return len(pods) >= sum(replicas.values()) and all(disruption.healthy(p) for p in pods)
 
-        violations: list[str] = []
+        grow_started = time.monotonic()
+        per_wave = args.nodes / (len(TYPES) * len(ZONES))
+        for zone in ZONES:
+            for t in TYPES:
+                spec = provisioner((t,), (zone,), False)
+                client.patch(prov_path, {"spec": {"requirements": spec["spec"]["requirements"]}}, "application/merge-patch+json")
+                time.sleep(1.5)                    # the controller's watch sees the narrowed provisioner first
+                for name, count in wave_pods(t, round(per_wave)).items():
+                    replicas[name] += count
+                scale(replicas)
+                deadline = time.monotonic() + 300
+                while not all_running() and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                if not all_running():
+                    print(f"wave {t} in {zone}: pods not all Running within 300 s")
+                    return 1
+                counts = sum(1 for n in nodes_seen.items() if ours(n))
+                print(f"  wave {t:10s} {zone}: {sum(replicas.values()):5d} pods, {counts:4d} karpy nodes, "
+                      f"{time.monotonic() - grow_started:6.1f} s", flush=True)
+        held = time.monotonic()
+        while time.monotonic() - held < args.min_node_age + 2:
+            time.sleep(1.0)                        # the peak lasts: every node is past the minimum node age
+        peak_nodes = [n for n in nodes_seen.items() if ours(n)]
+        peak_price = price_of(peak_nodes)
+        by_type: dict[str, int] = {}
+        for n in peak_nodes:
+            key = n["metadata"]["labels"].get(wk.INSTANCE_TYPE, "?")
+            by_type[key] = by_type.get(key, 0) + 1
+
+        # the scale-in: the provisioner as the cluster runs it, then every Deployment down by --scale-in
+        final_spec = provisioner(TYPES, ZONES, True)
+        client.patch(prov_path, {"spec": final_spec["spec"]}, "application/merge-patch+json")
+        left = {name: max(1, round(count * (1 - args.scale_in))) for name, count in replicas.items()}
+        observer.expect(replicas)
+        observer.arm()
+        observer.expect(left)                      # before the scale-in is sent: its removals are not disruptions
+        scaled_in = time.monotonic()
+        scale(left)
+        peak_pods, replicas = sum(replicas.values()), left
+        samples: list[tuple[float, float, int, int, int]] = []   # t, $/h, karpy nodes, being deleted, pods pending
         stop = threading.Event()
 
-        def watch_budgets() -> None:
+        def sample() -> None:
             while not stop.is_set():
-                for pdb in pdbs_seen.items():
-                    status = pdb.get("status") or {}
-                    if status.get("currentHealthy", 0) < status.get("desiredHealthy", 0):
-                        violations.append(f"{pdb['metadata']['name']}: {status}")
-                time.sleep(0.1)
-        threading.Thread(target=watch_budgets, daemon=True).start()
+                nodes = nodes_seen.items()
+                pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
+                samples.append((time.monotonic() - scaled_in, price_of(nodes), sum(1 for n in nodes if ours(n)),
+                                sum(1 for n in nodes if ours(n) and n["metadata"].get("deletionTimestamp")),
+                                sum(1 for p in pods if not p["spec"].get("nodeName"))))
+                stop.wait(1.0)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
 
-        scaled_down = time.monotonic()
-        left = {name: max(1, round(count * 0.3)) for name, count in peak.items()}
-        for name, count in left.items():
-            client.patch(path_of("apps/v1", "deployments", "default", name, "scale"), {"spec": {"replicas": count}})
-        remaining = sum(left.values())
-        time.sleep(3)
-        after_scale_down = price_of(nodes_seen.items())
-        last_change, signature = time.monotonic(), None
-        while time.monotonic() - last_change < args.quiet and time.monotonic() - scaled_down < 900:
-            nodes = nodes_seen.items()
-            now = (tuple(sorted(n["metadata"]["name"] for n in nodes)),
-                   sum(1 for n in nodes if n["metadata"].get("deletionTimestamp")))
+        def scaled_in_done() -> bool:
             pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-            settled = len(pods) == remaining and all(p["spec"].get("nodeName") for p in pods) and not now[1]
-            if now != signature or not settled:
-                signature, last_change = now, time.monotonic()
-            time.sleep(0.5)
+            return len(pods) == sum(left.values()) and all_running()
+        fresh, fresh_nodes = fresh_cost(work, final_spec, nodes_seen.items(), left, args.node_cost_per_hour)
+        while time.monotonic() - scaled_in < 300 and not scaled_in_done():
+            time.sleep(0.2)
+        done_in = time.monotonic() - scaled_in
+        print(f"peak: {sum(1 for _ in peak_nodes)} karpy nodes ({', '.join(f'{k} {v}' for k, v in sorted(by_type.items()))}), "
+              f"{peak_pods} pods; grown in {held - grow_started:.0f} s, held {scaled_in - held:.0f} s")
+        print(f"scale-in to {sum(left.values())} pods ({', '.join(f'{k} {v}' for k, v in left.items())}); "
+              f"stabilization {args.stabilization:g} s, min node age {args.min_node_age:g} s, "
+              f"max disrupted {args.max_disrupted}")
+        print(f"the scale-in's pods were gone {done_in:.0f} s after it")
+        print(f"packed from scratch by karpy plan: ${fresh:.3f}/h ({fresh_nodes} nodes)")
+        print(f"{'t (s)':>6} {'$/h':>9} {'ratio':>6} {'nodes':>6} {'deleting':>8} {'pending':>7}", flush=True)
+        reached: float | None = None
+        shown, last_print, quiet_since, signature = 0, -1e9, 0.0, None
+        while time.monotonic() - scaled_in < args.watch:
+            for t, price, count, deleting, pending in samples[shown:]:
+                ratio = price / fresh if fresh else float("inf")
+                first = reached is None and ratio <= TARGET_RATIO
+                if first:
+                    reached = t
+                if t - last_print >= args.every or first:
+                    last_print = t
+                    print(f"{t:6.0f} {price:9.3f} {ratio:6.3f} {count:6d} {deleting:8d} {pending:7d}", flush=True)
+                if (price, count, deleting, pending) != signature:
+                    signature, quiet_since = (price, count, deleting, pending), t
+            shown = len(samples)
+            if reached is not None and signature and not signature[2] and not signature[3] \
+                    and time.monotonic() - scaled_in - quiet_since > 60:
+                break                               # converged and nothing changed for a minute
+            time.sleep(1.0)
         stop.set()
-        converged = last_change - scaled_down
-        final_nodes = nodes_seen.items()
-        final_price = price_of(final_nodes)
-        pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-        fresh = fresh_cost(final_nodes, pods)
-        evictions = metric(metrics_port, "karpy_evictions_total")
+        final_nodes = [n for n in nodes_seen.items() if ours(n)]
+        final = price_of(final_nodes)
+        offline = offline_plan(work, final_spec, nodes_seen.items(), pods_seen.items())
         actions = metric(metrics_port, "karpy_consolidation_actions_performed_total")
         cancelled = metric(metrics_port, "karpy_consolidation_actions_cancelled_total")
-        karpy_final = [n for n in final_nodes if wk.PROVISIONER_NAME in n["metadata"].get("labels", {})]
-        print(f"peak: {total} pods in 3 deployments (PDBs: web maxUnavailable 1, api minAvailable 80%); "
-              f"scale-down to {remaining} pods; stabilization {args.stabilization:g} s, min node age {args.min_node_age:g} s")
-        print(f"karpy nodes $/h at peak        {peak_price:8.3f}   ({len(peak_nodes)} nodes)")
-        print(f"  right after scale-down       {after_scale_down:8.3f}")
-        print(f"  after consolidation          {final_price:8.3f}   ({len(karpy_final)} nodes)")
-        print(f"time to converge               {converged:8.1f} s after the scale-down (then {args.quiet:g} s without change)")
+        evictions = metric(metrics_port, "karpy_evictions_total")
         evicted, blocked = (int(evictions.get(f'{{result="{r}"}}', 0)) for r in ("evicted", "blocked"))
-        print(f"evictions                      {evicted:8d}   (blocked by a PDB and retried: {blocked})")
+        print(f"karpy nodes $/h at peak        {peak_price:9.3f}   ({len(peak_nodes)} nodes)")
+        print(f"  at the end                   {final:9.3f}   ({len(final_nodes)} nodes), "
+              f"{time.monotonic() - scaled_in:.0f} s after the scale-in")
+        print(f"packed from scratch            {fresh:9.3f}   ratio at the end {final / fresh:.3f}")
+        shown = f"{reached:.0f} s" if reached is not None else f"not within {args.watch:.0f} s"
+        print(f"time to ratio <= {TARGET_RATIO}         {shown:>9}   (target {TARGET_SECONDS:.0f} s)")
         print(f"actions                        {', '.join(f'{k} {int(v)}' for k, v in sorted(actions.items())) or 'none'}"
               f"; cancelled on re-validation: {int(sum(cancelled.values()))}")
-        print(f"PDB violations                 {len(violations):8d}")
-        print(f"packed from scratch $/h        {fresh:8.3f}")
-        print(f"ratio after / from scratch     {final_price / fresh if fresh else float('inf'):8.3f}   (target at most 1.15)")
-        for line in violations[:5]:
+        print(f"evictions                      {evicted:9d}   (refused by a PDB and retried: {blocked})")
+        print(f"plan --consolidate on the end  {offline['summary']['actions']:9d}   actions more "
+              f"({offline['summary']['actionsByKind']}), $/h after {offline['summary']['pricePerHourAfter']:.3f}")
+        print(f"PDB violations (observer)      {len(observer.violations):9d}   smallest margin healthy - required: "
+              f"{', '.join(f'{k} {v}' for k, v in sorted(observer.margin.items()))}")
+        for line in observer.violations[:5]:
             print("  violation:", line)
+        print(f"logs in {work}")
         return 0
     finally:
         stop_all(processes)

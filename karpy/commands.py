@@ -96,7 +96,7 @@ def plan(args: argparse.Namespace) -> int:
         if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
             raise UsageError("--consolidation-budget-seconds must be positive")
         started = time.monotonic()
-        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now,
+        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
                                      budget_seconds=args.consolidation_budget_seconds).plan()
         decided = time.monotonic() - started
         if args.output == "json":

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print what consolidation would do with the Nodes and bound pods in FILEs, and why each other node stays")
     plan.add_argument("--consolidation-budget-seconds", type=float, default=None,
                       help="with --consolidate: stop searching after this many seconds and print the actions found so far")
+    plan.add_argument("--consolidation-min-node-age", type=float, default=0.0,
+                      help="with --consolidate: nodes younger than this many seconds are not candidates "
+                           "(the controller's default is 60)")
     plan.set_defaults(run=commands.plan)
 
     sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")

@@ -5,11 +5,23 @@ waiting for capacity hold consolidation back only for a stabilization
 window, as in v0.16, so one pod no provisioner can satisfy does not stop it
 for good), asks `Consolidator` for every action it finds within the
 decision time budget and takes the first ones that together disrupt at most
-`max_disrupted` nodes, less those still being deleted, and no more pods of any
-PodDisruptionBudget than it allows. The actions are only proposed: after the
-stabilization wait they are decided again against fresh state, and the
-longest run of them that comes out the same, moving the same pods, goes
-ahead. A delete hands the nodes to termination (cordon, drain through the
+`max_disrupted` nodes and no more pods of any PodDisruptionBudget than it
+allows. The actions are only proposed: after the stabilization wait they are
+decided again against fresh state, and the longest run of them that comes
+out the same (the same kind over the same nodes) goes ahead as decided
+afresh, as far as the disruption budget, less the nodes still being
+deleted, allows now; a proposal whose turn comes while the cluster is not
+settled, or while drains use the budget, waits for at most one more window.
+
+Proposals overlap: up to PROPOSALS_IN_FLIGHT wait out their windows at
+once, staggered evenly over the window, each decided as if the nodes of the
+ones before it were already being deleted (their pods on the way, the nodes
+receiving them nominated). So the budget bounds the nodes disrupted at once
+and the window bounds how stale a decision may be, without either one
+setting the pace of the other: after a large scale-in the cluster shrinks by
+a budget's worth of nodes every third of a window rather than every window.
+
+A delete hands the nodes to termination (cordon, drain through the
 Eviction API, finalizer). A replace cordons the old nodes, launches the
 replacements, and deletes the old nodes only once every replacement is
 Ready and initialized; if one never gets there, the replacements are
@@ -24,7 +36,7 @@ import dataclasses
 import datetime as dt
 import logging
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
@@ -32,11 +44,12 @@ from prometheus_client import Counter
 from karpy.apis import disruption
 from karpy.apis.conditions import initialized, ready
 from karpy.apis.pods import object_key
+from karpy.apis.timestamps import rfc3339
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.candidates import pdb_allowance
-from karpy.controller.consolidation.decisions import REPLACE, Action, ConsolidationPlan, Consolidator
+from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.provisioning.provisioner import provisionable_pods
 from karpy.controller.state import ClusterState
@@ -51,6 +64,8 @@ REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
 REPORT_AGAIN_AFTER = dt.timedelta(minutes=30)   # an unchanged reason for a kept node is said again only this rarely
 REPORT_NODE_EVERY = dt.timedelta(minutes=2)     # and a node's changed reason no sooner than this (Karpenter's dedupe TTL)
 SETTLE_CHECK_SECONDS = 2.0                   # while an action completes, look again this soon
+PROPOSALS_IN_FLIGHT = 3                      # proposals waiting out their stabilization windows at once
+EVENTS_PER_PASS = 20                         # Unconsolidatable Events sent per pass; the rest on later passes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +90,10 @@ def disruption_budget(max_disrupted: str, nodes: int) -> int:
 class _Proposal:
     actions: list[Action]
     at: dt.datetime
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for a in self.actions for n in a.nodes)
 
     @property
     def action(self) -> Action:
@@ -120,15 +139,31 @@ def disrupting(state: ClusterState) -> list[str]:
                   if state.ours(n) is not None and n["metadata"].get("deletionTimestamp"))
 
 
+def fewer_launches(action: Action, replaced: dict[str, Action]) -> bool:
+    """True when `action` replaces only nodes proposed for replacing (`replaced`: node -> its proposed
+    action) with no more new nodes than those proposals launch together, as when two proposed
+    replacements of one node each are found to fit on one new node."""
+    if action.kind != REPLACE or any(n not in replaced for n in action.nodes):
+        return False
+    before = {id(replaced[n]): replaced[n] for n in action.nodes}
+    return len(action.replacements) <= sum(len(a.replacements) for a in before.values())
+
+
 def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_seconds: float,
            name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
            first_only: bool = True, budget_seconds: float | None = None,
-           max_nodes_per_action: int | None = None) -> ConsolidationPlan:
+           max_nodes_per_action: int | None = None, going: Iterable[str] = ()) -> ConsolidationPlan:
     """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
     when given); every action, one after another, with `first_only=False`. Pods waiting for capacity
-    are in the snapshot: the nodes they would go to are theirs (nominated), not candidates."""
+    are in the snapshot: the nodes they would go to are theirs (nominated), not candidates. The nodes
+    in `going` (those of proposals decided before) are judged as if already being deleted."""
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
+    if going := set(going):
+        at = rfc3339(now)
+        snapshot = dataclasses.replace(snapshot, nodes=[
+            {**n, "metadata": {**n["metadata"], "deletionTimestamp": n["metadata"].get("deletionTimestamp") or at}}
+            if n["metadata"]["name"] in going else n for n in snapshot.nodes])
     extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, **extra)
@@ -144,7 +179,7 @@ class Consolidation:
         self._catalog = catalog
         self._name_node = name_node
         self.settings = settings
-        self._proposal: _Proposal | None = None
+        self._proposals: list[_Proposal] = []      # oldest first
         self._replacing: list[_Replacing] = []
         self._deferred: list[Action] = []          # deletes that move pods onto a replacement not up yet
         self._reasons: dict[str, dict[str, dt.datetime]] = {}   # per kept node: each reason given, and when
@@ -152,13 +187,16 @@ class Consolidation:
         self._waiting_logged: str | None = None
 
     # --- deciding ----------------------------------------------------------------------------
+    @property
+    def _proposal(self) -> _Proposal | None:
+        """The proposal whose turn comes next."""
+        return self._proposals[0] if self._proposals else None
+
     def unsettled(self) -> str | None:
         """Why consolidation waits now, or None. Pending pods hold it back for `pending_wait_seconds`
         from when they were first seen (v0.16's stabilization window), not for as long as they exist."""
         if why := launching(self.state):
             return why
-        if (going := disrupting(self.state)) and self.budget() <= 0:
-            return f"{len(going)} node(s) being deleted use the whole disruption budget ({going[0]}, ...)"
         pending = pending_pods(self.state)
         if not pending:
             self._pending_since = None
@@ -175,20 +213,28 @@ class Consolidation:
                      "stabilization window", len(pending), ", ".join(pending[:3]), waited)
         return None
 
-    def decide(self, *, only: tuple[str, ...] | None = None, first_only: bool = True) -> ConsolidationPlan:
+    def decide(self, *, only: tuple[str, ...] | None = None, first_only: bool = True,
+               going: Iterable[str] = ()) -> ConsolidationPlan:
+        """Actions sized to the whole disruption budget: the nodes being deleted now are gone by the
+        time a proposal's turn comes, and `select` cuts what the budget does not allow then."""
         return decide(self.state, self._catalog(), self.clock.now(), min_age_seconds=self.settings.min_node_age_seconds,
-                      name_node=self._name_node, only=only, first_only=first_only,
-                      budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.budget())
+                      name_node=self._name_node, only=only, first_only=first_only, going=going,
+                      budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.full_budget())
+
+    def full_budget(self) -> int:
+        """The nodes `max_disrupted` allows of karpy's nodes."""
+        ours = [n for n in self.state.nodes.items() if self.state.ours(n) is not None]
+        return disruption_budget(self.settings.max_disrupted, len(ours))
 
     def budget(self) -> int:
         """How many more nodes may be disrupted now: the budget less the karpy nodes being deleted."""
-        ours = [n for n in self.state.nodes.items() if self.state.ours(n) is not None]
-        return disruption_budget(self.settings.max_disrupted, len(ours)) - len(disrupting(self.state))
+        return self.full_budget() - len(disrupting(self.state))
 
-    def select(self, actions: list[Action]) -> list[Action]:
-        """The first actions that together disrupt at most `budget()` nodes, and no more pods of any
-        PodDisruptionBudget than it allows now; at least the first action."""
-        budget = self.budget()
+    def select(self, actions: list[Action], *, budget: int | None = None) -> list[Action]:
+        """The first actions that together disrupt at most `budget` (default `budget()`) nodes, and no more
+        pods of any PodDisruptionBudget than it allows now; at least the first action while the budget
+        is not used up."""
+        budget = self.budget() if budget is None else budget
         pods = self.state.pods.items()
         by_key = {object_key(p): p for p in pods}
         pdbs = self.state.pdbs.items()
@@ -209,12 +255,25 @@ class Consolidation:
     def reconcile(self) -> float | None:
         if self._replacing or self._deferred:
             return self._await_replacements()
-        if self._proposal is not None:
-            waited = (self.clock.now() - self._proposal.at).total_seconds()
-            if waited < self.settings.stabilization_seconds:
-                return self.settings.stabilization_seconds - waited
-            proposal, self._proposal = self._proposal, None
-            return self._revalidate_and_act(proposal.actions)
+        now = self.clock.now()
+        if self._proposals:
+            late = (now - self._proposals[0].at).total_seconds() - self.settings.stabilization_seconds
+            if late >= 0:
+                return self._take(late)
+        wait = self._propose()
+        if self._proposals:
+            due = self.settings.stabilization_seconds - (now - self._proposals[0].at).total_seconds()
+            wait = min(wait, max(due, 0.0))
+        return wait
+
+    def _propose(self) -> float:
+        """Decide the next proposal when one is due; the seconds until another one could be."""
+        now = self.clock.now()
+        spacing = self.settings.stabilization_seconds / PROPOSALS_IN_FLIGHT
+        if len(self._proposals) >= PROPOSALS_IN_FLIGHT:
+            return self.settings.poll_seconds
+        if self._proposals and (since := (now - self._proposals[-1].at).total_seconds()) < spacing:
+            return spacing - since
         if why := self.unsettled():
             if why != self._waiting_logged:
                 self._waiting_logged = why
@@ -222,27 +281,50 @@ class Consolidation:
             return SETTLE_CHECK_SECONDS
         if self._waiting_logged != "past":
             self._waiting_logged = None
-        plan = self.decide(first_only=False)
-        self._report_kept(plan)
-        chosen = self.select(plan.actions)
+        going = tuple(n for p in self._proposals for n in p.nodes)
+        plan = self.decide(first_only=False, going=going)
+        chosen = self.select(plan.actions, budget=self.full_budget())
         if chosen:
             for action in chosen:
                 log.info("Consolidation candidate: %s; re-validating in %.0fs", action.describe(),
                          self.settings.stabilization_seconds)
-            self._proposal = _Proposal(chosen, self.clock.now())
-            return self.settings.stabilization_seconds
+            self._proposals.append(_Proposal(chosen, now))
+        self._report_kept(plan)                # while the proposal waits: Events cost a request each
+        if chosen:
+            return spacing
         return self.settings.poll_seconds
+
+    def _take(self, late: float) -> float | None:
+        """The oldest proposal's turn: re-validated and acted on, or held (at most one more window)
+        while the cluster is not settled or drains use the disruption budget."""
+        head = self._proposals[0]
+        hold = self.unsettled()
+        if hold is None and (going := disrupting(self.state)) and self.budget() < len(head.nodes):
+            hold = f"{len(going)} node(s) being deleted use the disruption budget ({going[0]}, ...)"
+        if hold is not None and late < self.settings.stabilization_seconds:
+            if hold != self._waiting_logged:
+                self._waiting_logged = hold
+                log.info("Consolidation waits to act: %s", hold)
+            return 1.0
+        self._proposals.pop(0)
+        return self._revalidate_and_act(head.actions)
 
     def _revalidate_and_act(self, actions: list[Action]) -> float | None:
         standing, why = self.revalidate_all(actions)
-        for action in actions[len(standing):]:
-            CANCELLED.labels(action.kind).inc()
-            log.info("Abandoning consolidation (%s): %s", action.describe(), why)
-        if not standing:
+        taken = {n for a in standing for n in a.nodes}
+        for action in actions:
+            if any(n not in taken for n in action.nodes):
+                CANCELLED.labels(action.kind).inc()
+                log.info("Abandoning consolidation (%s): %s", action.describe(), why)
+        allowed = self.select(standing)
+        for action in standing[len(allowed):]:
+            log.info("Postponing consolidation (%s): the disruption budget allows %d more node(s) now",
+                     action.describe(), max(self.budget(), 0))
+        if not allowed:
             return 0.0
         wait: float | None = SETTLE_CHECK_SECONDS
-        for action in standing:
-            wait = self._act(action, [r.planned.name for a in standing for r in a.replacements])
+        for action in allowed:
+            wait = self._act(action, [r.planned.name for a in allowed for r in a.replacements])
         return wait
 
     def revalidate(self, action: Action) -> str | None:
@@ -250,19 +332,30 @@ class Consolidation:
         return self.revalidate_all([action])[1]
 
     def revalidate_all(self, actions: list[Action]) -> tuple[list[Action], str | None]:
-        """The longest run of `actions` that a fresh decision over their nodes still takes, moving the same
-        pods (later actions may rely on earlier ones), and why the rest may not be taken."""
+        """What a fresh decision over the proposed nodes still takes: the longest run of its actions (later
+        ones may rely on earlier ones) that are each a proposed action decided again (the same kind over
+        the same nodes), a delete of proposed nodes (their pods now fit on the nodes that stay, as when a
+        scale-in goes on during the window) or a replace of nodes proposed for replacing that launches no
+        more nodes than they would have (so nothing is launched that was not proposed); as proposed when
+        the same pods move (a replacement keeps its name), else as decided now. And why any proposed node
+        is not acted on."""
         if why := self.unsettled():
             return [], why
         fresh = self.decide(only=tuple(n for a in actions for n in a.nodes), first_only=False)
+        proposed = {(a.kind, a.nodes): a for a in actions}
+        replaced = {n: a for a in actions if a.kind == REPLACE for n in a.nodes}
         standing: list[Action] = []
-        for proposed, again in zip(actions, fresh.actions):
-            if (again.kind, again.nodes, again.pods) != (proposed.kind, proposed.nodes, proposed.pods):
-                return standing, f"the cluster changed: now {again.describe()}"
-            standing.append(proposed)
-        if len(standing) < len(actions):
-            return standing, "; ".join(f"{k.node}: {k.reason}" for k in fresh.kept) or "no action any more"
-        return standing, None
+        why = None
+        for again in fresh.actions:
+            before = proposed.get((again.kind, again.nodes))
+            if before is None and again.kind != DELETE and not fewer_launches(again, replaced):
+                why = f"the cluster changed: now {again.describe()}"
+                break
+            standing.append(before if before is not None and before.pods == again.pods else again)
+        taken = {n for a in standing for n in a.nodes}
+        if why is None and any(n not in taken for a in actions for n in a.nodes):
+            why = "; ".join(f"{k.node}: {k.reason}" for k in fresh.kept if k.considered) or "no action any more"
+        return standing, why
 
     def _act(self, action: Action, launching: list[str]) -> float | None:
         log.info("Consolidating: %s", action.describe())
@@ -337,7 +430,10 @@ class Consolidation:
         nor when the node's reasons alternate, until REPORT_AGAIN_AFTER has passed; a node's new reason waits
         until REPORT_NODE_EVERY after its last one."""
         now = self.clock.now()
+        sent = 0
         for kept in plan.kept:
+            if sent >= EVENTS_PER_PASS:
+                break                          # the others on later passes: a pass sends a bounded number
             given = self._reasons.setdefault(kept.node, {})
             if not kept.considered or (kept.reason in given and now - given[kept.reason] < REPORT_AGAIN_AFTER):
                 continue
@@ -348,6 +444,7 @@ class Consolidation:
             if node is None or self.state.ours(node) is None:
                 continue
             log.info("Not consolidating node %s: %s", kept.node, kept.reason)
+            sent += 1
             events.record(self.state.client, node, reason="Unconsolidatable", message=kept.reason, component="karpy")
         live = {n["metadata"]["name"] for n in self.state.nodes.items()}
         for name in set(self._reasons) - live:

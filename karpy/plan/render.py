@@ -138,7 +138,7 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
     if verdict is None:
         return {"node": name, "verdict": "unknown", "reason": "no such node"}
     if isinstance(verdict, Action):
-        doc: dict[str, Any] = {"node": name, "verdict": verdict.kind, "reason": verdict.describe(),
+        doc: dict[str, Any] = {"node": name, "verdict": _kind_of(verdict), "reason": verdict.describe(),
                                "savingsPerHour": verdict.savings_per_hour}
         if verdict.replacement is not None:
             doc["replacement"] = _replacement_json(verdict.replacement)

@@ -44,7 +44,8 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted_after_the_wait(env: Env) -> 
     c = consolidation(env)
     env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
               pod("pa", cpu="1", node_name="a"), pod("pb", cpu="6", node_name="b"))
-    assert c.reconcile() == 15                     # proposed, not taken
+    c.reconcile()
+    assert c._proposal is not None                 # proposed, not taken
     assert set(live_nodes(env)) == {"a", "b"}
     env.clock.step(15)
     c.reconcile()
@@ -236,3 +237,132 @@ def test_a_malformed_disruption_budget_is_refused_by_name() -> None:
                           "--cloud-provider", "fake", "--cluster-name", "x", "--consolidation-max-disrupted", "a lot"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "--consolidation-max-disrupted 'a lot'" in run.stderr
+
+
+def test_the_next_proposal_is_decided_while_one_waits_as_if_its_nodes_were_gone(env: Env) -> None:
+    """Proposals overlap, staggered over the window: the budget bounds the nodes disrupted at once, not per window."""
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="1")
+    env.apply(provisioner("default", consolidation={"enabled": True}),
+              *[karpy_node(n) for n in "abcd"], *[pod(f"p{n}", cpu="1", node_name=n) for n in "abcd"])
+    c.reconcile()
+    (first,) = c._proposals
+    env.clock.step(5)                                # a third of the window
+    c.reconcile()
+    assert len(c._proposals) == 2
+    second = c._proposals[1]
+    assert not set(second.nodes) & set(first.nodes)
+    # its pods do not go to the first proposal's node, and the node the first one's pods go to stays
+    receiving = {to for a in first.actions for _, to in a.moves}
+    assert not {to for a in second.actions for _, to in a.moves} & set(first.nodes)
+    assert receiving and not set(second.nodes) & receiving
+    env.clock.step(10)                               # the first one's turn
+    c.reconcile()
+    env.settle(lambda: not set(first.nodes) & set(live_nodes(env)))
+    env.clock.step(5)                                # the second one's turn, re-validated against the cluster now
+    c.reconcile()
+    env.settle(lambda: len(live_nodes(env)) == 2)
+    assert not set(second.nodes) & set(live_nodes(env))
+
+
+def test_a_proposal_whose_turn_comes_while_a_drain_uses_the_budget_waits_for_it(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="1")
+    going = karpy_node("going")
+    going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("full"),
+              karpy_node("empty"), pod("big", cpu="7", node_name="full"))
+    env.client.delete(path_of("v1", "nodes", name="going"))
+    env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
+    c.reconcile()                                    # proposed while the drain goes on
+    assert c._proposal is not None and c._proposal.nodes == ("empty",)
+    env.clock.step(15)
+    assert c.reconcile() == 1.0                      # its turn, but the node being deleted uses the budget
+    assert "empty" in live_nodes(env) and c._proposal is not None
+    env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
+    env.settle(lambda: env.state.nodes.get("", "going") is None)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"full"})
+
+
+def test_a_proposal_held_past_another_window_is_dropped(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="1")
+    going = karpy_node("going")
+    going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("full"),
+              karpy_node("empty"), pod("big", cpu="7", node_name="full"))
+    env.client.delete(path_of("v1", "nodes", name="going"))
+    env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
+    c.reconcile()
+    env.clock.step(30)                               # the drain never ends within a second window
+    c.reconcile()
+    assert c._proposal is None and "empty" in live_nodes(env)
+    env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
+
+
+def test_a_replacement_no_longer_needed_becomes_a_delete_and_nothing_is_launched(env: Env) -> None:
+    """Re-validation takes a fresh delete of the proposed nodes (room appeared during the window)."""
+    c = consolidation(env)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("big"), pod("p", cpu="1", node_name="big"))
+    c.reconcile()
+    assert c._proposal is not None and c._proposal.action.kind == "replace"
+    env.apply(karpy_node("roomy"))
+    env.clock.step(15)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"roomy"})    # no replacement launched
+    assert not c._replacing
+
+
+def test_karpy_explain_node_agrees_with_karpy_plan_consolidate_on_the_same_cluster(env: Env, tmp_path: Any) -> None:
+    catalog_file = tmp_path / "catalog.yaml"
+    catalog_file.write_text(yaml.safe_dump(CATALOG_DOC))
+    rc = ("ReplicationController", "app")
+    # a is deleted (its pod fits on b), b is kept (do-not-evict), c is replaced by a small node (its pod fits
+    # nowhere once a's pod is on b), d is kept (no cheaper fit)
+    objects = [provisioner("default", consolidation={"enabled": True}), *[karpy_node(n) for n in "abcd"],
+               pod("pa", cpu="1500m", node_name="a", owner=rc),
+               pod("pb", cpu="6", node_name="b", annotations={wk.DO_NOT_EVICT: "true"}, owner=rc),
+               pod("pc", cpu="1500m", node_name="c", owner=rc), pod("pd", cpu="7", node_name="d", owner=rc)]
+    env.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    live = [o for plural in ("provisioners", "nodes", "pods")
+            for o in env.client.get(path_of("karpenter.sh/v1alpha5" if plural == "provisioners" else "v1", plural))["items"]]
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(yaml.safe_dump_all(live))
+    run = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "--consolidate", "-o", "json", "-f", str(dump),
+                          "--catalog", str(catalog_file)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    planned = json.loads(run.stdout)
+    by_node = {n: a for a in planned["actions"] for n in a["nodes"]}
+    kept = {k["node"]: k["reason"] for k in planned["kept"]}
+    assert {n: a["type"] for n, a in by_node.items()} == {"a": "delete", "c": "replace"} and set(kept) == {"b", "d"}
+    for name in "abcd":
+        run = subprocess.run([sys.executable, "-m", "karpy.main", "explain", "node", name, "--kubeconfig",
+                              str(env.kube.kubeconfig), "--catalog", str(catalog_file), "--consolidation-min-node-age", "0",
+                              "-o", "json"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        explained = json.loads(run.stdout)
+        if name in kept:
+            assert (explained["verdict"], explained["reason"]) == ("keep", kept[name])
+        else:
+            action = by_node[name]
+            assert (explained["verdict"], explained["nodes"], explained["moves"]) == \
+                (action["type"], action["nodes"], action["moves"])
+
+
+def test_two_proposed_replacements_found_to_fit_one_new_node_are_taken_as_one() -> None:
+    """Re-validation accepts a fresh replace that launches no more than was proposed for the same nodes."""
+    from karpy.controller.consolidation.controller import fewer_launches
+    from karpy.controller.consolidation.decisions import Action
+    from karpy.controller.consolidation.replacements import Replacement
+
+    def replace(nodes: str, launches: int) -> Action:
+        new = tuple(Replacement(None, "small", "zone-a", "on-demand", 0.1) for _ in range(launches))  # type: ignore[arg-type]
+        return Action("replace", tuple(nodes), 0.3, replacements=new)
+    a, b = replace("a", 1), replace("b", 1)
+    proposed = {"a": a, "b": b}
+    assert fewer_launches(replace("ab", 1), proposed)
+    assert fewer_launches(replace("ab", 2), proposed)
+    assert not fewer_launches(replace("ab", 3), proposed)         # more launched than proposed
+    assert not fewer_launches(replace("ac", 1), proposed)         # c was not proposed for replacing
+    assert not fewer_launches(Action("delete", ("a", "c"), 0.5), proposed)
