@@ -302,16 +302,16 @@ def main() -> int:
         reached: float | None = None
         shown, last_print, quiet_since, signature = 0, -1e9, 0.0, None
         while time.monotonic() - scaled_in < args.watch:
-            for t, price, count, deleting, pending in samples[shown:]:
-                ratio = price / fresh if fresh else float("inf")
+            for at, cost, count, deleting, pending in samples[shown:]:
+                ratio = cost / fresh if fresh else float("inf")
                 first = reached is None and ratio <= TARGET_RATIO
                 if first:
-                    reached = t
-                if t - last_print >= args.every or first:
-                    last_print = t
-                    print(f"{t:6.0f} {price:9.3f} {ratio:6.3f} {count:6d} {deleting:8d} {pending:7d}", flush=True)
-                if (price, count, deleting, pending) != signature:
-                    signature, quiet_since = (price, count, deleting, pending), t
+                    reached = at
+                if at - last_print >= args.every or first:
+                    last_print = at
+                    print(f"{at:6.0f} {cost:9.3f} {ratio:6.3f} {count:6d} {deleting:8d} {pending:7d}", flush=True)
+                if (cost, count, deleting, pending) != signature:
+                    signature, quiet_since = (cost, count, deleting, pending), at
             shown = len(samples)
             if reached is not None and signature and not signature[2] and not signature[3] \
                     and time.monotonic() - scaled_in - quiet_since > 60:
@@ -329,9 +329,9 @@ def main() -> int:
         print(f"  at the end                   {final:9.3f}   ({len(final_nodes)} nodes), "
               f"{time.monotonic() - scaled_in:.0f} s after the scale-in")
         print(f"packed from scratch            {fresh:9.3f}   ratio at the end {final / fresh:.3f}")
-        shown = f"{reached:.0f} s" if reached is not None else f"not within {args.watch:.0f} s"
-        print(f"time to ratio <= {TARGET_RATIO}         {shown:>9}   (target {TARGET_SECONDS:.0f} s)")
-        print(f"actions                        {', '.join(f'{k} {int(v)}' for k, v in sorted(actions.items())) or 'none'}"
+        reached_text = f"{reached:.0f} s" if reached is not None else f"not within {args.watch:.0f} s"
+        print(f"time to ratio <= {TARGET_RATIO}         {reached_text:>9}   (target {TARGET_SECONDS:.0f} s)")
+        print(f"actions                        {', '.join(f'{kind} {int(n)}' for kind, n in sorted(actions.items())) or 'none'}"
               f"; cancelled on re-validation: {int(sum(cancelled.values()))}")
         print(f"evictions                      {evicted:9d}   (refused by a PDB and retried: {blocked})")
         print(f"plan --consolidate on the end  {offline['summary']['actions']:9d}   actions more "
