@@ -41,8 +41,10 @@ from karpy.controller.provisioning.scheduling.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
 
+FIT_TRIES = 16                   # rooms tried per loose pod, the tightest first
 GROWTH_TRIES = 4                 # anchored nodes whose growth is priced exactly per pod, the least by estimate
 SHRINK_PASSES = 10                # local-search passes over the nodes
+SHRINK_ATTEMPTS = 6000           # the local search's work bound (nodes it tries to shrink, over all passes)
 SHRINK_TRIES = 32                 # rooms tried per pod a node sheds, the tightest first
 GROWTH_CANDIDATES = 32           # anchored nodes a leftover pod may grow, besides the group's new nodes
 MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's demand, plus one small type per class
@@ -194,14 +196,14 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         topology.pins[id(e.pod)] = e.pins  # type: ignore[attr-defined]
     loose.sort(key=lambda e: _order(e.pod))
     # 2. the room anchored nodes pay for anyway
-    rest = _fill_anchored(anchored, loose, topology)
+    deadline = None if options.max_seconds is None else started + options.max_seconds
+    rest = _fill_anchored(anchored, loose, topology, deadline=deadline)
     # 3. new nodes for the rest, chosen by the integer program
     fresh: list[NewNode] = []
     groups: dict[tuple[str, str, str], list[_Loose]] = {}
     for e in rest:
         groups.setdefault(e.group, []).append(e)
     budget = options.seconds_for(len(rest)) / max(1, len(groups))
-    deadline = None if options.max_seconds is None else started + options.max_seconds
     for key in sorted(groups):
         if deadline is not None and time.monotonic() > deadline:
             return None
@@ -231,30 +233,113 @@ def _try_add(node: NewNode, pod: PodInfo, topology: Topology) -> bool:
     return False
 
 
-def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology) -> list[_Loose]:
+def _smallest(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the `count` smallest `values`, smallest first (ties by index: deterministic)."""
+    if len(values) > count:
+        cut = np.partition(values, count - 1)[count - 1]
+        keep = np.flatnonzero(values <= cut)
+        return keep[np.lexsort((keep, values[keep]))][:count]
+    return np.lexsort((np.arange(len(values)), values))
+
+
+def _leftover(left: np.ndarray) -> np.ndarray:
+    """How much room a fit leaves, per row of `left` (room left per resource, in units of a typical type)."""
+    return left.sum(axis=1)
+
+
+class _Bins:
+    """The nodes loose pods may go to, with their rooms as matrices (over the resources loose pods
+    ask for) and their prices kept current, so one comparison finds every node a pod fits."""
+
+    def __init__(self, nodes: list[NewNode], loose: Sequence[PodInfo], topology: Topology) -> None:
+        self.nodes = nodes
+        self.topology = topology
+        rows = nodes[0].template.rows
+        asked = np.zeros(len(rows.index), dtype=bool)
+        for pod in loose:
+            need = rows.of(pod)
+            if need is not None:
+                asked |= estimate(need) > 0
+        self.columns = np.flatnonzero(asked)
+        self.unit = np.maximum(np.median(estimate(nodes[0].template.allocatable).astype(float), axis=0), 1.0)[self.columns]
+        self.free = np.zeros((len(nodes), len(self.columns)))
+        self.grow = np.zeros((len(nodes), len(self.columns)))
+        self.price = np.zeros(len(nodes))
+        self._pinned: dict[tuple[tuple[str, str | None], ...], np.ndarray] = {}
+        for i in range(len(nodes)):
+            self.refresh(i)
+
+    def refresh(self, i: int) -> None:
+        node = self.nodes[i]
+        self.free[i] = estimate(node.free_room())[self.columns]
+        self.grow[i] = estimate(node.grow_room())[self.columns]
+        self.price[i] = node.price()
+        for wanted, mask in self._pinned.items():
+            mask[i] = self._admits(node, wanted)
+
+    def need(self, pod: PodInfo) -> np.ndarray | None:
+        row = self.nodes[0].template.rows.of(pod)
+        return None if row is None else estimate(row)[self.columns].astype(float)
+
+    @staticmethod
+    def _admits(node: NewNode, wanted: tuple[tuple[str, str | None], ...]) -> bool:
+        return all(node.domains.get(key, value) == value for key, value in wanted)
+
+    def pinned(self, pins: Requirements) -> np.ndarray:
+        """Which nodes are in (or may still take) the domains `pins` name."""
+        wanted = tuple((key, r.any_value()) for key, r in sorted(pins.items()))
+        mask = self._pinned.get(wanted)
+        if mask is None:
+            mask = self._pinned[wanted] = np.array([self._admits(n, wanted) for n in self.nodes], dtype=bool)
+        return mask
+
+    def add(self, i: int, pod: PodInfo, *, growth: float = 0.0) -> bool:
+        """Add `pod` to node `i` if its price grows by at most `growth`; else leave the node as it was."""
+        node = self.nodes[i]
+        before = _state(node, self.price[i])
+        if node.add(pod, self.topology) is None:
+            if node.price() <= self.price[i] + growth + 1e-9:
+                self.refresh(i)
+                return True
+            _restore(node, before)
+        return False
+
+    def undo(self, i: int, before: tuple[object, ...]) -> None:
+        _restore(self.nodes[i], before)
+        self.refresh(i)
+
+
+def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology, *,
+                   deadline: float | None = None) -> list[_Loose]:
     """Put loose pods, largest first, on anchored nodes: into the room a node pays for anyway (the
     tightest such room), else onto the node whose price grows least, when that costs no more than a
     node of its own; returns the rest."""
     if not anchored:
         return loose
-    t0 = anchored[0].template
-    rows = t0.rows
-    unit = np.maximum(np.median(estimate(t0.allocatable).astype(float), axis=0), 1.0)
-    free = np.array([estimate(n.free_room()) for n in anchored], dtype=float)
-    grow = np.array([estimate(n.grow_room()) for n in anchored], dtype=float)
+    bins = _Bins(anchored, [e.pod for e in loose], topology)
     hopeless: set[tuple[object, ...]] = set()
     rejected: set[tuple[tuple[object, ...], int]] = set()
     alone_price: dict[tuple[object, ...], float | None] = {}
     rest = []
+    last_kind: tuple[object, ...] | None = None
+    allowed = fits_grow = fits_free = np.zeros(len(anchored), dtype=bool)
+
+    def changed(i: int) -> None:
+        fits_grow[i] = allowed[i] and bool((bins.grow[i] >= need).all())
+        fits_free[i] = fits_grow[i] and bool((bins.free[i] >= need).all())
+
     for e in loose:
-        need = rows.of(e.pod)
+        if deadline is not None and time.monotonic() > deadline:
+            return rest + loose[loose.index(e):]
+        need = bins.need(e.pod)
         kind = (e.group, tuple(sorted(e.pod.requests.items())), repr(e.pod.tolerations))
         if need is None or kind in hopeless:
             rest.append(e)
             continue
-        wanted = [(key, r.any_value()) for key, r in e.pins.items()]
-        fits_free = (free >= need).all(axis=1)
-        fits_grow = (grow >= need).all(axis=1)
+        if kind != last_kind:                 # twins come one after another: their masks carry over
+            last_kind, allowed = kind, bins.pinned(e.pins)
+            fits_grow = (bins.grow >= need).all(axis=1) & allowed
+            fits_free = (bins.free >= need).all(axis=1) & fits_grow
         if not fits_grow.any():
             hopeless.add(kind)                # rooms only shrink: its twins will not fit either
             rest.append(e)
@@ -262,43 +347,37 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
         done = False
         found = np.flatnonzero(fits_free)
         if len(found):
-            left = ((free[found] - need) / unit).sum(axis=1)
-            for i in found[np.argsort(left, kind="stable")].tolist():
-                node = anchored[i]
-                if (kind, i) in rejected or any(node.domains.get(key) != value for key, value in wanted):
+            left = _leftover((bins.free[found] - need) / bins.unit)
+            for i in found[_smallest(left, FIT_TRIES)].tolist():
+                if (kind, i) in rejected:
                     continue
-                if _try_add(node, e.pod, topology):
-                    free[i], grow[i] = estimate(node.free_room()), estimate(node.grow_room())
+                if bins.add(i, e.pod):
+                    changed(i)
                     done = True
                     break
                 rejected.add((kind, i))
         if not done:
             if kind not in alone_price:
-                alone_price[kind] = e.template.cheapest_price_for(need)
+                alone_price[kind] = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]
             alone = alone_price[kind]
             found = np.flatnonzero(fits_grow & ~fits_free)
             if alone is not None and len(found):
-                excess = ((np.maximum(need - free[found], 0)) / unit).sum(axis=1)
-                best, best_growth = None, alone + 1e-9
-                tried = 0
-                for i in found[np.argsort(excess, kind="stable")].tolist():
-                    node = anchored[i]
-                    if (kind, i) in rejected or any(node.domains.get(key) != value for key, value in wanted):
+                excess = (np.maximum(need - bins.free[found], 0) / bins.unit).sum(axis=1)
+                best, best_growth, tried = None, alone + 1e-9, 0
+                for i in found[_smallest(excess, 4 * GROWTH_TRIES)].tolist():
+                    if (kind, i) in rejected:
                         continue
-                    grown = node.price_with(need)
-                    if grown is not None and grown - node.price() < best_growth - 1e-12:
-                        best, best_growth = i, grown - node.price()
+                    grown = anchored[i].price_with(e.template.rows.of(e.pod))  # type: ignore[arg-type]
+                    if grown is not None and grown - bins.price[i] < best_growth - 1e-12:
+                        best, best_growth = i, grown - bins.price[i]
                     tried += 1
                     if tried >= GROWTH_TRIES:
                         break
                 if best is not None:
-                    node = anchored[best]
-                    before = _state(node)
-                    if node.add(e.pod, topology) is None and node.price() <= before[-1] + best_growth + 1e-9:  # type: ignore[operator]
-                        free[best], grow[best] = estimate(node.free_room()), estimate(node.grow_room())
+                    if bins.add(best, e.pod, growth=best_growth):
+                        changed(best)
                         done = True
                     else:
-                        _restore(node, before)
                         rejected.add((kind, best))
         if not done:
             rest.append(e)
@@ -328,38 +407,38 @@ def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, smal
     return shed
 
 
-def _move_out(a: int, shed: list[PodInfo], nodes: list[NewNode], free: np.ndarray, unit: np.ndarray,
-              topology: Topology) -> bool:
+def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     """Move `shed` off node `a` into the tightest rooms of the others that hold them at no extra cost,
-    all or none; `free` follows."""
-    node = nodes[a]
-    t = node.template
-    moved: list[tuple[NewNode, tuple[object, ...], int]] = []
-    free[a] = -1.0                                  # not into the node it leaves
-    for p in shed:
-        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]
-        found = np.flatnonzero((free >= need).all(axis=1))
-        placed_on = None
+    all or none."""
+    node = bins.nodes[a]
+    saved = bins.free[a].copy()
+    bins.free[a] = -1.0                                  # not into the node it leaves
+    needs = [bins.need(p) for p in shed]
+    if not all((bins.free >= need).all(axis=1).any() for need in needs):
+        bins.free[a] = saved                             # some pod has no room anywhere: not worth trying
+        return False
+    moved: list[tuple[int, tuple[object, ...]]] = []
+    for p, need in zip(shed, needs):
+        found = np.flatnonzero((bins.free >= need).all(axis=1))
+        placed = False
         if len(found):
-            left = ((free[found] - need) / unit).sum(axis=1)
-            for b in found[np.argsort(left, kind="stable")[:SHRINK_TRIES]].tolist():
-                before = _state(nodes[b])
-                if _try_add(nodes[b], p, topology):
-                    moved.append((nodes[b], before, b))
-                    free[b] = estimate(nodes[b].free_room())
-                    placed_on = b
+            left = _leftover((bins.free[found] - need) / bins.unit)
+            for b in found[_smallest(left, SHRINK_TRIES)].tolist():
+                before = _state(bins.nodes[b], bins.price[b])
+                if bins.add(b, p):
+                    moved.append((b, before))
+                    placed = True
                     break
-        if placed_on is None:
+        if not placed:
             break
     if len(moved) < len(shed):
-        for other, before, b in reversed(moved):
-            _restore(other, before)
-            free[b] = estimate(other.free_room())
-        free[a] = estimate(node.free_room())
+        for b, before in reversed(moved):
+            bins.undo(b, before)
+        bins.free[a] = saved
         return False
     gone = {id(p) for p in shed}
     node.keep_only([p for p in node.pods if id(p) not in gone])
-    free[a] = estimate(node.free_room())
+    bins.refresh(a)
     return True
 
 
@@ -368,19 +447,18 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
     take a cheaper instance type; passes over the nodes, roomiest first, until one changes nothing."""
     if len(nodes) < 2:
         return
-    t0 = nodes[0].template
-    unit = np.maximum(np.median(estimate(t0.allocatable).astype(float), axis=0), 1.0)
-    free = np.array([estimate(n.free_room()) for n in nodes], dtype=float)
+    bins = _Bins(nodes, [p for n in nodes for p in n.pods if id(p) in movable], topology)
     # what the pods that stay put need: it never changes, nor do the types that hold it
     fixed = [n.used - sum((n.template.rows.of(p) for p in n.pods if id(p) in movable), np.zeros_like(n.used))
              for n in nodes]
     holds = [(n.template.allocatable >= f).all(axis=1) for n, f in zip(nodes, fixed)]
     prices: dict[int, np.ndarray] = {}
+    attempts = 0
     for _ in range(SHRINK_PASSES):
         changed = False
-        order = np.argsort(-(free / unit).sum(axis=1), kind="stable").tolist()
+        order = np.argsort(-(bins.free / bins.unit).sum(axis=1), kind="stable").tolist()
         for a in order:
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline or attempts >= SHRINK_ATTEMPTS:
                 return
             node = nodes[a]
             t = node.template
@@ -391,14 +469,14 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
             price = prices.get(id(offers))
             if price is None:
                 price = prices[id(offers)] = np.array([o.price_per_hour if o is not None else np.inf for o in offers])  # type: ignore[union-attr]
-            now = node.price()
-            cheaper = np.flatnonzero(mask & holds[a] & (price < now - 1e-12))
+            cheaper = np.flatnonzero(mask & holds[a] & (price < bins.price[a] - 1e-12))
             if not len(cheaper):
                 continue
             nearest = int(cheaper[np.lexsort((cheaper, -price[cheaper]))[0]])
+            attempts += 1
             for smallest in (False, True):
                 shed = _to_shed(loose, estimate(node.used - t.allocatable[nearest]).astype(float), t, smallest=smallest)
-                if shed is not None and _move_out(a, shed, nodes, free, unit, topology):
+                if shed is not None and _move_out(a, shed, bins):
                     changed = True
                     break
         if not changed:
@@ -426,9 +504,9 @@ def _grow_cheapest(nodes: list[NewNode], pod: PodInfo, topology: Topology, *, al
     return False
 
 
-def _state(node: NewNode) -> tuple[object, ...]:
+def _state(node: NewNode, price: float | None = None) -> tuple[object, ...]:
     return (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
-            len(node.pods), dict(node.domains), node.template.remaining, node.price())
+            len(node.pods), dict(node.domains), node.template.remaining, node.price() if price is None else price)
 
 
 def _restore(node: NewNode, state: tuple[object, ...]) -> None:
