@@ -1,28 +1,31 @@
 """The optimising packer: a cheaper set of new nodes for the pods the greedy put on new nodes.
 
 The greedy (scheduler.py) places pods one at a time, largest first, growing nodes as
-they fill, which leaves capacity paid for and unused. Here the pods whose placement
-no other pod depends on ("loose" pods: no topology spread, no pod (anti-)affinity, no
-host ports, and no hostname pod affinity counting on them) are lifted off the planned
-nodes and packed again:
+they fill, which leaves capacity paid for and unused. Here the pods that may move are
+lifted off the planned nodes and packed again. A pod is "loose" when it has no host
+ports, no spread or pod (anti-)affinity over hostnames, and no other pod's hostname
+affinity counts on it; it keeps the domains (zones...) its own constraints and every
+group counting it took, so every count a spread or affinity read stays as it was.
 
-1. nodes left holding other pods keep them, shrink to the cheapest type that still
-   holds them, and first take loose pods into the room they pay for anyway;
-2. the rest are grouped into classes (same provisioner, same node requirements, same
-   requests) and an integer program chooses how many nodes of which instance type
-   (each priced at the cheapest offering those requirements allow, plus an optional
-   per-node cost) hold how many pods of each class, within the provisioners'
-   remaining limits; allocatable already has kube-reserved and daemonset overhead
-   taken off, and `pods` is a resource like cpu, so max pods counts;
-3. the chosen nodes are filled first-fit-decreasing through NewNode.add, which checks
-   every scheduling rule again; pods that do not fit open nodes as the greedy would.
+1. nodes left holding other pods ("anchored") keep them and shrink to the cheapest
+   type that still holds them;
+2. loose pods, largest first, go into the tightest room an anchored node pays for
+   anyway, else onto the anchored node whose price grows least, when that costs no
+   more than a node of its own;
+3. the rest are grouped (provisioner, node requirements, pins) into classes of equal
+   requests, and column generation over packing patterns (patterns.py) chooses how
+   many nodes of which instance type hold how many pods of each class, each type at
+   the cheapest offering the group allows plus the optional per-node cost, within
+   the provisioners' remaining limits; allocatable already has kube-reserved and
+   daemonset overhead taken off, and `pods` is a resource like cpu, so max pods counts;
+4. a local search lets a node shed loose pods into room the others pay for anyway
+   when that lets it take a cheaper type.
 
-A loose pod that a zone (or other non-hostname) topology group counts stays in the
-domain it was counted in, so every spread and affinity the greedy checked still holds.
+Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
-Deterministic: inputs sorted, HiGHS (SciPy's milp, single-threaded for MIP) bounded by
-a node limit; its time limit only guards against pathological inputs. Pure: no I/O, no
-logging.
+Deterministic: inputs sorted, work bounded by counts (passes, attempts, solver node
+limits); time limits only guard against pathological inputs, except the controller's
+budget (`max_seconds`). Pure: no I/O, no logging.
 """
 
 from __future__ import annotations
@@ -197,7 +200,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     loose.sort(key=lambda e: _order(e.pod))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
-    rest = _fill_anchored(anchored, loose, topology, deadline=deadline)
+    rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline)
     # 3. new nodes for the rest, chosen by the integer program
     fresh: list[NewNode] = []
     groups: dict[tuple[str, str, str], list[_Loose]] = {}
@@ -215,7 +218,10 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         fresh += placed
     out = [n for n in anchored + fresh if n.pods]
     _shrink(out, {id(e.pod) for e in loose}, topology, deadline=deadline)
-    return out
+    for node in out:
+        if not node.pods:
+            node.release()
+    return [n for n in out if n.pods]
 
 
 def _fits_pins(node: NewNode, pins: Requirements) -> bool:
@@ -310,7 +316,7 @@ class _Bins:
 
 
 def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology, *,
-                   deadline: float | None = None) -> list[_Loose]:
+                   node_cost: float = 0.0, deadline: float | None = None) -> list[_Loose]:
     """Put loose pods, largest first, on anchored nodes: into the room a node pays for anyway (the
     tightest such room), else onto the node whose price grows least, when that costs no more than a
     node of its own; returns the rest."""
@@ -358,7 +364,8 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
                 rejected.add((kind, i))
         if not done:
             if kind not in alone_price:
-                alone_price[kind] = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]
+                alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]
+                alone_price[kind] = None if alone is None else alone + node_cost
             alone = alone_price[kind]
             found = np.flatnonzero(fits_grow & ~fits_free)
             if alone is not None and len(found):
