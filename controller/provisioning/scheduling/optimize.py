@@ -334,9 +334,9 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
         fits_grow[i] = allowed[i] and bool((bins.grow[i] >= need).all())
         fits_free[i] = fits_grow[i] and bool((bins.free[i] >= need).all())
 
-    for e in loose:
+    for at, e in enumerate(loose):
         if deadline is not None and time.monotonic() > deadline:
-            return rest + loose[loose.index(e):]
+            return rest + loose[at:]
         need = bins.need(e.pod)
         kind = (e.group, tuple(sorted(e.pod.requests.items())), repr(e.pod.tolerations))
         if need is None or kind in hopeless:
