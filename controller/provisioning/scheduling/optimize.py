@@ -45,7 +45,7 @@ from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
 
 FIT_TRIES = 16                   # rooms tried per loose pod, the tightest first
-GROWTH_TRIES = 4                 # anchored nodes whose growth is priced exactly per pod, the least by estimate
+GROWTH_TRIES = 8                 # anchored nodes whose growth is priced exactly per pod, the least by estimate
 SHRINK_PASSES = 10                # local-search passes over the nodes
 SHRINK_ATTEMPTS = 6000           # the local search's work bound (nodes it tries to shrink, over all passes)
 SHRINK_TRIES = 32                 # rooms tried per pod a node sheds, the tightest first
