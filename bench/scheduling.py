@@ -8,13 +8,10 @@ fake instance types and one unconstrained provisioner. For each size it
 prints, for the greedy packer alone, for the core (greedy, then the optimiser)
 and for the whole `karpy plan` process: seconds,
 pods/s, new nodes, unschedulable pods, $/h, and the ratio of $/h to a lower
-bound:
-
-    lower bound = sum over pods of 0.1 x cpu + 0.1 x memory(GB) of what they
-    request (fake-400 prices every type at exactly 0.1 per cpu plus 0.1 per
-    GB, so no packing can pay less than its pods' own requests cost), plus the
-    cost of the 100m/10Mi overhead on the fewest nodes the hostname
-    anti-affinity pods force (one each).
+bound: the LP relaxation over the provisioner's instance types'
+allocatable cpu, memory and pods (after overhead), each type at its cheapest
+allowed offering, with the hostname anti-affinity pods each on a node of their
+own (scheduling/bound.py). No packing can cost less.
 
     python3 bench/scheduling.py [--sizes 100,1000,5000,20000] [--no-process]
 """
@@ -30,14 +27,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from karpy.apis.resources import CPU, MEMORY
 from karpy.controller.cloudprovider.catalog import built_in
+from karpy.controller.provisioning.scheduling.bound import lower_bound
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.plan.inputs import load
@@ -103,12 +100,10 @@ def diverse_pods(count: int, seed: int = 42) -> list[dict[str, Any]]:
 PROVISIONER = {"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}}
 
 
-def lower_bound(pods: list[dict[str, Any]], snapshot_pods: Sequence[Any]) -> float:
-    cpu = sum(p.requests.get(CPU, 0) for p in snapshot_pods) / 1000
-    memory_gb = sum(p.requests.get(MEMORY, 0) for p in snapshot_pods) / 1000 / 1e9
-    forced_nodes = sum(1 for p in pods if p["metadata"]["labels"].get("app") == "nginx")
-    overhead = forced_nodes * (0.1 * 0.1 + 0.1 * 10 * 2**20 / 1e9)
-    return 0.1 * cpu + 0.1 * memory_gb + overhead
+def bound_of(snapshot: Any) -> float:
+    """The LP lower bound (bound.py) over the first provisioner's types, for every pod of the batch."""
+    scheduler = Scheduler(snapshot)
+    return lower_bound(scheduler.templates[0], scheduler.pending)
 
 
 def run_core(path: Path, pods: list[dict[str, Any]], *, optimize: bool = True, catalog: str = "fake-400") -> dict[str, Any]:
@@ -118,7 +113,7 @@ def run_core(path: Path, pods: list[dict[str, Any]], *, optimize: bool = True, c
     seconds = time.perf_counter() - started
     price = sum(n.offering.price_per_hour for n in results.new_nodes)
     return {"seconds": seconds, "nodes": len(results.new_nodes), "unschedulable": len(results.unschedulable),
-            "price": price, "bound": lower_bound(pods, loaded.snapshot.pods) if catalog == "fake-400" else float("nan")}
+            "price": price, "bound": bound_of(loaded.snapshot)}
 
 
 # The realistic mix: ten shapes from 250m/512Mi to 2 cpu/8Gi, 212 pods, one on-demand amd64 provisioner, `aws` catalog.
@@ -161,7 +156,8 @@ def main() -> int:
         path.write_text(yaml.safe_dump_all(realistic_mix(), sort_keys=False))
         greedy, best = run_core(path, [], optimize=False, catalog="aws"), run_core(path, [], catalog="aws")
         print(f"realistic mix (212 pods, aws, on-demand amd64): greedy ${greedy['price']:.2f}/h on {greedy['nodes']} node(s), "
-              f"optimiser ${best['price']:.2f}/h on {best['nodes']} node(s) in {best['seconds']:.2f} s")
+              f"optimiser ${best['price']:.2f}/h on {best['nodes']} node(s) in {best['seconds']:.2f} s, "
+              f"bound ${best['bound']:.2f}/h, ratio {best['price'] / best['bound']:.3f}")
     print(f"{'pods':>6} {'what':<8} {'seconds':>8} {'pods/s':>8} {'nodes':>6} {'unsched':>7} {'$/h':>10} "
           f"{'$/h/pod':>8} {'bound':>10} {'ratio':>6} {'peak MiB':>9}")
     with tempfile.TemporaryDirectory() as tmp:

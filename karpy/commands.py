@@ -111,8 +111,7 @@ def plan(args: argparse.Namespace) -> int:
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
-        json.dump(plan_json(results), sys.stdout, indent=2)
-        print()
+        sys.stdout.write(json.dumps(plan_json(results), indent=2) + "\n")   # one write: a large plan is many small ones
     else:
         print(plan_table(results))
     return 0

@@ -57,7 +57,9 @@ def assert_nodes_hold_their_pods(results: Results) -> None:
 
 shapes = st.tuples(st.sampled_from(["100m", "250m", "500m", "1", "1500m", "3"]),
                    st.sampled_from(["128Mi", "512Mi", "1Gi", "2Gi", "4Gi", "6Gi"]))
-kinds = st.sampled_from(["plain", "plain", "plain", "anti", "zone-a"])
+kinds = st.sampled_from(["plain", "plain", "plain", "anti", "zone-a", "spread"])
+SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": {"app": "spread"}}}]
 
 
 @st.composite
@@ -70,6 +72,8 @@ def batches(draw: st.DrawFn) -> list[dict[str, Any]]:
             labels, extra = {"app": "db"}, {"affinity": ANTI}
         elif kind == "zone-a":
             extra = {"nodeSelector": {"topology.kubernetes.io/zone": "zone-a"}}
+        elif kind == "spread":
+            labels, extra = {"app": "spread"}, {"topologySpreadConstraints": SPREAD}
         out.append(pod(f"p-{i}", cpu=cpu, memory=memory, labels=labels, **extra))
     return out
 
@@ -88,7 +92,17 @@ def test_the_optimiser_is_never_dearer_than_the_greedy_and_breaks_no_rule(tmp_pa
     for n in best.new_nodes:
         if any(p.node_selector for p in n.pods):
             assert n.offering.zone == "zone-a"
+    assert spread_per_zone(best) == spread_per_zone(greedy)         # zone-spread pods move only within their zone
     assert plan_json(solve(tmp_path, *docs)) == plan_json(best)       # deterministic
+
+
+def spread_per_zone(results: Results) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in results.new_nodes:
+        for p in n.pods:
+            if p.labels.get("app") == "spread":
+                counts[n.labels["topology.kubernetes.io/zone"]] = counts.get(n.labels["topology.kubernetes.io/zone"], 0) + 1
+    return counts
 
 
 def test_the_realistic_mix_costs_less_than_the_greedy_plan(tmp_path: Path) -> None:
@@ -96,6 +110,7 @@ def test_the_realistic_mix_costs_less_than_the_greedy_plan(tmp_path: Path) -> No
     assert len(placed(best)) == 212 and not best.unschedulable
     assert price(best) < 0.95 * price(greedy)
     assert_nodes_hold_their_pods(best)
+    assert len(best.new_nodes) > 1 and max(n.offering.price_per_hour for n in best.new_nodes) < 1.0  # no single huge node
 
 
 def test_past_its_time_budget_the_optimiser_leaves_the_greedy_plan_as_it_is(tmp_path: Path) -> None:

@@ -1,28 +1,31 @@
 """The optimising packer: a cheaper set of new nodes for the pods the greedy put on new nodes.
 
 The greedy (scheduler.py) places pods one at a time, largest first, growing nodes as
-they fill, which leaves capacity paid for and unused. Here the pods whose placement
-no other pod depends on ("loose" pods: no topology spread, no pod (anti-)affinity, no
-host ports, and no hostname pod affinity counting on them) are lifted off the planned
-nodes and packed again:
+they fill, which leaves capacity paid for and unused. Here the pods that may move are
+lifted off the planned nodes and packed again. A pod is "loose" when it has no host
+ports, no spread or pod (anti-)affinity over hostnames, and no other pod's hostname
+affinity counts on it; it keeps the domains (zones...) its own constraints and every
+group counting it took, so every count a spread or affinity read stays as it was.
 
-1. nodes left holding other pods keep them, shrink to the cheapest type that still
-   holds them, and first take loose pods into the room they pay for anyway;
-2. the rest are grouped into classes (same provisioner, same node requirements, same
-   requests) and an integer program chooses how many nodes of which instance type
-   (each priced at the cheapest offering those requirements allow, plus an optional
-   per-node cost) hold how many pods of each class, within the provisioners'
-   remaining limits; allocatable already has kube-reserved and daemonset overhead
-   taken off, and `pods` is a resource like cpu, so max pods counts;
-3. the chosen nodes are filled first-fit-decreasing through NewNode.add, which checks
-   every scheduling rule again; pods that do not fit open nodes as the greedy would.
+1. nodes left holding other pods ("anchored") keep them and shrink to the cheapest
+   type that still holds them;
+2. loose pods, largest first, go into the tightest room an anchored node pays for
+   anyway, else onto the anchored node whose price grows least, when that costs no
+   more than a node of its own;
+3. the rest are grouped (provisioner, node requirements, pins) into classes of equal
+   requests, and column generation over packing patterns (patterns.py) chooses how
+   many nodes of which instance type hold how many pods of each class, each type at
+   the cheapest offering the group allows plus the optional per-node cost, within
+   the provisioners' remaining limits; allocatable already has kube-reserved and
+   daemonset overhead taken off, and `pods` is a resource like cpu, so max pods counts;
+4. a local search lets a node shed loose pods into room the others pay for anyway
+   when that lets it take a cheaper type.
 
-A loose pod that a zone (or other non-hostname) topology group counts stays in the
-domain it was counted in, so every spread and affinity the greedy checked still holds.
+Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
-Deterministic: inputs sorted, HiGHS (SciPy's milp, single-threaded for MIP) bounded by
-a node limit; its time limit only guards against pathological inputs. Pure: no I/O, no
-logging.
+Deterministic: inputs sorted, work bounded by counts (passes, attempts, solver node
+limits); time limits only guard against pathological inputs, except the controller's
+budget (`max_seconds`). Pure: no I/O, no logging.
 """
 
 from __future__ import annotations
@@ -32,22 +35,24 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.controller.cloudprovider.types import Offering
-from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate
+from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate, estimate
+from karpy.controller.provisioning.scheduling.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
 
+FIT_TRIES = 16                   # rooms tried per loose pod, the tightest first
+GROWTH_TRIES = 8                 # anchored nodes whose growth is priced exactly per pod, the least by estimate
+SHRINK_PASSES = 10                # local-search passes over the nodes
+SHRINK_ATTEMPTS = 6000           # the local search's work bound (nodes it tries to shrink, over all passes)
+SHRINK_TRIES = 32                 # rooms tried per pod a node sheds, the tightest first
 GROWTH_CANDIDATES = 32           # anchored nodes a leftover pod may grow, besides the group's new nodes
 MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's demand, plus one small type per class
 EFFICIENCY_BAND = 0.03           # types this close in price per unit of demand count as equally efficient
-MIP_NODE_LIMIT = 300             # the solver's work bound: the same input gets the same answer
-MIP_REL_GAP = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +114,17 @@ class _Loose:
 
 
 def pins_of(pod: PodInfo, node: NewNode, topology: Topology) -> Requirements | None:
-    """The domains `pod` must stay in if it moves off `node`, or None when it must not move."""
-    if pod.spreads or pod.affinities or pod.host_ports:
+    """The domains `pod` must stay in if it moves off `node`, or None when it must not move.
+
+    A pod whose own spreads and (anti-)affinities are over keys other than hostname may move within
+    the domains the node took for them: every count those constraints read stays as it was."""
+    if pod.host_ports:
         return None
     pins = Requirements()
+    for key in [s.key for s in pod.spreads] + [t.key for t in pod.affinities]:
+        if key == wk.HOSTNAME or key not in node.domains:
+            return None
+        pins.add(Requirement.exactly(key, node.domains[key]))
     for kind, key in topology.selecting(pod):
         if key == wk.HOSTNAME:
             if kind == AFFINITY:
@@ -121,6 +133,34 @@ def pins_of(pod: PodInfo, node: NewNode, topology: Topology) -> Requirements | N
         if key in node.domains:
             pins.add(Requirement.exactly(key, node.domains[key]))
     return pins
+
+
+class _Moving:
+    """The topology as pods being moved see it: a pod keeps the domains it was counted in (its pins),
+    so its own spreads and affinities read the counts they read when it was placed and are not asked
+    again; everything else (anti-affinity of other pods that selects it) is checked as usual."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.pins: dict[int, Requirements] = {}
+        self._bare: dict[int, PodInfo] = {}
+
+    def domain_for(self, pod: PodInfo, node_requirements: Requirements, **kwargs: object) -> tuple[dict[str, str] | None, str | None]:
+        pins = self.pins.get(id(pod))
+        if pins is None or not (pod.spreads or pod.affinities):
+            return self.topology.domain_for(pod, node_requirements, **kwargs)  # type: ignore[arg-type]
+        bare = self._bare.get(id(pod))
+        if bare is None:
+            bare = self._bare[id(pod)] = dataclasses.replace(pod, spreads=[], affinities=[])
+        chosen, why = self.topology.domain_for(bare, node_requirements, **kwargs)  # type: ignore[arg-type]
+        if chosen is None:
+            return None, why
+        for key in [s.key for s in pod.spreads] + [t.key for t in pod.affinities]:
+            chosen[key] = pins[key].any_value()  # type: ignore[assignment]
+        return chosen, None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.topology, name)
 
 
 def _order(pod: PodInfo) -> tuple[int, int, str]:
@@ -155,16 +195,19 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         loose += lift
     if not loose:
         return None
+    topology = _Moving(topology)  # type: ignore[assignment]
+    for e in loose:
+        topology.pins[id(e.pod)] = e.pins  # type: ignore[attr-defined]
     loose.sort(key=lambda e: _order(e.pod))
     # 2. the room anchored nodes pay for anyway
-    rest = _fill_anchored(anchored, loose, topology)
+    deadline = None if options.max_seconds is None else started + options.max_seconds
+    rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline)
     # 3. new nodes for the rest, chosen by the integer program
     fresh: list[NewNode] = []
     groups: dict[tuple[str, str, str], list[_Loose]] = {}
     for e in rest:
         groups.setdefault(e.group, []).append(e)
     budget = options.seconds_for(len(rest)) / max(1, len(groups))
-    deadline = None if options.max_seconds is None else started + options.max_seconds
     for key in sorted(groups):
         if deadline is not None and time.monotonic() > deadline:
             return None
@@ -174,7 +217,12 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         if placed is None:
             return None
         fresh += placed
-    return anchored + fresh
+    out = [n for n in anchored + fresh if n.pods]
+    _shrink(out, {id(e.pod) for e in loose}, topology, deadline=deadline)
+    for node in out:
+        if not node.pods:
+            node.release()
+    return [n for n in out if n.pods]
 
 
 def _fits_pins(node: NewNode, pins: Requirements) -> bool:
@@ -192,38 +240,255 @@ def _try_add(node: NewNode, pod: PodInfo, topology: Topology) -> bool:
     return False
 
 
-def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology) -> list[_Loose]:
-    """Put loose pods, largest first, where anchored nodes have room at no extra cost; returns the rest."""
+def _smallest(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the `count` smallest `values`, smallest first (ties by index: deterministic)."""
+    if len(values) > count:
+        cut = np.partition(values, count - 1)[count - 1]
+        keep = np.flatnonzero(values <= cut)
+        return keep[np.lexsort((keep, values[keep]))][:count]
+    return np.lexsort((np.arange(len(values)), values))
+
+
+def _leftover(left: np.ndarray) -> np.ndarray:
+    """How much room a fit leaves, per row of `left` (room left per resource, in units of a typical type)."""
+    return left.sum(axis=1)
+
+
+class _Bins:
+    """The nodes loose pods may go to, with their rooms as matrices (over the resources loose pods
+    ask for) and their prices kept current, so one comparison finds every node a pod fits."""
+
+    def __init__(self, nodes: list[NewNode], loose: Sequence[PodInfo], topology: Topology) -> None:
+        self.nodes = nodes
+        self.topology = topology
+        rows = nodes[0].template.rows
+        asked = np.zeros(len(rows.index), dtype=bool)
+        for pod in loose:
+            need = rows.of(pod)
+            if need is not None:
+                asked |= estimate(need) > 0
+        self.columns = np.flatnonzero(asked)
+        self.unit = np.maximum(np.median(estimate(nodes[0].template.allocatable).astype(float), axis=0), 1.0)[self.columns]
+        self.free = np.zeros((len(nodes), len(self.columns)))
+        self.grow = np.zeros((len(nodes), len(self.columns)))
+        self.price = np.zeros(len(nodes))
+        self._pinned: dict[tuple[tuple[str, str | None], ...], np.ndarray] = {}
+        for i in range(len(nodes)):
+            self.refresh(i)
+
+    def refresh(self, i: int) -> None:
+        node = self.nodes[i]
+        self.free[i] = estimate(node.free_room())[self.columns]
+        self.grow[i] = estimate(node.grow_room())[self.columns]
+        self.price[i] = node.price()
+        for wanted, mask in self._pinned.items():
+            mask[i] = self._admits(node, wanted)
+
+    def need(self, pod: PodInfo) -> np.ndarray | None:
+        row = self.nodes[0].template.rows.of(pod)
+        return None if row is None else estimate(row)[self.columns].astype(float)
+
+    @staticmethod
+    def _admits(node: NewNode, wanted: tuple[tuple[str, str | None], ...]) -> bool:
+        return all(node.domains.get(key, value) == value for key, value in wanted)
+
+    def pinned(self, pins: Requirements) -> np.ndarray:
+        """Which nodes are in (or may still take) the domains `pins` name."""
+        wanted = tuple((key, r.any_value()) for key, r in sorted(pins.items()))
+        mask = self._pinned.get(wanted)
+        if mask is None:
+            mask = self._pinned[wanted] = np.array([self._admits(n, wanted) for n in self.nodes], dtype=bool)
+        return mask
+
+    def add(self, i: int, pod: PodInfo, *, growth: float = 0.0) -> bool:
+        """Add `pod` to node `i` if its price grows by at most `growth`; else leave the node as it was."""
+        node = self.nodes[i]
+        before = _state(node, self.price[i])
+        if node.add(pod, self.topology) is None:
+            if node.price() <= self.price[i] + growth + 1e-9:
+                self.refresh(i)
+                return True
+            _restore(node, before)
+        return False
+
+    def undo(self, i: int, before: tuple[object, ...]) -> None:
+        _restore(self.nodes[i], before)
+        self.refresh(i)
+
+
+def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology, *,
+                   node_cost: float = 0.0, deadline: float | None = None) -> list[_Loose]:
+    """Put loose pods, largest first, on anchored nodes: into the room a node pays for anyway (the
+    tightest such room), else onto the node whose price grows least, when that costs no more than a
+    node of its own; returns the rest."""
     if not anchored:
         return loose
-    free = np.array([n.template.allocatable[n.cheapest()] - n.used for n in anchored], dtype=np.int64)
-    rows = anchored[0].template.rows
+    bins = _Bins(anchored, [e.pod for e in loose], topology)
     hopeless: set[tuple[object, ...]] = set()
     rejected: set[tuple[tuple[object, ...], int]] = set()
+    alone_price: dict[tuple[object, ...], float | None] = {}
     rest = []
-    for e in loose:
-        need = rows.of(e.pod)
+    last_kind: tuple[object, ...] | None = None
+    allowed = fits_grow = fits_free = np.zeros(len(anchored), dtype=bool)
+
+    def changed(i: int) -> None:
+        fits_grow[i] = allowed[i] and bool((bins.grow[i] >= need).all())
+        fits_free[i] = fits_grow[i] and bool((bins.free[i] >= need).all())
+
+    for at, e in enumerate(loose):
+        if deadline is not None and time.monotonic() > deadline:
+            return rest + loose[at:]
+        need = bins.need(e.pod)
         kind = (e.group, tuple(sorted(e.pod.requests.items())), repr(e.pod.tolerations))
         if need is None or kind in hopeless:
             rest.append(e)
             continue
-        found = np.flatnonzero((free >= need).all(axis=1))
-        if not len(found):
+        if kind != last_kind:                 # twins come one after another: their masks carry over
+            last_kind, allowed = kind, bins.pinned(e.pins)
+            fits_grow = (bins.grow >= need).all(axis=1) & allowed
+            fits_free = (bins.free >= need).all(axis=1) & fits_grow
+        if not fits_grow.any():
             hopeless.add(kind)                # rooms only shrink: its twins will not fit either
             rest.append(e)
             continue
-        wanted = [(key, r.any_value()) for key, r in e.pins.items()]
-        for i in found.tolist():
-            node = anchored[i]
-            if (kind, i) in rejected or any(node.domains.get(key) != value for key, value in wanted):
-                continue
-            if _try_add(node, e.pod, topology):
-                free[i] = node.template.allocatable[node.cheapest()] - node.used
-                break
-            rejected.add((kind, i))
-        else:
+        done = False
+        found = np.flatnonzero(fits_free)
+        if len(found):
+            left = _leftover((bins.free[found] - need) / bins.unit)
+            for i in found[_smallest(left, FIT_TRIES)].tolist():
+                if (kind, i) in rejected:
+                    continue
+                if bins.add(i, e.pod):
+                    changed(i)
+                    done = True
+                    break
+                rejected.add((kind, i))
+        if not done:
+            if kind not in alone_price:
+                alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]
+                alone_price[kind] = None if alone is None else alone + node_cost
+            alone = alone_price[kind]
+            found = np.flatnonzero(fits_grow & ~fits_free)
+            if alone is not None and len(found):
+                excess = (np.maximum(need - bins.free[found], 0) / bins.unit).sum(axis=1)
+                best, best_growth, tried = None, alone + 1e-9, 0
+                for i in found[_smallest(excess, 4 * GROWTH_TRIES)].tolist():
+                    if (kind, i) in rejected:
+                        continue
+                    grown = anchored[i].price_with(e.template.rows.of(e.pod))  # type: ignore[arg-type]
+                    if grown is not None and grown - bins.price[i] < best_growth - 1e-12:
+                        best, best_growth = i, grown - bins.price[i]
+                    tried += 1
+                    if tried >= GROWTH_TRIES:
+                        break
+                if best is not None:
+                    if bins.add(best, e.pod, growth=best_growth):
+                        changed(best)
+                        done = True
+                    else:
+                        rejected.add((kind, best))
+        if not done:
             rest.append(e)
     return rest
+
+
+def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, smallest: bool) -> list[PodInfo] | None:
+    """Loose pods whose requests cover `deficit`: the largest (fewest moves) or the `smallest` first
+    (they find room elsewhere more easily), skipping pods that cover nothing still short; None when
+    all of them do not cover it."""
+    shed = []
+    for p in sorted(loose, key=_order, reverse=smallest):
+        if (deficit <= 0).all():
+            break
+        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]
+        if (np.minimum(need, np.maximum(deficit, 0)) > 0).any():
+            shed.append(p)
+            deficit = deficit - need
+    if not shed or (deficit > 0).any():
+        return None
+    # drop pods the others already cover (the largest first), so no more moves than needed
+    for p in sorted(shed, key=_order):
+        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]
+        if (deficit + need <= 0).all():
+            shed.remove(p)
+            deficit = deficit + need
+    return shed
+
+
+def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
+    """Move `shed` off node `a` into the tightest rooms of the others that hold them at no extra cost,
+    all or none."""
+    node = bins.nodes[a]
+    saved = bins.free[a].copy()
+    bins.free[a] = -1.0                                  # not into the node it leaves
+    needs = [bins.need(p) for p in shed]
+    if not all((bins.free >= need).all(axis=1).any() for need in needs):
+        bins.free[a] = saved                             # some pod has no room anywhere: not worth trying
+        return False
+    moved: list[tuple[int, tuple[object, ...]]] = []
+    for p, need in zip(shed, needs):
+        found = np.flatnonzero((bins.free >= need).all(axis=1))
+        placed = False
+        if len(found):
+            left = _leftover((bins.free[found] - need) / bins.unit)
+            for b in found[_smallest(left, SHRINK_TRIES)].tolist():
+                before = _state(bins.nodes[b], bins.price[b])
+                if bins.add(b, p):
+                    moved.append((b, before))
+                    placed = True
+                    break
+        if not placed:
+            break
+    if len(moved) < len(shed):
+        for b, before in reversed(moved):
+            bins.undo(b, before)
+        bins.free[a] = saved
+        return False
+    gone = {id(p) for p in shed}
+    node.keep_only([p for p in node.pods if id(p) not in gone])
+    bins.refresh(a)
+    return True
+
+
+def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None) -> None:
+    """Local search: a node sheds loose pods into room other nodes pay for anyway when that lets it
+    take a cheaper instance type; passes over the nodes, roomiest first, until one changes nothing."""
+    if len(nodes) < 2:
+        return
+    bins = _Bins(nodes, [p for n in nodes for p in n.pods if id(p) in movable], topology)
+    # what the pods that stay put need: it never changes, nor do the types that hold it
+    fixed = [n.used - sum((n.template.rows.of(p) for p in n.pods if id(p) in movable), np.zeros_like(n.used))
+             for n in nodes]
+    holds = [(n.template.allocatable >= f).all(axis=1) for n, f in zip(nodes, fixed)]
+    prices: dict[int, np.ndarray] = {}
+    attempts = 0
+    for _ in range(SHRINK_PASSES):
+        changed = False
+        order = np.argsort(-(bins.free / bins.unit).sum(axis=1), kind="stable").tolist()
+        for a in order:
+            if deadline is not None and time.monotonic() > deadline or attempts >= SHRINK_ATTEMPTS:
+                return
+            node = nodes[a]
+            t = node.template
+            loose = [p for p in node.pods if id(p) in movable and t.rows.of(p) is not None]
+            if not loose:
+                continue
+            mask, _, offers = t.compatible(node.requirements)
+            price = prices.get(id(offers))
+            if price is None:
+                price = prices[id(offers)] = np.array([o.price_per_hour if o is not None else np.inf for o in offers])  # type: ignore[union-attr]
+            cheaper = np.flatnonzero(mask & holds[a] & (price < bins.price[a] - 1e-12))
+            if not len(cheaper):
+                continue
+            nearest = int(cheaper[np.lexsort((cheaper, -price[cheaper]))[0]])
+            attempts += 1
+            for smallest in (False, True):
+                shed = _to_shed(loose, estimate(node.used - t.allocatable[nearest]).astype(float), t, smallest=smallest)
+                if shed is not None and _move_out(a, shed, bins):
+                    changed = True
+                    break
+        if not changed:
+            return
 
 
 def _grow_cheapest(nodes: list[NewNode], pod: PodInfo, topology: Topology, *, alone: float | None) -> bool:
@@ -252,9 +517,9 @@ _State = tuple[Requirements, np.ndarray, np.ndarray, Resources, Resources, froze
                dict[str, str], Resources | None, float]
 
 
-def _state(node: NewNode) -> _State:
+def _state(node: NewNode, price: float | None = None) -> _State:
     return (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
-            len(node.pods), dict(node.domains), node.template.remaining, node.price())
+            len(node.pods), dict(node.domains), node.template.remaining, node.price() if price is None else price)
 
 
 def _restore(node: NewNode, state: _State) -> None:
@@ -286,22 +551,31 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
     count = np.array([len(classes[k]) for k in keys], dtype=np.float64)
     alloc = t.allocatable.astype(np.float64)
     types = _candidate_types(mask, alloc, need, count, offers, t)
-    plan = _solve(types, alloc, need, count, offers, t, node_cost=node_cost, seconds=seconds)
     fresh: list[NewNode] = []
-    if plan is not None:
-        per_type, shares = plan
-        for j, it in enumerate(types):
-            if not per_type[j]:
-                continue
-            members = [e for c, k in enumerate(keys) for e in classes[k][shares[c][j][0]:shares[c][j][1]]]
-            members.sort(key=lambda e: _order(e.pod))
-            nodes = []
-            for _ in range(per_type[j]):
+    if types:
+        caps = left = None
+        if t.remaining is not None:
+            names = sorted(t.remaining)
+            caps = np.array([[float(t.capacity[i].get(n, 0)) for n in names] for i in types])
+            left = np.array([float(t.remaining[n]) for n in names])
+        price = np.array([offers[i].price_per_hour + node_cost for i in types])  # type: ignore[union-attr]
+        choices = cover(need, count, alloc[types], price, caps=caps, left=left, seconds=seconds) or []
+        queues = {k: list(classes[k]) for k in keys}
+        for choice in sorted(choices, key=lambda ch: (-price[ch.type_index], ch.type_index, ch.pods)):
+            for _ in range(choice.nodes):
+                members = [e for c, n in enumerate(choice.pods) for e in queues[keys[c]][:n]]
+                if not members:
+                    break
                 node = open_node(t)
-                node.narrow(pins, only=it)
-                nodes.append(node)
-            _first_fit(nodes, members, topology)
-            fresh += nodes
+                node.narrow(pins, only=types[choice.type_index])
+                turned_away = set()
+                for e in sorted(members, key=lambda e: _order(e.pod)):
+                    if node.add(e.pod, topology) is not None:
+                        turned_away.add(id(e))
+                for c, n in enumerate(choice.pods):     # pods a node turned away wait for the next one
+                    queue = queues[keys[c]]
+                    queues[keys[c]] = [e for e in queue[:n] if id(e) in turned_away] + queue[n:]
+                fresh.append(node)
     placed = {id(pod) for n in fresh for pod in n.pods}
     leftovers = [e for e in group if id(e.pod) not in placed]
     for node in fresh:
@@ -369,109 +643,3 @@ def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, coun
         if smallest is not None:
             chosen.add(smallest)
     return sorted(chosen)
-
-
-def _solve(types: list[int], alloc: np.ndarray, need: np.ndarray, count: np.ndarray, offers: Sequence[Offering | None],
-           t: NodeTemplate, *, node_cost: float, seconds: float) -> tuple[list[int], list[list[tuple[int, int]]]] | None:
-    """How many nodes of each type, and which slice of each class's pods goes to each type; None
-    when the solver finds nothing. Variables: y[j] nodes of types[j] (integer), x[c, j] pods of
-    class c on them (continuous; the first-fit that follows makes them whole)."""
-    if not types:
-        return None
-    k, m = len(types), len(need)
-    fits = np.array([[(alloc[i] >= need[c]).all() for i in types] for c in range(m)], dtype=bool)
-    x_index: dict[tuple[int, int], int] = {}
-    for c in range(m):
-        for j in range(k):
-            if fits[c, j]:
-                x_index[(c, j)] = k + len(x_index)
-    n_vars = k + len(x_index)
-    cost = np.zeros(n_vars)
-    cost[:k] = [offers[i].price_per_hour + node_cost for i in types]  # type: ignore[union-attr]  # set for every type the mask allows
-    rows_i, cols_i, vals, lower, upper = [], [], [], [], []
-    row = 0
-    for c in range(m):                                   # every pod of a class goes somewhere
-        for j in range(k):
-            if (c, j) in x_index:
-                rows_i.append(row), cols_i.append(x_index[(c, j)]), vals.append(1.0)
-        lower.append(count[c]), upper.append(count[c])
-        row += 1
-    for j, i in enumerate(types):                        # what a type's nodes hold, per resource
-        for r in np.flatnonzero((need > 0).any(axis=0)).tolist():
-            if alloc[i][r] <= 0:
-                continue
-            rows_i.append(row), cols_i.append(j), vals.append(-1.0)
-            for c in range(m):
-                if (c, j) in x_index and need[c][r] > 0:
-                    rows_i.append(row), cols_i.append(x_index[(c, j)]), vals.append(need[c][r] / alloc[i][r])
-            lower.append(-np.inf), upper.append(0.0)
-            row += 1
-    for (c, j), v in sorted(x_index.items()):            # no more of a class per node than fit one node alone
-        i = types[j]
-        asked = need[c] > 0
-        per_node = np.floor((alloc[i][asked] / need[c][asked]).min()) if asked.any() else count[c]
-        if per_node < count[c]:
-            rows_i.append(row), cols_i.append(v), vals.append(1.0)
-            rows_i.append(row), cols_i.append(j), vals.append(-float(per_node))
-            lower.append(-np.inf), upper.append(0.0)
-            row += 1
-    if t.remaining is not None:                          # the provisioner's limits, on the types' capacity
-        for name, left in sorted(t.remaining.items()):
-            caps = np.array([t.capacity[i].get(name, 0) for i in types], dtype=np.float64)
-            if not caps.any():
-                continue
-            scale = caps.max()
-            for j in np.flatnonzero(caps).tolist():
-                rows_i.append(row), cols_i.append(j), vals.append(caps[j] / scale)
-            lower.append(-np.inf), upper.append(max(float(left), 0.0) / scale)
-            row += 1
-    matrix = coo_matrix((vals, (rows_i, cols_i)), shape=(row, n_vars)).tocsr()
-    ub = np.concatenate([np.full(k, float(count.sum())), np.zeros(len(x_index))])
-    for (c, _), v in x_index.items():
-        ub[v] = count[c]
-    integrality = np.concatenate([np.ones(k), np.zeros(len(x_index))])
-    result = milp(cost, integrality=integrality, bounds=Bounds(np.zeros(n_vars), ub),
-                  constraints=LinearConstraint(matrix, np.array(lower), np.array(upper)),
-                  options={"time_limit": seconds, "node_limit": MIP_NODE_LIMIT, "mip_rel_gap": MIP_REL_GAP,
-                           "disp": False, "presolve": True})
-    if result.x is None:
-        return None
-    per_type = [int(round(v)) for v in result.x[:k]]
-    shares: list[list[tuple[int, int]]] = []
-    for c in range(m):                                   # whole pods per type: floors, then the largest remainders
-        amounts = [result.x[x_index[(c, j)]] if (c, j) in x_index and per_type[j] else 0.0 for j in range(k)]
-        whole = [int(np.floor(a + 1e-6)) for a in amounts]
-        short = int(count[c]) - sum(whole)
-        for j in sorted(range(k), key=lambda j: (-(amounts[j] - whole[j]), j)):
-            if short <= 0:
-                break
-            if amounts[j] - whole[j] > 1e-6:
-                whole[j] += 1
-                short -= 1
-        start, spans = 0, []
-        for j in range(k):
-            spans.append((start, start + whole[j]))
-            start += whole[j]
-        shares.append(spans)
-    return per_type, shares
-
-
-def _first_fit(nodes: list[NewNode], members: list[_Loose], topology: Topology) -> list[_Loose]:
-    """First-fit-decreasing of `members` into `nodes` (each held to one type); returns those that fit none."""
-    if not nodes:
-        return members
-    t = nodes[0].template
-    dtype = t.allocatable.dtype                  # Python integers when the types' sizes need them
-    room = np.array([t.allocatable[int(np.flatnonzero(n.options)[0])] if n.options.any()
-                     else np.zeros(len(t.rows.index), dtype=dtype) for n in nodes], dtype=dtype)
-    room = room - np.array([n.used for n in nodes], dtype=dtype)
-    rest = []
-    for e in members:
-        need = t.rows.of(e.pod)
-        for i in np.flatnonzero((room >= need).all(axis=1)).tolist():
-            if nodes[i].add(e.pod, topology) is None:
-                room[i] = room[i] - need
-                break
-        else:
-            rest.append(e)
-    return rest

@@ -1,0 +1,85 @@
+"""A lower bound on what new nodes for a set of pods can cost per hour, to judge a packing by.
+
+The bound is the LP relaxation over one provisioner's instance types: fractional numbers of
+nodes of each type whose allocatable cpu, memory and pods (kube-reserved and daemonset
+overhead already taken off) cover what the pods request, each type priced at the cheapest
+offering the provisioner allows; pods that a required hostname anti-affinity keeps apart
+(the largest set whose term selects them all) each get a node of their own that holds them.
+No packing can pay less: any plan is a feasible point of this program. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from karpy.apis import labels as wk
+from karpy.apis.resources import CPU, MEMORY, PODS
+from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+
+BOUND_RESOURCES = (CPU, MEMORY, PODS)
+
+
+def apart(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """The largest set of pods a required hostname anti-affinity term keeps each on its own node:
+    pods sharing a term (selector and namespaces) that selects each of them."""
+    sets: dict[tuple[object, ...], list[PodInfo]] = {}
+    for pod in pods:
+        for term in pod.affinities:
+            if term.anti and not term.weight and term.key == wk.HOSTNAME and term.selector.matches(pod.labels):
+                sets.setdefault((term.selector, term.namespaces), []).append(pod)
+    return max(sets.values(), key=len, default=[])
+
+
+def lower_bound(template: NodeTemplate, pods: Sequence[PodInfo]) -> float:
+    """The LP bound (see the module) for `pods` on new nodes of `template`; inf when none holds them."""
+    _, order, offers = template.compatible(template.requirements)
+    types = order.tolist()
+    if not pods:
+        return 0.0
+    if not types:
+        return float("inf")
+    columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
+    alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types])
+    price = np.array([offers[i].price_per_hour for i in types])  # type: ignore[union-attr]
+    demand = np.zeros(len(columns))
+    for pod in pods:
+        demand += [float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES if r in template.rows.index]
+    keep = demand > 0                                # scaled to the demand: the solver sees numbers near 1
+    alloc, scale = alloc[:, keep] / demand[keep], demand[keep]
+    demand, columns = np.ones(int(keep.sum())), [c for c, k in zip(columns, keep) if k]
+    alone: dict[tuple[float, ...], int] = {}
+    for pod in apart(pods):
+        key = tuple(float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES if r in template.rows.index)
+        alone[key] = alone.get(key, 0) + 1
+    shapes = sorted(alone)
+    # variables: y[t] free nodes of each type, then z[k, t] nodes of type t holding an apart pod of shape k
+    fits = [[j for j in range(len(types)) if (alloc[j] >= np.array(k)[keep] / scale).all()] for k in shapes]
+    if any(not f for f in fits):
+        return float("inf")
+    n_vars = len(types) + sum(len(f) for f in fits)
+    cost = np.concatenate([price] + [price[f] for f in fits])
+    rows, cols, vals = [], [], []
+    for r in range(len(columns)):                    # capacity covers the demand: -sum(alloc * nodes) <= -demand
+        for j in range(len(types)):
+            rows.append(r), cols.append(j), vals.append(-alloc[j][r])
+        start = len(types)
+        for f in fits:
+            for offset, j in enumerate(f):
+                rows.append(r), cols.append(start + offset), vals.append(-alloc[j][r])
+            start += len(f)
+    a_ub = coo_matrix((vals, (rows, cols)), shape=(len(columns), n_vars)).tocsr()
+    rows, cols, vals = [], [], []
+    start = len(types)
+    for k, f in enumerate(fits):                     # every apart pod has its own node
+        for offset in range(len(f)):
+            rows.append(k), cols.append(start + offset), vals.append(1.0)
+        start += len(f)
+    a_eq = coo_matrix((vals, (rows, cols)), shape=(len(shapes), n_vars)).tocsr() if shapes else None
+    b_eq = np.array([alone[k] for k in shapes], dtype=float) if shapes else None
+    result = linprog(cost, A_ub=a_ub, b_ub=-demand, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    return float(result.fun) if result.status == 0 else float("inf")

@@ -1,0 +1,172 @@
+"""Column generation over packing patterns: how many nodes of which type, each holding which pods.
+
+A pattern is one node of one instance type and how many pods of each class (same requests) it
+holds, within the type's allocatable. The master program chooses how many nodes of each
+pattern cover every class at the least price; it starts from patterns a first-fit builds and
+grows by pricing: the LP's duals value each class, and for each type the pattern of the
+greatest value (a small knapsack: greedily for every type, exactly with HiGHS for the most
+promising few) joins the master when it costs less than it is worth. The last master is
+solved with integer node counts over the patterns generated. Deterministic: the same input
+gives the same columns and the solver is bounded by a node limit (its time limit is a guard).
+Pure: numbers in, numbers out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern per type
+EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
+MIP_NODE_LIMIT = 2000
+MIP_REL_GAP = 1e-4
+# HiGHS's presolve prints a debug line to stdout when it maps a solution back (a known HiGHS bug),
+# which would corrupt `karpy plan -o json`; these programs are small enough to solve without it
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """`nodes` nodes of type `type_index`, each holding `pods[c]` pods of class c (at most)."""
+
+    type_index: int
+    pods: tuple[int, ...]
+    nodes: int
+
+
+def _fill(order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Greedily the most pods of each class in `order` that `room` holds, at most `cap` of each."""
+    counts = np.zeros(len(need), dtype=np.int64)
+    for c in order:
+        asked = need[c] > 0
+        most = int(np.floor((room[asked] / need[c][asked]).min() + 1e-9)) if asked.any() else int(cap[c])
+        take = max(0, min(most, int(cap[c])))
+        if take:
+            counts[c] = take
+            room = room - take * need[c]
+    return counts
+
+
+def _knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndarray, seconds: float) -> np.ndarray | None:
+    """The pattern of the greatest total `value` that `room` holds, solved exactly (None if the solver fails)."""
+    useful = np.flatnonzero(value > 1e-12)
+    if not len(useful):
+        return None
+    a = need[useful].T
+    scale = np.where(room > 0, room, 1.0)
+    result = milp(-value[useful], integrality=np.ones(len(useful)), bounds=Bounds(0, cap[useful]),
+                  constraints=LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
+                  options={"time_limit": seconds, "node_limit": 200, "disp": False, "presolve": False})
+    if result.x is None:
+        return None
+    out = np.zeros(len(value), dtype=np.int64)
+    out[useful] = np.round(result.x).astype(np.int64)
+    return out if ((need.T @ out) <= room + 1e-6).all() else None
+
+
+def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndarray, *,
+          caps: np.ndarray | None = None, left: np.ndarray | None = None,
+          seconds: float = 5.0) -> list[Choice] | None:
+    """The cheapest nodes found for `count[c]` pods of each class c of requests `need[c]`.
+
+    `alloc[j]` and `price[j]` describe type j; `caps[j]` is its capacity in the limited resources,
+    `left` what the limits still allow (both None: no limits). None when no pattern mix covers
+    every class (a class no type holds, or the limits)."""
+    started = time.monotonic()
+    m, k = len(need), len(alloc)
+    fits = np.array([[(alloc[j] >= need[c]).all() for j in range(k)] for c in range(m)], dtype=bool)
+    if not fits.any(axis=1).all():
+        return None
+    # sizes relative to what the types offer, so no resource's unit dominates the ordering
+    unit = np.maximum(alloc.max(axis=0), 1.0)
+    size = (need / unit).max(axis=1)
+    columns: list[tuple[int, np.ndarray]] = []
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+
+    def add(j: int, pattern: np.ndarray) -> bool:
+        key = (j, tuple(int(v) for v in pattern))
+        if not pattern.any() or key in seen:
+            return False
+        seen.add(key)
+        columns.append((j, pattern))
+        return True
+
+    by_size = sorted(range(m), key=lambda c: (-size[c], c))
+    for j in range(k):
+        for c in range(m):
+            if fits[c, j]:
+                add(j, _fill([c] + [d for d in by_size if d != c], alloc[j].astype(float), need, count))
+    duals = np.zeros(m)
+    for _ in range(MAX_ROUNDS):
+        if time.monotonic() - started > seconds / 2:
+            break
+        solved = _master(columns, need, count, price, caps, left, integral=False, seconds=seconds)
+        if solved is None:
+            return None
+        _, duals = solved
+        candidates = []
+        for j in range(k):
+            room = alloc[j].astype(float)
+            weight = need / np.maximum(room, 1.0)
+            best, best_value = None, 0.0
+            for density in (duals / np.maximum(weight.max(axis=1), 1e-12), duals / np.maximum(weight.sum(axis=1), 1e-12)):
+                order = [c for c in sorted(range(m), key=lambda c: (-density[c], c)) if duals[c] > 1e-12 and fits[c, j]]
+                pattern = _fill(order, room, need, count)
+                value = float(duals @ pattern)
+                if value > best_value + 1e-12:
+                    best, best_value = pattern, value
+            candidates.append((price[j] - best_value, j, best))
+        candidates.sort(key=lambda x: (x[0], x[1]))
+        added = 0
+        for reduced, j, pattern in candidates:
+            if reduced < -1e-9 and pattern is not None and add(j, pattern):
+                added += 1
+        # exact pricing for the types the greedy found most promising
+        for _, j, _ in candidates[:EXACT_PRICING]:
+            pattern = _knapsack(duals, alloc[j].astype(float), need, count, seconds=max(0.05, seconds / 100))
+            if pattern is not None and price[j] - float(duals @ pattern) < -1e-9 and add(j, pattern):
+                added += 1
+        if not added:
+            break
+    solved = _master(columns, need, count, price, caps, left, integral=True,
+                     seconds=max(0.5, seconds - (time.monotonic() - started)))
+    if solved is None:
+        return None
+    x, _ = solved
+    out = []
+    for (j, pattern), n in zip(columns, x):
+        if n > 0:
+            out.append(Choice(j, tuple(int(v) for v in pattern), int(n)))
+    return out
+
+
+def _master(columns: list[tuple[int, np.ndarray]], need: np.ndarray, count: np.ndarray, price: np.ndarray,
+            caps: np.ndarray | None, left: np.ndarray | None, *, integral: bool,
+            seconds: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The master program over `columns`: node counts per pattern (whole when `integral`) and the classes' duals."""
+    a = np.array([p for _, p in columns], dtype=float).T            # classes x patterns
+    cost = np.array([price[j] for j, _ in columns])
+    blocks_a, blocks_lo, blocks_hi = [a], [count.astype(float)], [np.full(len(count), np.inf)]
+    if caps is not None and left is not None and len(left):
+        scale = np.maximum(caps.max(axis=0), 1.0)
+        use = np.array([caps[j] / scale for j, _ in columns], dtype=float).T   # limited resources x patterns
+        blocks_a.append(use), blocks_lo.append(np.full(len(left), -np.inf)), blocks_hi.append(np.maximum(left, 0) / scale)
+    matrix = np.vstack(blocks_a)
+    lo, hi = np.concatenate(blocks_lo), np.concatenate(blocks_hi)
+    if not integral:
+        # as A_ub x <= b_ub: -a x <= -count, use x <= left
+        result = linprog(cost, A_ub=np.vstack([-a] + blocks_a[1:]), b_ub=np.concatenate([-blocks_lo[0]] + blocks_hi[1:]),
+                         bounds=(0, None), method="highs")
+        if result.status != 0:
+            return None
+        return result.x, -result.ineqlin.marginals[:len(count)]
+    upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for _, p in columns])
+    result = milp(cost, integrality=np.ones(len(columns)), bounds=Bounds(0, upper),
+                  constraints=LinearConstraint(matrix, lo, hi),
+                  options={"time_limit": seconds, "node_limit": MIP_NODE_LIMIT, "mip_rel_gap": MIP_REL_GAP,
+                           "disp": False, "presolve": False})
+    if result.x is None:
+        return None
+    return np.round(result.x).astype(np.int64), np.zeros(len(count))

@@ -1,0 +1,74 @@
+"""The LP lower bound and the pattern generator behind the optimising packer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from karpy.controller.provisioning.scheduling.bound import lower_bound
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.patterns import cover
+from karpy.controller.provisioning.scheduling.scheduler import Scheduler
+from karpy.plan.inputs import load
+from tests.builders import catalog, instance_type, pod, provisioner
+from tests.plan.test_optimize import ANTI, CATALOG
+
+LINEAR = catalog(   # price in step with size: the bound is what the pods' requests cost, plus overhead
+    instance_type("one", cpu="1", memory="2Gi", pods="10", price=1.0),
+    instance_type("four", cpu="4", memory="8Gi", pods="40", price=4.0),
+)
+
+
+def scheduler(tmp_path: Path, *documents: dict[str, Any], optimize: bool = True) -> Scheduler:
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(list(documents), sort_keys=False))
+    return Scheduler(load([str(path)], catalog="aws").snapshot, packing=PackingOptions(optimize=optimize))
+
+
+def cost(s: Scheduler) -> tuple[float, float]:
+    """(the bound, the plan's $/h) for a scheduler's batch."""
+    bound = lower_bound(s.templates[0], s.pending)
+    return bound, sum(n.offering.price_per_hour for n in s.solve().new_nodes)
+
+
+def test_the_bound_is_below_both_the_greedy_and_the_optimiser(tmp_path: Path) -> None:
+    docs = [CATALOG, provisioner("default")] + [pod(f"db-{i}", cpu="1", labels={"app": "db"}, affinity=ANTI)
+                                                 for i in range(3)] + [
+        pod(f"w-{i}", cpu=c, memory=m) for i, (c, m) in enumerate([("250m", "1Gi"), ("1500m", "512Mi"), ("3", "6Gi")] * 4)]
+    bound, greedy = cost(scheduler(tmp_path, *docs, optimize=False))
+    _, best = cost(scheduler(tmp_path, *docs))
+    assert 0 < bound <= best <= greedy
+
+
+def test_the_bound_pays_for_a_node_per_pod_anti_affinity_keeps_apart(tmp_path: Path) -> None:
+    docs = [LINEAR, provisioner("default")] + [pod(f"db-{i}", cpu="100m", memory="100Mi", labels={"app": "db"},
+                                                   affinity=ANTI) for i in range(5)]
+    apart, _ = cost(scheduler(tmp_path, *docs))
+    together, _ = cost(scheduler(tmp_path, *[LINEAR, provisioner("default")] + [
+        pod(f"w-{i}", cpu="100m", memory="100Mi") for i in range(5)]))
+    assert apart >= 5 * 1.0 - 1e-9                # five nodes of the smallest type at least
+    assert together < 1.0                         # half a cpu of requests: a fraction of one node
+
+
+def test_patterns_cover_every_pod_within_each_type() -> None:
+    need = np.array([[1.0, 1.0], [3.0, 3.0], [2.0, 0.5]])
+    count = np.array([7.0, 3.0, 5.0])
+    alloc = np.array([[4.0, 4.0], [8.0, 8.0]])
+    price = np.array([1.0, 1.9])
+    choices = cover(need, count, alloc, price)
+    assert choices is not None
+    held = np.zeros(3)
+    for ch in choices:
+        assert (np.array(ch.pods) @ need <= alloc[ch.type_index] + 1e-9).all()
+        held += ch.nodes * np.array(ch.pods)
+    assert (held >= count).all()
+    total = sum(ch.nodes * price[ch.type_index] for ch in choices)
+    # 26 cpu of requests: three large nodes and a small one hold them exactly (3+3+2, 3+2+2+1, 2+2+1+1+1+1, 1+1)
+    assert abs(total - (3 * 1.9 + 1.0)) < 1e-9
+
+
+def test_patterns_are_none_when_no_type_holds_a_class() -> None:
+    assert cover(np.array([[9.0]]), np.array([1.0]), np.array([[4.0], [8.0]]), np.array([1.0, 2.0])) is None
