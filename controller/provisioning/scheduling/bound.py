@@ -45,7 +45,7 @@ def lower_bound(template: NodeTemplate, pods: Sequence[PodInfo]) -> float:
         return float("inf")
     columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
     alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types])
-    price = np.array([offers[i].price_per_hour for i in types])  # type: ignore[union-attr]
+    price = np.array([offers[i].price_per_hour for i in types])
     demand = np.zeros(len(columns))
     for pod in pods:
         demand += [float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES if r in template.rows.index]

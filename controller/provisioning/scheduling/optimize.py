@@ -43,6 +43,7 @@ from karpy.controller.cloudprovider.types import Offering
 from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate, estimate
 from karpy.controller.provisioning.scheduling.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.reasons import Reason
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
 
 FIT_TRIES = 16                   # rooms tried per loose pod, the tightest first
@@ -145,18 +146,18 @@ class _Moving:
         self.pins: dict[int, Requirements] = {}
         self._bare: dict[int, PodInfo] = {}
 
-    def domain_for(self, pod: PodInfo, node_requirements: Requirements, **kwargs: object) -> tuple[dict[str, str] | None, str | None]:
+    def domain_for(self, pod: PodInfo, node_requirements: Requirements, **kwargs: object) -> tuple[dict[str, str] | None, Reason | None]:
         pins = self.pins.get(id(pod))
         if pins is None or not (pod.spreads or pod.affinities):
-            return self.topology.domain_for(pod, node_requirements, **kwargs)  # type: ignore[arg-type]
+            return self.topology.domain_for(pod, node_requirements, **kwargs)  # type: ignore[arg-type]  # passed through unchanged to Topology.domain_for
         bare = self._bare.get(id(pod))
         if bare is None:
-            bare = self._bare[id(pod)] = dataclasses.replace(pod, spreads=[], affinities=[])
-        chosen, why = self.topology.domain_for(bare, node_requirements, **kwargs)  # type: ignore[arg-type]
+            bare = self._bare[id(pod)] = dataclasses.replace(pod, spreads=(), affinities=())
+        chosen, why = self.topology.domain_for(bare, node_requirements, **kwargs)  # type: ignore[arg-type]  # passed through unchanged to Topology.domain_for
         if chosen is None:
             return None, why
         for key in [s.key for s in pod.spreads] + [t.key for t in pod.affinities]:
-            chosen[key] = pins[key].any_value()  # type: ignore[assignment]
+            chosen[key] = pins[key].any_value()  # type: ignore[assignment]  # a pin names one value of the domain
         return chosen, None
 
     def __getattr__(self, name: str) -> object:
@@ -195,9 +196,9 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         loose += lift
     if not loose:
         return None
-    topology = _Moving(topology)  # type: ignore[assignment]
+    topology = _Moving(topology)  # type: ignore[assignment]  # _Moving stands in for Topology where the packer asks domain_for
     for e in loose:
-        topology.pins[id(e.pod)] = e.pins  # type: ignore[attr-defined]
+        topology.pins[id(e.pod)] = e.pins  # type: ignore[attr-defined]  # the _Moving just made
     loose.sort(key=lambda e: _order(e.pod))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
@@ -251,7 +252,8 @@ def _smallest(values: np.ndarray, count: int) -> np.ndarray:
 
 def _leftover(left: np.ndarray) -> np.ndarray:
     """How much room a fit leaves, per row of `left` (room left per resource, in units of a typical type)."""
-    return left.sum(axis=1)
+    total: np.ndarray = left.sum(axis=1)
+    return total
 
 
 class _Bins:
@@ -311,7 +313,7 @@ class _Bins:
             _restore(node, before)
         return False
 
-    def undo(self, i: int, before: tuple[object, ...]) -> None:
+    def undo(self, i: int, before: _State) -> None:
         _restore(self.nodes[i], before)
         self.refresh(i)
 
@@ -327,7 +329,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
     hopeless: set[tuple[object, ...]] = set()
     rejected: set[tuple[tuple[object, ...], int]] = set()
     alone_price: dict[tuple[object, ...], float | None] = {}
-    rest = []
+    rest: list[_Loose] = []
     last_kind: tuple[object, ...] | None = None
     allowed = fits_grow = fits_free = np.zeros(len(anchored), dtype=bool)
 
@@ -365,7 +367,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
                 rejected.add((kind, i))
         if not done:
             if kind not in alone_price:
-                alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]
+                alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]  # a pod the greedy placed has a row
                 alone_price[kind] = None if alone is None else alone + node_cost
             alone = alone_price[kind]
             found = np.flatnonzero(fits_grow & ~fits_free)
@@ -375,7 +377,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
                 for i in found[_smallest(excess, 4 * GROWTH_TRIES)].tolist():
                     if (kind, i) in rejected:
                         continue
-                    grown = anchored[i].price_with(e.template.rows.of(e.pod))  # type: ignore[arg-type]
+                    grown = anchored[i].price_with(e.template.rows.of(e.pod))
                     if grown is not None and grown - bins.price[i] < best_growth - 1e-12:
                         best, best_growth = i, grown - bins.price[i]
                     tried += 1
@@ -400,7 +402,7 @@ def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, smal
     for p in sorted(loose, key=_order, reverse=smallest):
         if (deficit <= 0).all():
             break
-        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]
+        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]  # a pod the greedy placed has a row
         if (np.minimum(need, np.maximum(deficit, 0)) > 0).any():
             shed.append(p)
             deficit = deficit - need
@@ -408,7 +410,7 @@ def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, smal
         return None
     # drop pods the others already cover (the largest first), so no more moves than needed
     for p in sorted(shed, key=_order):
-        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]
+        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]  # a pod the greedy placed has a row
         if (deficit + need <= 0).all():
             shed.remove(p)
             deficit = deficit + need
@@ -421,11 +423,11 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     node = bins.nodes[a]
     saved = bins.free[a].copy()
     bins.free[a] = -1.0                                  # not into the node it leaves
-    needs = [bins.need(p) for p in shed]
-    if not all((bins.free >= need).all(axis=1).any() for need in needs):
+    needs = [need for p in shed if (need := bins.need(p)) is not None]
+    if len(needs) < len(shed) or not all((bins.free >= need).all(axis=1).any() for need in needs):
         bins.free[a] = saved                             # some pod has no room anywhere: not worth trying
         return False
-    moved: list[tuple[int, tuple[object, ...]]] = []
+    moved: list[tuple[int, _State]] = []
     for p, need in zip(shed, needs):
         found = np.flatnonzero((bins.free >= need).all(axis=1))
         placed = False
@@ -457,7 +459,8 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
         return
     bins = _Bins(nodes, [p for n in nodes for p in n.pods if id(p) in movable], topology)
     # what the pods that stay put need: it never changes, nor do the types that hold it
-    fixed = [n.used - sum((n.template.rows.of(p) for p in n.pods if id(p) in movable), np.zeros_like(n.used))
+    fixed = [n.used - sum((row for p in n.pods if id(p) in movable and (row := n.template.rows.of(p)) is not None),
+                          np.zeros_like(n.used))
              for n in nodes]
     holds = [(n.template.allocatable >= f).all(axis=1) for n, f in zip(nodes, fixed)]
     prices: dict[int, np.ndarray] = {}
@@ -476,7 +479,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
             mask, _, offers = t.compatible(node.requirements)
             price = prices.get(id(offers))
             if price is None:
-                price = prices[id(offers)] = np.array([o.price_per_hour if o is not None else np.inf for o in offers])  # type: ignore[union-attr]
+                price = prices[id(offers)] = np.array([o.price_per_hour if o is not None else np.inf for o in offers])
             cheaper = np.flatnonzero(mask & holds[a] & (price < bins.price[a] - 1e-12))
             if not len(cheaper):
                 continue
@@ -558,7 +561,7 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
             names = sorted(t.remaining)
             caps = np.array([[float(t.capacity[i].get(n, 0)) for n in names] for i in types])
             left = np.array([float(t.remaining[n]) for n in names])
-        price = np.array([offers[i].price_per_hour + node_cost for i in types])  # type: ignore[union-attr]
+        price = np.array([offers[i].price_per_hour + node_cost for i in types])  # type: ignore[union-attr]  # set for every type the mask allows
         choices = cover(need, count, alloc[types], price, caps=caps, left=left, seconds=seconds) or []
         queues = {k: list(classes[k]) for k in keys}
         for choice in sorted(choices, key=lambda ch: (-price[ch.type_index], ch.type_index, ch.pods)):

@@ -120,13 +120,13 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             candidates.append((price[j] - best_value, j, best))
         candidates.sort(key=lambda x: (x[0], x[1]))
         added = 0
-        for reduced, j, pattern in candidates:
-            if reduced < -1e-9 and pattern is not None and add(j, pattern):
+        for reduced, j, column in candidates:
+            if reduced < -1e-9 and column is not None and add(j, column):
                 added += 1
         # exact pricing for the types the greedy found most promising
         for _, j, _ in candidates[:EXACT_PRICING]:
-            pattern = _knapsack(duals, alloc[j].astype(float), need, count, seconds=max(0.05, seconds / 100))
-            if pattern is not None and price[j] - float(duals @ pattern) < -1e-9 and add(j, pattern):
+            exact = _knapsack(duals, alloc[j].astype(float), need, count, seconds=max(0.05, seconds / 100))
+            if exact is not None and price[j] - float(duals @ exact) < -1e-9 and add(j, exact):
                 added += 1
         if not added:
             break
