@@ -48,7 +48,7 @@ from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
 
 FIT_TRIES = 16                   # rooms tried per loose pod, the tightest first
 GROWTH_TRIES = 8                 # anchored nodes whose growth is priced exactly per pod, the least by estimate
-SHRINK_PASSES = 10                # local-search passes over the nodes
+SHRINK_PASSES = 60                # local-search passes over the nodes
 SHRINK_ATTEMPTS = 6000           # the local search's work bound (nodes it tries to shrink, over all passes)
 SHRINK_TRIES = 32                 # rooms tried per pod a node sheds, the tightest first
 GROWTH_CANDIDATES = 32           # anchored nodes a leftover pod may grow, besides the group's new nodes
@@ -274,6 +274,7 @@ class _Bins:
         self.free = np.zeros((len(nodes), len(self.columns)))
         self.grow = np.zeros((len(nodes), len(self.columns)))
         self.price = np.zeros(len(nodes))
+        self.version = np.zeros(len(nodes), dtype=np.int64)   # bumped whenever a node changes
         self._pinned: dict[tuple[tuple[str, str | None], ...], np.ndarray] = {}
         for i in range(len(nodes)):
             self.refresh(i)
@@ -283,6 +284,7 @@ class _Bins:
         self.free[i] = estimate(node.free_room())[self.columns]
         self.grow[i] = estimate(node.grow_room())[self.columns]
         self.price[i] = node.price()
+        self.version[i] += 1
         for wanted, mask in self._pinned.items():
             mask[i] = self._admits(node, wanted)
 
@@ -454,7 +456,9 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
 
 def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None) -> None:
     """Local search: a node sheds loose pods into room other nodes pay for anyway when that lets it
-    take a cheaper instance type; passes over the nodes, roomiest first, until one changes nothing."""
+    take a cheaper instance type; passes over the nodes, roomiest first, until one changes nothing.
+    A shrink usually opens room that lets one more node shrink, so the search runs many passes:
+    a node that failed is tried again only when room opened since holds one of its loose pods."""
     if len(nodes) < 2:
         return
     bins = _Bins(nodes, [p for n in nodes for p in n.pods if id(p) in movable], topology)
@@ -465,12 +469,29 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
     holds = [(n.template.allocatable >= f).all(axis=1) for n, f in zip(nodes, fixed)]
     prices: dict[int, np.ndarray] = {}
     attempts = 0
+    # a node that failed to shrink can succeed later only through room that opened since: the nodes
+    # that shed pods (`opened`, in order); it is tried again only when one of them holds one of its loose pods
+    failed_at: dict[int, int] = {}
+    opened: list[int] = []
+    least: dict[int, tuple[int, np.ndarray]] = {}
+
+    def least_need(a: int) -> np.ndarray:
+        """Per resource, the least any loose pod of node `a` asks: a room short of it holds none of them."""
+        cached = least.get(a)
+        if cached is None or cached[0] != bins.version[a]:
+            rows = [need for p in nodes[a].pods if id(p) in movable and (need := bins.need(p)) is not None]
+            cached = least[a] = (int(bins.version[a]), np.min(rows, axis=0) if rows else np.full(len(bins.columns), np.inf))
+        return cached[1]
+
     for _ in range(SHRINK_PASSES):
         changed = False
         order = np.argsort(-(bins.free / bins.unit).sum(axis=1), kind="stable").tolist()
         for a in order:
             if deadline is not None and time.monotonic() > deadline or attempts >= SHRINK_ATTEMPTS:
                 return
+            since = failed_at.get(a)
+            if since is not None and not (bins.free[[b for b in opened[since:] if b != a]] >= least_need(a)).all(axis=1).any():
+                continue
             node = nodes[a]
             t = node.template
             loose = [p for p in node.pods if id(p) in movable and t.rows.of(p) is not None]
@@ -489,7 +510,11 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 shed = _to_shed(loose, estimate(node.used - t.allocatable[nearest]).astype(float), t, smallest=smallest)
                 if shed is not None and _move_out(a, shed, bins):
                     changed = True
+                    opened.append(a)
+                    failed_at.pop(a, None)
                     break
+            else:
+                failed_at[a] = len(opened)
         if not changed:
             return
 
