@@ -57,7 +57,8 @@ from bench.measure import cluster_with_crds, free_port, metric, stop_all
 from karpy.apis import disruption
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.catalog import built_in
-from karpy.kubeclient.raw import Informer, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import path_of
 
 TYPES = ("m5.xlarge", "m5.2xlarge", "c5.2xlarge", "r5.xlarge")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")

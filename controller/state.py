@@ -21,7 +21,8 @@ from karpy.controller.failures import FailureReporter
 from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
-from karpy.kubeclient.raw import Informer, RawClient, path_of, start_all
+from karpy.kubeclient.informer import Informer, start_all
+from karpy.kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.state")
 Obj = dict[str, Any]

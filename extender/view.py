@@ -1,6 +1,6 @@
 """The extender's view of the cluster, kept by watches: nodes, pods, provisioners and capacity-gap Events.
 
-The watches are the controller's informers (kubeclient/raw.py); this module
+The watches are the controller's informers (kubeclient/informer.py); this module
 keeps, from their events, the per-node facts the extender answers from.
 
 From it come the facts `extender.decisions` weighs (what is bound where,
@@ -28,7 +28,8 @@ from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, 
 from karpy.extender.gaps import Gaps
 from karpy.extender.wire import BindingArgs
 from karpy.kubeclient import events
-from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, start_all
+from karpy.kubeclient.informer import Informer, start_all
+from karpy.kubeclient.raw import RawClient, now_rfc3339
 
 log = logging.getLogger("extender")
 Obj = dict[str, Any]
