@@ -39,6 +39,7 @@ is printed too.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import signal
@@ -181,7 +182,7 @@ def scaled(value: Any, total: int) -> int:
     return int(value)
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=300, help="karpy nodes at the peak (about)")
     parser.add_argument("--scale-in", type=float, default=0.7, help="share of every Deployment's pods removed")
@@ -191,7 +192,43 @@ def main() -> int:
     parser.add_argument("--node-cost-per-hour", type=float, default=0.0, help="the controller's and karpy plan's")
     parser.add_argument("--watch", type=float, default=420.0, help="seconds to follow the cluster after the scale-in")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between the $/h lines printed")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+@dataclasses.dataclass
+class Convergence:
+    """Follows the samples taken after the scale-in (seconds after it, $/h, nodes, being deleted, pending): when
+    the price first came within TARGET_RATIO of `fresh` (the from-scratch packing), and since when nothing
+    changed. It only decides; the caller prints and waits."""
+
+    fresh: float
+    every: float                                   # seconds between the lines shown
+    reached: float | None = None
+    quiet_since: float = 0.0
+    signature: tuple[float, int, int, int] | None = None
+    last_shown: float = -1e9
+
+    def take(self, at: float, cost: float, count: int, deleting: int, pending: int) -> bool:
+        """Record one sample; returns whether it is a line to show (every `every` s, and the first within target)."""
+        ratio = cost / self.fresh if self.fresh else float("inf")
+        first = self.reached is None and ratio <= TARGET_RATIO
+        if first:
+            self.reached = at
+        show = at - self.last_shown >= self.every or first
+        if show:
+            self.last_shown = at
+        if (cost, count, deleting, pending) != self.signature:
+            self.signature, self.quiet_since = (cost, count, deleting, pending), at
+        return show
+
+    def settled(self, now: float) -> bool:
+        """Within target, nothing being deleted or pending, and no change for a minute (`now`: s after the scale-in)."""
+        return self.reached is not None and self.signature is not None and not self.signature[2] \
+            and not self.signature[3] and now - self.quiet_since > 60
+
+
+def main() -> int:
+    args = arguments()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # stop the cluster and controller on the way out
     work = Path(tempfile.mkdtemp(prefix="karpy-consolidation-"))
     kubeconfig = work / "kubeconfig"
@@ -300,24 +337,17 @@ def main() -> int:
         print(f"the scale-in's pods were gone {done_in:.0f} s after it")
         print(f"packed from scratch by karpy plan: ${fresh:.3f}/h ({fresh_nodes} nodes)")
         print(f"{'t (s)':>6} {'$/h':>9} {'ratio':>6} {'nodes':>6} {'deleting':>8} {'pending':>7}", flush=True)
-        reached: float | None = None
-        shown, last_print, quiet_since, signature = 0, -1e9, 0.0, None
+        convergence, shown = Convergence(fresh=fresh, every=args.every), 0
         while time.monotonic() - scaled_in < args.watch:
             for at, cost, count, deleting, pending in samples[shown:]:
-                ratio = cost / fresh if fresh else float("inf")
-                first = reached is None and ratio <= TARGET_RATIO
-                if first:
-                    reached = at
-                if at - last_print >= args.every or first:
-                    last_print = at
+                if convergence.take(at, cost, count, deleting, pending):
+                    ratio = cost / fresh if fresh else float("inf")
                     print(f"{at:6.0f} {cost:9.3f} {ratio:6.3f} {count:6d} {deleting:8d} {pending:7d}", flush=True)
-                if (cost, count, deleting, pending) != signature:
-                    signature, quiet_since = (cost, count, deleting, pending), at
             shown = len(samples)
-            if reached is not None and signature and not signature[2] and not signature[3] \
-                    and time.monotonic() - scaled_in - quiet_since > 60:
-                break                               # converged and nothing changed for a minute
+            if convergence.settled(time.monotonic() - scaled_in):
+                break
             time.sleep(1.0)
+        reached = convergence.reached
         stop.set()
         final_nodes = [n for n in nodes_seen.items() if ours(n)]
         final = price_of(final_nodes)
