@@ -59,7 +59,7 @@ from karpy.apis import disruption
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.catalog import built_in
 from karpy.kubeclient.informer import Informer
-from karpy.kubeclient.raw import path_of
+from karpy.kubeclient.raw import RawClient, path_of
 
 TYPES = ("m5.xlarge", "m5.2xlarge", "c5.2xlarge", "r5.xlarge")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -182,6 +182,45 @@ def scaled(value: Any, total: int) -> int:
     return int(value)
 
 
+def scale(client: RawClient, to: dict[str, int]) -> None:
+    """Set each named Deployment's replicas."""
+    for name, count in to.items():
+        client.patch(path_of("apps/v1", "deployments", "default", name, "scale"), {"spec": {"replicas": count}})
+
+
+def all_running(pods_seen: Informer, replicas: dict[str, int]) -> bool:
+    """At least `replicas` pods in all, none being deleted, and every one of them healthy."""
+    pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
+    return len(pods) >= sum(replicas.values()) and all(disruption.healthy(p) for p in pods)
+
+
+def grow(client: RawClient, prov_path: str, replicas: dict[str, int], *, pods_seen: Informer, nodes_seen: Informer,
+         nodes: int) -> bool:
+    """Grow the cluster to about `nodes` karpy nodes, a wave per instance type and zone (the provisioner narrowed
+    to that one, the Deployments scaled up by the wave's pods, counted into `replicas`); False when a wave's pods
+    were not all Running within 300 s."""
+    started = time.monotonic()
+    per_wave = nodes / (len(TYPES) * len(ZONES))
+    for zone in ZONES:
+        for t in TYPES:
+            spec = provisioner((t,), (zone,), False)
+            client.patch(prov_path, {"spec": {"requirements": spec["spec"]["requirements"]}}, "application/merge-patch+json")
+            time.sleep(1.5)                    # the controller's watch sees the narrowed provisioner first
+            for name, count in wave_pods(t, round(per_wave)).items():
+                replicas[name] += count
+            scale(client, replicas)
+            deadline = time.monotonic() + 300
+            while not all_running(pods_seen, replicas) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if not all_running(pods_seen, replicas):
+                print(f"wave {t} in {zone}: pods not all Running within 300 s")
+                return False
+            counts = sum(1 for n in nodes_seen.items() if ours(n))
+            print(f"  wave {t:10s} {zone}: {sum(replicas.values()):5d} pods, {counts:4d} karpy nodes, "
+                  f"{time.monotonic() - started:6.1f} s", flush=True)
+    return True
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=300, help="karpy nodes at the peak (about)")
@@ -261,33 +300,9 @@ def main() -> int:
                     "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
                     "spec": {**PDBS[name], "selector": {"matchLabels": {"app": name}}}})
 
-        def scale(to: dict[str, int]) -> None:
-            for name, count in to.items():
-                client.patch(path_of("apps/v1", "deployments", "default", name, "scale"), {"spec": {"replicas": count}})
-
-        def all_running() -> bool:
-            pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-            return len(pods) >= sum(replicas.values()) and all(disruption.healthy(p) for p in pods)
-
         grow_started = time.monotonic()
-        per_wave = args.nodes / (len(TYPES) * len(ZONES))
-        for zone in ZONES:
-            for t in TYPES:
-                spec = provisioner((t,), (zone,), False)
-                client.patch(prov_path, {"spec": {"requirements": spec["spec"]["requirements"]}}, "application/merge-patch+json")
-                time.sleep(1.5)                    # the controller's watch sees the narrowed provisioner first
-                for name, count in wave_pods(t, round(per_wave)).items():
-                    replicas[name] += count
-                scale(replicas)
-                deadline = time.monotonic() + 300
-                while not all_running() and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                if not all_running():
-                    print(f"wave {t} in {zone}: pods not all Running within 300 s")
-                    return 1
-                counts = sum(1 for n in nodes_seen.items() if ours(n))
-                print(f"  wave {t:10s} {zone}: {sum(replicas.values()):5d} pods, {counts:4d} karpy nodes, "
-                      f"{time.monotonic() - grow_started:6.1f} s", flush=True)
+        if not grow(client, prov_path, replicas, pods_seen=pods_seen, nodes_seen=nodes_seen, nodes=args.nodes):
+            return 1
         held = time.monotonic()
         while time.monotonic() - held < args.min_node_age + 2:
             time.sleep(1.0)                        # the peak lasts: every node is past the minimum node age
@@ -306,7 +321,7 @@ def main() -> int:
         observer.arm()
         observer.expect(left)                      # before the scale-in is sent: its removals are not disruptions
         scaled_in = time.monotonic()
-        scale(left)
+        scale(client, left)
         peak_pods, replicas = sum(replicas.values()), left
         samples: list[tuple[float, float, int, int, int]] = []   # t, $/h, karpy nodes, being deleted, pods pending
         stop = threading.Event()
@@ -324,7 +339,7 @@ def main() -> int:
 
         def scaled_in_done() -> bool:
             pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-            return len(pods) == sum(left.values()) and all_running()
+            return len(pods) == sum(left.values()) and all_running(pods_seen, left)
         fresh, fresh_nodes = fresh_cost(work, final_spec, nodes_seen.items(), left, args.node_cost_per_hour)
         while time.monotonic() - scaled_in < 300 and not scaled_in_done():
             time.sleep(0.2)
