@@ -12,9 +12,18 @@ from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import PODS, Resources
 
 
+def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference marked `controller: true`, if any: the one owner that manages (and recreates) the object."""
+    return next((r for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")), None)
+
+
 def owned_by_daemonset(pod: Mapping[str, Any]) -> bool:
-    """A DaemonSet's pod: it runs where its DaemonSet puts it, so karpy neither provisions for it nor evicts it."""
-    return any(r.get("kind") == "DaemonSet" for r in (pod.get("metadata") or {}).get("ownerReferences") or [])
+    """A DaemonSet's pod: it runs where its DaemonSet puts it, so karpy neither provisions for it nor evicts it.
+
+    Decided by the controller ownerReference, as `kubectl drain` decides it: a DaemonSet that merely owns
+    the pod (no `controller: true`) would not put it back, so that pod is treated like any other."""
+    ref = controller_of(pod)
+    return ref is not None and ref.get("kind") == "DaemonSet"
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

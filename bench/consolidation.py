@@ -39,6 +39,7 @@ is printed too.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import signal
@@ -57,7 +58,8 @@ from bench.measure import cluster_with_crds, free_port, metric, stop_all
 from karpy.apis import disruption
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.catalog import built_in
-from karpy.kubeclient.raw import Informer, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient, path_of
 
 TYPES = ("m5.xlarge", "m5.2xlarge", "c5.2xlarge", "r5.xlarge")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -180,7 +182,46 @@ def scaled(value: Any, total: int) -> int:
     return int(value)
 
 
-def main() -> int:
+def scale(client: RawClient, to: dict[str, int]) -> None:
+    """Set each named Deployment's replicas."""
+    for name, count in to.items():
+        client.patch(path_of("apps/v1", "deployments", "default", name, "scale"), {"spec": {"replicas": count}})
+
+
+def all_running(pods_seen: Informer, replicas: dict[str, int]) -> bool:
+    """At least `replicas` pods in all, none being deleted, and every one of them healthy."""
+    pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
+    return len(pods) >= sum(replicas.values()) and all(disruption.healthy(p) for p in pods)
+
+
+def grow(client: RawClient, prov_path: str, replicas: dict[str, int], *, pods_seen: Informer, nodes_seen: Informer,
+         nodes: int) -> bool:
+    """Grow the cluster to about `nodes` karpy nodes, a wave per instance type and zone (the provisioner narrowed
+    to that one, the Deployments scaled up by the wave's pods, counted into `replicas`); False when a wave's pods
+    were not all Running within 300 s."""
+    started = time.monotonic()
+    per_wave = nodes / (len(TYPES) * len(ZONES))
+    for zone in ZONES:
+        for t in TYPES:
+            spec = provisioner((t,), (zone,), False)
+            client.patch(prov_path, {"spec": {"requirements": spec["spec"]["requirements"]}}, "application/merge-patch+json")
+            time.sleep(1.5)                    # the controller's watch sees the narrowed provisioner first
+            for name, count in wave_pods(t, round(per_wave)).items():
+                replicas[name] += count
+            scale(client, replicas)
+            deadline = time.monotonic() + 300
+            while not all_running(pods_seen, replicas) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if not all_running(pods_seen, replicas):
+                print(f"wave {t} in {zone}: pods not all Running within 300 s")
+                return False
+            counts = sum(1 for n in nodes_seen.items() if ours(n))
+            print(f"  wave {t:10s} {zone}: {sum(replicas.values()):5d} pods, {counts:4d} karpy nodes, "
+                  f"{time.monotonic() - started:6.1f} s", flush=True)
+    return True
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=300, help="karpy nodes at the peak (about)")
     parser.add_argument("--scale-in", type=float, default=0.7, help="share of every Deployment's pods removed")
@@ -190,7 +231,43 @@ def main() -> int:
     parser.add_argument("--node-cost-per-hour", type=float, default=0.0, help="the controller's and karpy plan's")
     parser.add_argument("--watch", type=float, default=420.0, help="seconds to follow the cluster after the scale-in")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between the $/h lines printed")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+@dataclasses.dataclass
+class Convergence:
+    """Follows the samples taken after the scale-in (seconds after it, $/h, nodes, being deleted, pending): when
+    the price first came within TARGET_RATIO of `fresh` (the from-scratch packing), and since when nothing
+    changed. It only decides; the caller prints and waits."""
+
+    fresh: float
+    every: float                                   # seconds between the lines shown
+    reached: float | None = None
+    quiet_since: float = 0.0
+    signature: tuple[float, int, int, int] | None = None
+    last_shown: float = -1e9
+
+    def take(self, at: float, cost: float, count: int, deleting: int, pending: int) -> bool:
+        """Record one sample; returns whether it is a line to show (every `every` s, and the first within target)."""
+        ratio = cost / self.fresh if self.fresh else float("inf")
+        first = self.reached is None and ratio <= TARGET_RATIO
+        if first:
+            self.reached = at
+        show = at - self.last_shown >= self.every or first
+        if show:
+            self.last_shown = at
+        if (cost, count, deleting, pending) != self.signature:
+            self.signature, self.quiet_since = (cost, count, deleting, pending), at
+        return show
+
+    def settled(self, now: float) -> bool:
+        """Within target, nothing being deleted or pending, and no change for a minute (`now`: s after the scale-in)."""
+        return self.reached is not None and self.signature is not None and not self.signature[2] \
+            and not self.signature[3] and now - self.quiet_since > 60
+
+
+def main() -> int:
+    args = arguments()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # stop the cluster and controller on the way out
     work = Path(tempfile.mkdtemp(prefix="karpy-consolidation-"))
     kubeconfig = work / "kubeconfig"
@@ -223,33 +300,9 @@ def main() -> int:
                     "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
                     "spec": {**PDBS[name], "selector": {"matchLabels": {"app": name}}}})
 
-        def scale(to: dict[str, int]) -> None:
-            for name, count in to.items():
-                client.patch(path_of("apps/v1", "deployments", "default", name, "scale"), {"spec": {"replicas": count}})
-
-        def all_running() -> bool:
-            pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-            return len(pods) >= sum(replicas.values()) and all(disruption.healthy(p) for p in pods)
-
         grow_started = time.monotonic()
-        per_wave = args.nodes / (len(TYPES) * len(ZONES))
-        for zone in ZONES:
-            for t in TYPES:
-                spec = provisioner((t,), (zone,), False)
-                client.patch(prov_path, {"spec": {"requirements": spec["spec"]["requirements"]}}, "application/merge-patch+json")
-                time.sleep(1.5)                    # the controller's watch sees the narrowed provisioner first
-                for name, count in wave_pods(t, round(per_wave)).items():
-                    replicas[name] += count
-                scale(replicas)
-                deadline = time.monotonic() + 300
-                while not all_running() and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                if not all_running():
-                    print(f"wave {t} in {zone}: pods not all Running within 300 s")
-                    return 1
-                counts = sum(1 for n in nodes_seen.items() if ours(n))
-                print(f"  wave {t:10s} {zone}: {sum(replicas.values()):5d} pods, {counts:4d} karpy nodes, "
-                      f"{time.monotonic() - grow_started:6.1f} s", flush=True)
+        if not grow(client, prov_path, replicas, pods_seen=pods_seen, nodes_seen=nodes_seen, nodes=args.nodes):
+            return 1
         held = time.monotonic()
         while time.monotonic() - held < args.min_node_age + 2:
             time.sleep(1.0)                        # the peak lasts: every node is past the minimum node age
@@ -268,7 +321,7 @@ def main() -> int:
         observer.arm()
         observer.expect(left)                      # before the scale-in is sent: its removals are not disruptions
         scaled_in = time.monotonic()
-        scale(left)
+        scale(client, left)
         peak_pods, replicas = sum(replicas.values()), left
         samples: list[tuple[float, float, int, int, int]] = []   # t, $/h, karpy nodes, being deleted, pods pending
         stop = threading.Event()
@@ -286,7 +339,7 @@ def main() -> int:
 
         def scaled_in_done() -> bool:
             pods = [p for p in pods_seen.items() if not p["metadata"].get("deletionTimestamp")]
-            return len(pods) == sum(left.values()) and all_running()
+            return len(pods) == sum(left.values()) and all_running(pods_seen, left)
         fresh, fresh_nodes = fresh_cost(work, final_spec, nodes_seen.items(), left, args.node_cost_per_hour)
         while time.monotonic() - scaled_in < 300 and not scaled_in_done():
             time.sleep(0.2)
@@ -299,24 +352,17 @@ def main() -> int:
         print(f"the scale-in's pods were gone {done_in:.0f} s after it")
         print(f"packed from scratch by karpy plan: ${fresh:.3f}/h ({fresh_nodes} nodes)")
         print(f"{'t (s)':>6} {'$/h':>9} {'ratio':>6} {'nodes':>6} {'deleting':>8} {'pending':>7}", flush=True)
-        reached: float | None = None
-        shown, last_print, quiet_since, signature = 0, -1e9, 0.0, None
+        convergence, shown = Convergence(fresh=fresh, every=args.every), 0
         while time.monotonic() - scaled_in < args.watch:
             for at, cost, count, deleting, pending in samples[shown:]:
-                ratio = cost / fresh if fresh else float("inf")
-                first = reached is None and ratio <= TARGET_RATIO
-                if first:
-                    reached = at
-                if at - last_print >= args.every or first:
-                    last_print = at
+                if convergence.take(at, cost, count, deleting, pending):
+                    ratio = cost / fresh if fresh else float("inf")
                     print(f"{at:6.0f} {cost:9.3f} {ratio:6.3f} {count:6d} {deleting:8d} {pending:7d}", flush=True)
-                if (cost, count, deleting, pending) != signature:
-                    signature, quiet_since = (cost, count, deleting, pending), at
             shown = len(samples)
-            if reached is not None and signature and not signature[2] and not signature[3] \
-                    and time.monotonic() - scaled_in - quiet_since > 60:
-                break                               # converged and nothing changed for a minute
+            if convergence.settled(time.monotonic() - scaled_in):
+                break
             time.sleep(1.0)
+        reached = convergence.reached
         stop.set()
         final_nodes = [n for n in nodes_seen.items() if ours(n)]
         final = price_of(final_nodes)

@@ -49,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.measure import cluster_with_crds, free_port, peak_rss_mib, stop_all
 from karpy.apis import labels as wk
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient, path_of
 
 BENCH_AGENT = "karpy-bench"
 SIMULATOR_AGENT = "karpy-simulator"

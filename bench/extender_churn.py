@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.e2e import deployment
 from bench.measure import cluster_with_crds, free_port, metric, stop_all, wait_for
 from karpy.apis import labels as wk
-from karpy.kubeclient.raw import Informer, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import path_of
 
 ROOT = Path(__file__).resolve().parent.parent
 HORIZON = 30.0

@@ -14,14 +14,15 @@ from typing import Any, Callable, Sequence
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
-from karpy.apis.provisioner_validation import decode_provisioner, validate_provisioner
+from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.failures import FailureReporter
 from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
-from karpy.kubeclient.raw import Informer, RawClient, path_of, start_all
+from karpy.kubeclient.informer import Informer, start_all
+from karpy.kubeclient.raw import RawClient, path_of
 
 log = logging.getLogger("controller.state")
 Obj = dict[str, Any]
@@ -86,10 +87,8 @@ class ClusterState:
             seen.add(key)
             if key not in self._decoded:
                 try:
-                    p, errors = decode_provisioner(raw)
-                    if p is not None:
-                        errors = validate_provisioner(p, aws=False)
-                    problem = "; ".join(map(str, errors)) if errors or p is None else None
+                    p, errors = read_provisioner(raw, aws=False)
+                    problem = "; ".join(map(str, errors)) if p is None else None
                 except Exception as e:  # one Provisioner's error is confined to it
                     p, problem = None, failure(e)
                 if problem is not None:

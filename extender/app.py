@@ -54,53 +54,56 @@ def _json(payload: Any, status: int = 200) -> Response:
     return Response(encode(payload), status=status, mimetype="application/json")
 
 
+def facts_for(args: ExtenderArgs, *, shapes: Shapes, view: ClusterView | None,
+              now: dt.datetime) -> tuple[list[str], list[NodeFacts]]:
+    """The request's node names, and the facts about each: full Nodes as sent, else the watched ones."""
+    nodes: list[NodeShape | str]
+    if args.raw_nodes is not None:
+        nodes = list(shapes.of(args.raw_nodes))
+    elif view is not None:
+        nodes = view.shapes(args.node_names or [])
+    else:
+        nodes = list(args.node_names or [])
+    names = [n if isinstance(n, str) else n.name for n in nodes]
+    if view is not None:
+        return names, view.facts(nodes, now)
+    return names, [NodeFacts(name=n) if isinstance(n, str) else facts_of(n, used=None, pending={}, lifetimes=None, now=now)
+                   for n in nodes]
+
+
+def endpoint(name: str, answer: Callable[[Any], Any], *, max_bytes: int) -> Callable[[], Response]:
+    """A Flask view for verb `name`: reads the body (at most `max_bytes`), answers it with `answer`, counts the
+    request, and turns a body or arguments that cannot be read into a 4xx naming what was wrong."""
+    def view_fn() -> Response:
+        started = time.perf_counter()
+        try:
+            result = answer(read_body(request, max_bytes=max_bytes))
+        except RecursionError:
+            REQUESTS.labels(name, "bad_request").inc()
+            return _json({"error": "Bad Request", "message": "JSON nested too deeply"}, 400)
+        except (BadBody, BadArgs) as e:
+            REQUESTS.labels(name, "bad_request").inc()
+            status = e.status if isinstance(e, BadBody) else 400
+            return _json({"error": HTTP_STATUS_CODES[status], "message": str(e)}, status)
+        REQUESTS.labels(name, "ok").inc()
+        LATENCY.labels(name).observe(time.perf_counter() - started)
+        return _json(result)
+    view_fn.__name__ = name
+    return view_fn
+
+
 def create_app(settings: Settings | None = None, view: ClusterView | None = None,
                clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> Flask:
     settings = settings or Settings()
     app = Flask("karpy.extender")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     gaps = view.gaps if view is not None else Gaps()
-
     shapes = Shapes()
-
-    def facts(args: ExtenderArgs) -> tuple[list[str], list[NodeFacts]]:
-        """The request's node names, and the facts about each: full Nodes as sent, else the watched ones."""
-        now = clock()
-        nodes: list[NodeShape | str]
-        if args.raw_nodes is not None:
-            nodes = list(shapes.of(args.raw_nodes))
-        elif view is not None:
-            nodes = view.shapes(args.node_names or [])
-        else:
-            nodes = list(args.node_names or [])
-        names = [n if isinstance(n, str) else n.name for n in nodes]
-        if view is not None:
-            return names, view.facts(nodes, now)
-        return names, [NodeFacts(name=n) if isinstance(n, str) else facts_of(n, used=None, pending={}, lifetimes=None, now=now)
-                       for n in nodes]
-
-    def verb(name: str, answer: Callable[[Any], Any]) -> Callable[[], Response]:
-        def view_fn() -> Response:
-            started = time.perf_counter()
-            try:
-                result = answer(read_body(request, max_bytes=settings.max_body_bytes))
-            except RecursionError:
-                REQUESTS.labels(name, "bad_request").inc()
-                return _json({"error": "Bad Request", "message": "JSON nested too deeply"}, 400)
-            except (BadBody, BadArgs) as e:
-                REQUESTS.labels(name, "bad_request").inc()
-                status = e.status if isinstance(e, BadBody) else 400
-                return _json({"error": HTTP_STATUS_CODES[status], "message": str(e)}, status)
-            REQUESTS.labels(name, "ok").inc()
-            LATENCY.labels(name).observe(time.perf_counter() - started)
-            return _json(result)
-        view_fn.__name__ = name
-        return view_fn
 
     def filter_(body: bytes) -> Any:
         args = decode_args(body)
         pod = args.needs()
-        names, node_facts = facts(args)
+        names, node_facts = facts_for(args, shapes=shapes, view=view, now=clock())
         passed, failed, kinds = filter_nodes(pod, node_facts)
         if not passed and failed:                 # karpy's knowledge left no node: a capacity gap
             reason = gap_reason(len(failed), kinds)
@@ -115,7 +118,7 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
     def prioritize(body: bytes) -> Any:
         args = decode_args(body)
         pod = args.needs()
-        names, node_facts = facts(args)
+        names, node_facts = facts_for(args, shapes=shapes, view=view, now=clock())
         return host_priorities(names, score_nodes(pod, node_facts))
 
     def bind(body: bytes) -> Any:
@@ -127,9 +130,8 @@ def create_app(settings: Settings | None = None, view: ClusterView | None = None
             log.info("Could not bind pod %s/%s: %s", binding.pod_namespace, binding.pod_name, error)
         return {"Error": error}
 
-    app.add_url_rule("/scheduler/filter", "filter", verb("filter", filter_), methods=["POST"])
-    app.add_url_rule("/scheduler/prioritize", "prioritize", verb("prioritize", prioritize), methods=["POST"])
-    app.add_url_rule("/scheduler/bind", "bind", verb("bind", bind), methods=["POST"])
+    for verb, answer in (("filter", filter_), ("prioritize", prioritize), ("bind", bind)):
+        app.add_url_rule(f"/scheduler/{verb}", verb, endpoint(verb, answer, max_bytes=settings.max_body_bytes), methods=["POST"])
     app.add_url_rule("/capacity-gaps", "capacity_gaps", lambda: _json([g.to_json() for g in gaps.items()]))
     app.register_blueprint(probes_blueprint())
 

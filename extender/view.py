@@ -1,6 +1,6 @@
 """The extender's view of the cluster, kept by watches: nodes, pods, provisioners and capacity-gap Events.
 
-The watches are the controller's informers (kubeclient/raw.py); this module
+The watches are the controller's informers (kubeclient/informer.py); this module
 keeps, from their events, the per-node facts the extender answers from.
 
 From it come the facts `extender.decisions` weighs (what is bound where,
@@ -28,7 +28,8 @@ from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, 
 from karpy.extender.gaps import Gaps
 from karpy.extender.wire import BindingArgs
 from karpy.kubeclient import events
-from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, start_all
+from karpy.kubeclient.informer import Informer, start_all
+from karpy.kubeclient.raw import RawClient, now_rfc3339
 
 log = logging.getLogger("extender")
 Obj = dict[str, Any]
@@ -112,7 +113,7 @@ class ClusterView:
         involved = event.get("involvedObject") or {}
         if kind == "DELETED" or involved.get("kind") != "Pod" or not involved.get("name"):
             return
-        key = f"{involved.get('namespace') or 'default'}/{involved['name']}"
+        key = object_key({"metadata": involved})        # an involvedObject names its pod as metadata would
         pod = self.pods.get(key.split("/", 1)[0], involved["name"])
         if pod is not None and not (pod.get("spec") or {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
             self.gaps.open(key, event.get("message") or wk.CAPACITY_GAP_REASON, event.get("firstTimestamp") or now_rfc3339())
@@ -182,5 +183,5 @@ class ClusterView:
             return f"binding {binding.pod_namespace}/{binding.pod_name} to {binding.node}: {e.status} {e.reason}"
         except OSError as e:
             return f"binding {binding.pod_namespace}/{binding.pod_name} to {binding.node}: {e}"
-        self.gaps.close(f"{binding.pod_namespace}/{binding.pod_name}")
+        self.gaps.close(object_key({"metadata": {"namespace": binding.pod_namespace, "name": binding.pod_name}}))
         return ""

@@ -21,7 +21,8 @@ from kubernetes.client.exceptions import ApiException
 from karpy.apis import eks_node
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
-from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient, now_rfc3339, path_of
 from karpy.simulator.kubelet import node_info
 
 log = logging.getLogger("simulator.aws")

@@ -13,8 +13,9 @@ from typing import Any
 
 from kubernetes.client import ApiClient, Configuration
 
+from karpy.kubeclient.informer import Informer
 from karpy.kubeclient.loop import Loop
-from karpy.kubeclient.raw import Informer, RawClient
+from karpy.kubeclient.raw import RawClient
 from karpy.simulator.apiserver import Server
 from karpy.simulator.kubeconfig import write_kubeconfig
 from karpy.simulator.kubelet import Kubelets, node_info

@@ -17,7 +17,8 @@ from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.conditions import ready
 from karpy.apis.labels import TAINT_NOT_READY, TAINT_UNREACHABLE
-from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient, now_rfc3339, path_of
 from karpy.simulator.writes import Writes
 
 log = logging.getLogger("simulator.kubelet")

@@ -26,7 +26,8 @@ from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.quantity import QuantityError
 from karpy.kubeclient import events
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient, path_of
 from karpy.simulator import fit
 from karpy.simulator.fit import PodFacts
 from karpy.simulator.store import now_rfc3339

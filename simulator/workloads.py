@@ -18,7 +18,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.conditions import ready
-from karpy.kubeclient.raw import Informer, RawClient, now_rfc3339, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient, now_rfc3339, path_of
 from karpy.simulator import disruption, fit
 
 log = logging.getLogger("simulator.workloads")

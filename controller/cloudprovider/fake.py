@@ -77,7 +77,7 @@ class FakeCloudProvider:
         with self._lock:
             self.create_calls.append(request)
         try:                                   # idempotent: a retry returns what was launched
-            return self.get(provider_id)
+            return dataclasses.replace(self.get(provider_id), adopted=True)
         except InstanceNotFound:
             pass
         if self.faults.create_error:

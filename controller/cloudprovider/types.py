@@ -79,6 +79,8 @@ class Instance:
     allocatable: Resources | None = None
     price_per_hour: float | None = None
     warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)   # errors met on the way, in plain words
+    # create() found it already launched for this claim (a retry, a restart) and returned it: not launched again
+    adopted: bool = dataclasses.field(default=False, compare=False)
 
     @property
     def instance_type(self) -> str | None:

@@ -282,6 +282,9 @@ class Launcher:
             self._tell(claim, "LaunchFailed", f"Could not launch a node for this pod: {e}")
             self.delete_claim(name)
             return None
+        if instance.adopted:                    # launched by an earlier try: its launch was logged and counted then
+            log.info("Found instance %s launched earlier for %s; adopting it", instance.provider_id, name)
+            return instance
         LAUNCH_SECONDS.observe(time.perf_counter() - started)
         NODES_LAUNCHED.labels(request.provisioner).inc()
         log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,

@@ -67,11 +67,8 @@ def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
 def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
     actions = []
     for a in plan.actions:
-        doc: dict[str, Any] = {"type": a.kind, "nodes": list(a.nodes), "savingsPerHour": a.savings_per_hour}
-        if a.replacement is not None:
-            doc["replacement"] = _replacement_json(a.replacement)
-        if len(a.replacements) > 1:
-            doc["replacements"] = [_replacement_json(r) for r in a.replacements]
+        doc: dict[str, Any] = {"type": a.kind, "nodes": list(a.nodes), "savingsPerHour": a.savings_per_hour,
+                               **_replacements_json(a)}
         doc["pods"] = list(a.pods)
         doc["moves"] = [{"pod": pod, "to": _destination(a, to)} for pod, to in a.moves]
         actions.append(doc)
@@ -128,6 +125,16 @@ def _nodes_cell(nodes: tuple[str, ...]) -> str:
     return ",".join(nodes) if len(nodes) <= 4 else f"{','.join(nodes[:3])},... ({len(nodes)} nodes)"
 
 
+def _replacements_json(action: Action) -> dict[str, Any]:
+    """An action's `replacement` (the first or only new node) and, when it launches several, `replacements`."""
+    out: dict[str, Any] = {}
+    if action.replacement is not None:
+        out["replacement"] = _replacement_json(action.replacement)
+    if len(action.replacements) > 1:
+        out["replacements"] = [_replacement_json(r) for r in action.replacements]
+    return out
+
+
 def _replacement_json(r: Replacement) -> dict[str, Any]:
     return {"instanceType": r.instance_type, "zone": r.zone, "capacityType": r.capacity_type, "pricePerHour": r.price_per_hour}
 
@@ -139,11 +146,7 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
         return {"node": name, "verdict": "unknown", "reason": "no such node"}
     if isinstance(verdict, Action):
         doc: dict[str, Any] = {"node": name, "verdict": _kind_of(verdict), "reason": verdict.describe(),
-                               "savingsPerHour": verdict.savings_per_hour}
-        if verdict.replacement is not None:
-            doc["replacement"] = _replacement_json(verdict.replacement)
-        if len(verdict.replacements) > 1:
-            doc["replacements"] = [_replacement_json(r) for r in verdict.replacements]
+                               "savingsPerHour": verdict.savings_per_hour, **_replacements_json(verdict)}
         doc["nodes"] = list(verdict.nodes)
         doc["moves"] = [{"pod": pod, "to": _destination(verdict, to)} for pod, to in verdict.moves]
         return doc

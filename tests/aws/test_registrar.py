@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from karpy.apis.resources import Resources
-from karpy.kubeclient.raw import Informer, RawClient, path_of
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient, path_of
 from karpy.simulator.aws import Registrar
 from tests.aws.conftest import CLUSTER, REGION, Moto, provider
 from tests.expectations import eventually

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
+from prometheus_client import REGISTRY
 
 from karpy.apis import nodeclaim as api
 from karpy.apis.resources import Resources
@@ -25,6 +26,11 @@ def kill_at(point: str) -> Callable[[str], None]:
     return fault
 
 
+def launches() -> float:
+    """Nodes launched so far for the `default` provisioner, by the launcher's metric."""
+    return REGISTRY.get_sample_value("karpy_nodes_created_total", {"provisioner": "default"}) or 0.0
+
+
 def restart(env: Env) -> Provisioner:
     """What a restarted controller does first: finish every claim, then provision."""
     launcher = Launcher(env.state, env.cloud, lambda: CATALOG)
@@ -39,11 +45,13 @@ def test_a_launch_killed_at_any_point_is_finished_by_the_next_process_without_du
     env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="500m") for i in range(3)])
     dying = Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG,
                                                                         fault=kill_at(point)))
+    counted = launches()
     with pytest.raises(SystemExit):
         dying.reconcile()
     claims = env.client.get(path_of(api.GROUP_VERSION, api.PLURAL))["items"]
     assert len(claims) == 1                                            # the intent was written before the cloud call
     restart(env)
+    assert launches() - counted == 1     # an instance the restarted launch finds and adopts is not counted again
     nodes = env.client.get(path_of("v1", "nodes"))["items"]
     assert [n["metadata"]["name"] for n in nodes] == [claims[0]["metadata"]["name"]]
     assert len(env.cloud.launched) == 1                                # one instance ever launched: no duplicate

@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
 
+from karpy.kubeclient.informer import Informer
 from karpy.kubeclient.outage import ApiUnreachable, OutageReporter, backoff_seconds, reason_of
-from karpy.kubeclient.raw import Informer, RawClient, api_client, path_of
+from karpy.kubeclient.raw import RawClient, api_client, path_of
 from karpy.simulator.cluster import LocalCluster
 from karpy.simulator.kubeconfig import write_kubeconfig
 from tests.expectations import eventually

@@ -375,10 +375,8 @@ def test_small_pods_share_one_smallest_node() -> None:
 
 
 AMD: dict[str, Any] = {"nodeSelector": {"kubernetes.io/arch": "amd64"}}
-# default-instance-type, pod-eni-instance-type and aws-neuron-instance-type cost the same: Karpenter's fake provider
-# launches the first of them in its list; karpy breaks the tie by name and picks a type with an accelerator no pod asked for
-TIED_WITH_AN_ACCELERATOR = pytest.mark.xfail(strict=True, reason="karpy breaks price ties by name: aws-neuron-instance-type, "
-                                             "whose accelerator no pod asked for, over default-instance-type")
+# default-instance-type, pod-eni-instance-type and aws-neuron-instance-type cost the same: the plain types come
+# before the one with an accelerator no pod asked for (scheduling.nodes.carries_accelerator)
 
 
 # It("should create new nodes when a node is at capacity")
@@ -390,7 +388,6 @@ def test_new_nodes_when_one_is_full() -> None:
 
 
 # It("should pack small and large pods together")
-@TIED_WITH_AN_ACCELERATOR
 def test_small_pods_fill_the_room_large_pods_leave() -> None:
     pods = [upod(**AMD, **p["spec"]) for p in _requesting(40, memory="1.8G") + _requesting(20, memory="400M")]
     names, types = _instance_types_of(expect_provisioned(CATALOG, default_provisioner(), *pods), pods)
@@ -431,7 +428,6 @@ def _with_init(memory: str) -> dict[str, Any]:
 
 
 # It("should take into account initContainer resource requests when binpacking")
-@TIED_WITH_AN_ACCELERATOR
 def test_init_containers_size_the_node() -> None:
     p = _with_init("1Gi")
     assert expect_scheduled(expect_provisioned(CATALOG, default_provisioner(), p), p)["instanceType"] == "default-instance-type"

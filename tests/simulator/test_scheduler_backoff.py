@@ -8,7 +8,8 @@ import uuid
 
 from kubernetes.client import ApiClient, Configuration
 
-from karpy.kubeclient.raw import Informer, RawClient
+from karpy.kubeclient.informer import Informer
+from karpy.kubeclient.raw import RawClient
 from karpy.simulator.scheduler import INITIAL_BACKOFF_SECONDS, Scheduler
 from tests.builders import node, pod
 from tests.expectations import eventually

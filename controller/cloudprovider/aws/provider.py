@@ -143,7 +143,7 @@ class AwsCloudProvider:
     def _create(self, request: NodeRequest) -> Instance:
         found = self._claimed(request.node_name)
         if found is not None:                    # launched before a crash or a retry: adopt, never twice
-            return self._launched(request, found)
+            return dataclasses.replace(self._launched(request, found), adopted=True)
         template = self.templates(request.provisioner)
         subnets = self._subnets(template)
         groups = self._security_groups(template)

@@ -28,6 +28,8 @@ from karpy.controller.provisioning.scheduling.topology import Topology
 # Taints a node carries while it starts; a node karpy launched is not kept from its pods by them.
 STARTING_TAINTS = frozenset({wk.TAINT_NOT_READY, wk.TAINT_UNREACHABLE})
 # Amounts below this (in thousandths) stay int64: the sum or difference of two of them cannot wrap.
+# the extended resources of GPUs and accelerators (NVIDIA, AMD, AWS Inferentia/Trainium, Habana Gaudi)
+ACCELERATORS = ("nvidia.com/gpu", "amd.com/gpu", "aws.amazon.com/neuron", "habana.ai/gaudi")
 FAST_LIMIT = 2**62
 FLOAT_LIMIT = 10**300
 
@@ -53,6 +55,13 @@ def estimate(array: np.ndarray) -> np.ndarray:
 
 def offering_allowed(o: Offering, reqs: Requirements) -> bool:
     return o.allowed_by(reqs)
+
+
+def carries_accelerator(t: InstanceType) -> bool:
+    """Whether `t` has a GPU or an accelerator. Among types of one price the plain ones come first, so a pod
+    that asked for no accelerator does not get a machine with one for its name's sake: Karpenter's AWS
+    provider likewise sets such "exotic" types aside while a generic type would serve."""
+    return any(t.capacity.get(name, 0) > 0 for name in ACCELERATORS)
 
 
 def cheapest_offering(t: InstanceType, reqs: Requirements) -> Offering | None:
@@ -111,7 +120,7 @@ class NodeTemplate:
             offer = cheapest_offering(t, requirements) if t.requirements.intersects(requirements) is None else None
             if offer is not None:
                 priced.append((offer.price_per_hour, t))
-        priced.sort(key=lambda pt: (pt[0], pt[1].name))
+        priced.sort(key=lambda pt: (pt[0], carries_accelerator(pt[1]), pt[1].name))
         usable = [t for _, t in priced]
         self.instance_types = usable
         prices = sorted(price for price, _ in priced)
@@ -135,8 +144,8 @@ class NodeTemplate:
             offers = [cheapest_offering(t, reqs) if t.requirements.intersects(reqs) is None else None
                       for t in self.instance_types]
             mask = np.array([o is not None for o in offers], dtype=bool)
-            ranked = sorted((o.price_per_hour, self.instance_types[i].name, i) for i, o in enumerate(offers)
-                            if o is not None)        # ties keep index order, as a stable sort would
+            ranked = sorted((o.price_per_hour, carries_accelerator(self.instance_types[i]), self.instance_types[i].name, i)
+                            for i, o in enumerate(offers) if o is not None)
             order = np.array([i for *_, i in ranked], dtype=np.int64)
             hit = self._masks[relevant] = (mask, order, offers)
         return hit

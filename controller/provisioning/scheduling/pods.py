@@ -15,7 +15,7 @@ import functools
 from typing import Any, Mapping, Sequence
 
 from karpy.apis.labels import normalize
-from karpy.apis.pods import pod_requests
+from karpy.apis.pods import controller_of, owned_by_daemonset, pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import Resources
@@ -86,7 +86,7 @@ class PodInfo:
 
     @property
     def is_daemon(self) -> bool:
-        return self.owner_kind == "DaemonSet"
+        return owned_by_daemonset(self.raw)
 
     @functools.cached_property
     def requirements(self) -> Requirements:
@@ -156,8 +156,7 @@ class PodInfo:
         name = str(meta.get("name") or meta.get("generateName") or "")
         if not name:
             raise PodError("metadata.name: missing required field")
-        owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-        owner = owner or next(iter(meta.get("ownerReferences") or []), None)
+        owner = controller_of(raw) or next(iter(meta.get("ownerReferences") or []), None)
         affinity = spec.get("affinity") or {}
         node_affinity = affinity.get("nodeAffinity") or {}
         required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []

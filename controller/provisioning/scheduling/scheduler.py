@@ -297,7 +297,7 @@ class Scheduler:
         for pod in self.bound:
             by_node[pod.node_name].append(pod)  # type: ignore[index]  # bound pods name their node
         types = {it.name: it for t in self.templates for it in t.instance_types}
-        out = []
+        out: list[tuple[bool, ExistingNode]] = []
         for name, n in sorted(nodes.items()):
             if name in self.deleting_nodes:
                 continue
@@ -331,10 +331,11 @@ class Scheduler:
             for pod in bound:
                 used = used + pod.requests
                 ports = ports | pod.host_ports
-            out.append(ExistingNode(name=name, labels=labels, taints=taints, available=allocatable - used,
-                                    host_ports=ports, provisioner=template.name if template else None))
+            launching = template is not None and not up
+            out.append((launching, ExistingNode(name=name, labels=labels, taints=taints, available=allocatable - used,
+                                                host_ports=ports, provisioner=template.name if template else None)))
         # nodes that are up and running first, then the ones still being launched
-        return sorted(out, key=lambda n: (n.provisioner is not None and n.labels.get(wk.INITIALIZED) != "true", n.name))
+        return [node for _, node in sorted(out, key=lambda e: (e[0], e[1].name))]
 
     # --- solving -------------------------------------------------------------------
     def solve(self) -> Results:
