@@ -151,8 +151,8 @@ def _parse(argv: list[str] | None) -> Options:
 
 def _watch_parent(stop: threading.Event) -> None:
     """Returns when stdin (the parent's pipe) closes: the parent stopped or died."""
-    try:
-        while sys.stdin.buffer.read(4096):
+    try:   # the file descriptor, not sys.stdin: a buffered reader's lock held at exit aborts the interpreter
+        while os.read(sys.stdin.fileno(), 4096):
             pass
     except (OSError, ValueError):
         pass
