@@ -30,9 +30,10 @@ from karpy.simulator.workloads import Workloads
 log = logging.getLogger("simulator")
 # one connection per informer's watch, and one per parallel writer (scheduler, kubelets, workloads, events)
 CONNECTIONS = 96
-# each pass reads every pod: passes kicked by each event of a burst of thousands would take all of this
-# process's CPU from the other loops, so each loop is held to a share of the time
-LOOP_BUSY_SHARE = 0.5
+# passes kicked by each event of a burst of thousands would take all of this process's CPU from the other
+# loops, so each loop is held to a share of the time; the workload controllers' passes read every pod and
+# matter least once the pods exist, the scheduler's and kubelets' are what a burst waits on
+BUSY_SHARES = {"kubelets": 0.5, "scheduler": 0.5, "workloads": 0.25}
 STOP_SECONDS = 4.0
 # the lines karpy.main writes, so the child's lines read like the parent's in the same log
 LOG_FORMAT = "%(asctime)s.%(msecs)03dZ\t%(levelname)s\t%(name)s\t%(message)s"
@@ -74,7 +75,7 @@ class Controllers:
         kubelets = Kubelets(client, informers["nodes"], informers["pods"], boot_delay=options.boot_delay)
         scheduler = Scheduler(client, informers["nodes"], informers["pods"], extenders=extenders)
         workloads = Workloads(client, informers)
-        loops = {name: Loop(name, reconcile, busy_share=LOOP_BUSY_SHARE) for name, reconcile in (
+        loops = {name: Loop(name, reconcile, busy_share=BUSY_SHARES[name]) for name, reconcile in (
             ("kubelets", kubelets.reconcile), ("scheduler", scheduler.reconcile), ("workloads", workloads.reconcile))}
         if options.aws_endpoint_url and options.cluster_name:
             from karpy.simulator.aws import Registrar  # boto3 only when a cloud is attached
