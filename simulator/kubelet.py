@@ -9,6 +9,7 @@ collector's job). Everything goes through the API server.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
@@ -54,6 +55,9 @@ class Kubelets:
         self._orphaned: dict[str, float] = {}    # pod uid -> when its node was first missing from the cache
         self._ip = 100
         self._writes = Writes("kubelet")
+        # the pods a node's kubelet starts as it comes up: each kubelet is its own process in a cluster, so
+        # the nodes of a burst start their pods side by side, not one node's pods after another's
+        self._starts = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="kubelet-starts")
         # what a write was sent for: object -> its resourceVersion then. A pass that starts before the watch shows
         # the write's result skips the object instead of sending the same write again (a kubelet's status
         # manager remembers what it reported, too); a failed write forgets, so the next pass tries again
@@ -164,7 +168,7 @@ class Kubelets:
             if (pod.get("status") or {}).get("phase") == "Pending" and not meta.get("deletionTimestamp"):
                 key = f"pod/{meta.get('uid', '')}"
                 if self._remember(key, pod):
-                    self._tolerant(self.client.patch, *self._running(pod, started), forget=key)()
+                    self._starts.submit(self._tolerant(self.client.patch, *self._running(pod, started), forget=key))
 
     def _pod(self, pod: Obj, nodes: dict[str, Obj]) -> None:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
