@@ -91,6 +91,11 @@ class Informer:
         with self.lock:
             return list(self._indexes[name][1].get(value, {}).values())
 
+    def index_keys(self, name: str) -> list[str]:
+        """The keys of index `name` that group some object."""
+        with self.lock:
+            return list(self._indexes[name][1])
+
     def indexed(self, name: str) -> list[Obj]:
         """Every object in some group of index `name`."""
         with self.lock:

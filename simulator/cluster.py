@@ -11,24 +11,16 @@ import logging
 import threading
 from typing import Any
 
-from kubernetes.client import ApiClient, Configuration
-
-from karpy.kubeclient.informer import Informer
-from karpy.kubeclient.loop import Loop
-from karpy.kubeclient.raw import RawClient
 from karpy.simulator.apiserver import Server
+from karpy.simulator.controllers import ControllersProcess, Options
 from karpy.simulator.kubeconfig import write_kubeconfig
-from karpy.simulator.kubelet import Kubelets, node_info
+from karpy.simulator.kubelet import node_info
 from karpy.simulator.resources import Registry
-from karpy.simulator.scheduler import Scheduler, load_extenders
+from karpy.simulator.scheduler import load_extenders
 from karpy.simulator.store import HISTORY_PER_RESOURCE, Store
-from karpy.simulator.workloads import Workloads
 
 log = logging.getLogger("simulator")
-# one connection per informer's watch, and one per parallel writer (scheduler, kubelets, workloads, events)
-CONNECTIONS = 96
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-LOOP_BUSY_SHARE = 0.25
 
 
 def system_node(name: str) -> dict[str, Any]:
@@ -52,7 +44,8 @@ def system_node(name: str) -> dict[str, Any]:
 
 class LocalCluster:
     """The API server, and around it (unless `controllers` is False) the scheduler, the kubelets
-    and the workload controllers, which reach the API server over HTTP with the official client."""
+    and the workload controllers, which reach the API server over HTTP with the official client from
+    a child process (simulator/controllers.py), so the two sides use two cores."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, system_nodes: int = 1,
                  history: int = HISTORY_PER_RESOURCE, controllers: bool = True, boot_delay: float = 2.0,
@@ -64,11 +57,11 @@ class LocalCluster:
         self._threads: list[threading.Thread] = []
         self._controllers = controllers
         self._boot_delay = boot_delay
-        self._extenders = load_extenders(scheduler_config, url_prefix=extender_url)
-        self._aws = (aws_endpoint_url, cluster_name, aws_region) if aws_endpoint_url and cluster_name else None
-        self._informers: list[Informer] = []
-        self._loops: list[Loop] = []
-        self._api_client: ApiClient | None = None
+        load_extenders(scheduler_config, url_prefix=extender_url)   # a bad configuration is told here, not in the child
+        self._scheduler_config = scheduler_config
+        self._extender_url = extender_url
+        self._aws_endpoint_url, self._cluster_name, self._aws_region = aws_endpoint_url, cluster_name, aws_region
+        self._controllers_process: ControllersProcess | None = None
         for name in SYSTEM_NAMESPACES:
             self.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
                                              "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
@@ -91,50 +84,17 @@ class LocalCluster:
             self._start_controllers()
 
     def _start_controllers(self) -> None:
-        configuration = Configuration()
-        configuration.host = self.url
-        configuration.connection_pool_maxsize = CONNECTIONS
-        self._api_client = ApiClient(configuration)
-        self._api_client.user_agent = "karpy-simulator"    # its requests counted apart from its clients' (/metrics)
-        client = RawClient(self._api_client)
-        informers = {plural: Informer(client, version, plural) for version, plural in (
-            ("v1", "nodes"), ("v1", "pods"), ("apps/v1", "deployments"), ("apps/v1", "replicasets"),
-            ("apps/v1", "statefulsets"), ("apps/v1", "daemonsets"), ("batch/v1", "jobs"), ("policy/v1", "poddisruptionbudgets"))}
-        kubelets = Kubelets(client, informers["nodes"], informers["pods"], boot_delay=self._boot_delay)
-        scheduler = Scheduler(client, informers["nodes"], informers["pods"], extenders=self._extenders)
-        workloads = Workloads(client, informers)
-        # each pass reads every pod: in a burst of thousands, passes kicked by each event would leave the API
-        # server (in this process) little CPU, so each loop is held to a share of the time
-        loops = {name: Loop(name, reconcile, busy_share=LOOP_BUSY_SHARE) for name, reconcile in (
-            ("kubelets", kubelets.reconcile), ("scheduler", scheduler.reconcile), ("workloads", workloads.reconcile))}
-        if self._aws is not None:
-            from karpy.simulator.aws import Registrar  # boto3 only when a cloud is attached
-
-            endpoint, cluster, region = self._aws
-            registrar = Registrar(client, informers["nodes"], endpoint_url=endpoint, cluster_name=cluster, region=region,
-                                  boot_delay=self._boot_delay)
-            loops["registrar"] = Loop("registrar", registrar.reconcile, resync_seconds=1.0)
-        informers["nodes"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]
-        informers["pods"].handlers += [loops["kubelets"].kick, loops["scheduler"].kick, loops["workloads"].kick]
-        for plural, informer in informers.items():
-            if plural not in ("nodes", "pods"):
-                informer.handlers.append(loops["workloads"].kick)
-        self._informers = list(informers.values())
-        self._loops = list(loops.values())
-        for informer in self._informers:
-            informer.start()
-        for loop in self._loops:
-            loop.start()
+        self._controllers_process = ControllersProcess(Options(
+            server=self.url, boot_delay=self._boot_delay, scheduler_config=self._scheduler_config,
+            extender_url=self._extender_url, aws_endpoint_url=self._aws_endpoint_url, cluster_name=self._cluster_name,
+            aws_region=self._aws_region))
+        self._controllers_process.start()
 
     def stop(self) -> None:
-        for informer in self._informers:
-            informer.stop()
+        if self._controllers_process is not None:
+            self._controllers_process.stop()   # first: its watches end with it, not with the server
         self.server.stopping.set()
         self.server.shutdown()
         self.server.server_close()
-        for loop in self._loops:
-            loop.stop()
         for thread in self._threads:
             thread.join(timeout=5)
-        if self._api_client is not None:
-            self._api_client.close()

@@ -9,7 +9,9 @@ collector's job). Everything goes through the API server.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import threading
 import time
 from typing import Any, Callable
 
@@ -23,6 +25,17 @@ from karpy.simulator.writes import Writes
 
 log = logging.getLogger("simulator.kubelet")
 ORPHAN_GRACE_SECONDS = 2.0
+NODE_INDEX = "kubelet-node"                 # the pods informer's index of pods by their node
+WORK_INDEX = "kubelet-work"                 # and of the bound pods a kubelet has to start or remove
+
+
+def _work(pod: Obj) -> str | None:
+    """WORK_INDEX's key: bound pods not started yet or being deleted (a pass reads these, not every pod)."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return None
+    if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") == "Pending":
+        return "work"
+    return None
 Obj = dict[str, Any]
 
 
@@ -43,16 +56,27 @@ class Kubelets:
         self._orphaned: dict[str, float] = {}    # pod uid -> when its node was first missing from the cache
         self._ip = 100
         self._writes = Writes("kubelet")
+        # the pods a node's kubelet starts as it comes up: each kubelet is its own process in a cluster, so
+        # the nodes of a burst start their pods side by side, not one node's pods after another's
+        self._starts = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="kubelet-starts")
         # what a write was sent for: object -> its resourceVersion then. A pass that starts before the watch shows
         # the write's result skips the object instead of sending the same write again (a kubelet's status
         # manager remembers what it reported, too); a failed write forgets, so the next pass tries again
         self._sent: dict[str, str] = {}
+        self._sent_lock = threading.Lock()       # passes and the writes that start a node's pods both remember
+        pods.add_index(NODE_INDEX, lambda p: (p.get("spec") or {}).get("nodeName"))
+        pods.add_index(WORK_INDEX, _work)
 
     def reconcile(self) -> float | None:
         now = self.clock()
         nodes = {n["metadata"]["name"]: n for n in self.nodes.items()}
-        pods = self.pods.items()
-        live = {p["metadata"].get("uid") for p in pods}
+        # the pods to start or remove, and the pods of nodes gone from the cache; running pods of live nodes
+        # (most pods, most passes) are not read
+        pods = {p["metadata"].get("uid"): p for p in self.pods.by_index(WORK_INDEX, "work")}
+        for node_name in self.pods.index_keys(NODE_INDEX):
+            if node_name not in nodes:
+                pods.update((p["metadata"].get("uid"), p) for p in self.pods.by_index(NODE_INDEX, node_name))
+        live = set(pods)
         # pruned from a copy: a write of the last pass still in flight (its pass failed) may forget its key meanwhile
         self._sent = {k: v for k, v in list(self._sent.items())
                       if (k.partition("/")[2] in live if k.startswith("pod/") else k.partition("/")[2] in nodes)}
@@ -72,9 +96,11 @@ class Kubelets:
             if name not in nodes:
                 del self._seen[name]
         self._orphaned = {uid: t for uid, t in self._orphaned.items() if uid in live}
-        for pod in pods:
+        for pod in pods.values():
             self._pod(pod, nodes)
-        self._writes.flush()
+        # not awaited: the next pass starts while they are in flight (a node that appears meanwhile is not
+        # kept waiting for them), and `_sent` keeps it from sending any of them again
+        self._writes.forget_done()
         if self._orphaned:
             wait = ORPHAN_GRACE_SECONDS if wait is None else min(wait, ORPHAN_GRACE_SECONDS)
         return wait
@@ -96,10 +122,11 @@ class Kubelets:
     def _remember(self, key: str, obj: Obj) -> bool:
         """False when a write for this version of `obj` was sent already; else remembers that one is now."""
         version = obj["metadata"].get("resourceVersion", "")
-        if self._sent.get(key) == version:
-            return False
-        self._sent[key] = version
-        return True
+        with self._sent_lock:
+            if self._sent.get(key) == version:
+                return False
+            self._sent[key] = version
+            return True
 
     def _tolerant_ready(self, node: Obj, ip: int) -> Callable[[], None]:
         def write() -> None:
@@ -134,6 +161,15 @@ class Kubelets:
         except ApiException as e:
             if e.status != 404:
                 raise
+            return
+        # the kubelet is up: it starts the pods already bound to its node now, not when a pass sees the node Ready
+        started = {**node, "status": {**status, **patch["status"]}}
+        for pod in self.pods.by_index(NODE_INDEX, name):
+            meta = pod["metadata"]
+            if (pod.get("status") or {}).get("phase") == "Pending" and not meta.get("deletionTimestamp"):
+                key = f"pod/{meta.get('uid', '')}"
+                if self._remember(key, pod):
+                    self._starts.submit(self._tolerant(self.client.patch, *self._running(pod, started), forget=key))
 
     def _pod(self, pod: Obj, nodes: dict[str, Obj]) -> None:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
@@ -155,22 +191,26 @@ class Kubelets:
                 return
             self._orphaned.pop(meta.get("uid", ""), None)
             if status.get("phase") == "Pending" and ready(node) and self._remember(key, pod):
-                now = now_rfc3339()
-                self._ip += 1
-                containers = spec.get("containers") or []
-                self._writes.submit(self._tolerant(self.client.patch, path + "/status", {"status": {
-                    "phase": "Running", "startTime": now, "podIP": f"10.1.{self._ip // 250 % 250}.{self._ip % 250}",
-                    "hostIP": next((a["address"] for a in (node.get("status") or {}).get("addresses") or []
-                                    if a.get("type") == "InternalIP"), ""),
-                    "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
-                                   for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
-                    "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
-                                           "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
-                                          for c in containers],
-                }}, forget=key))
+                self._writes.submit(self._tolerant(self.client.patch, *self._running(pod, node), forget=key))
         except ApiException as e:
             if e.status not in (404, 409):
                 raise
+
+    def _running(self, pod: Obj, node: Obj) -> tuple[str, Obj]:
+        """The path and body of the status write that says `pod` runs on `node`."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        now = now_rfc3339()
+        self._ip += 1
+        return path_of("v1", "pods", meta.get("namespace"), meta["name"], "status"), {"status": {
+            "phase": "Running", "startTime": now, "podIP": f"10.1.{self._ip // 250 % 250}.{self._ip % 250}",
+            "hostIP": next((a["address"] for a in (node.get("status") or {}).get("addresses") or []
+                            if a.get("type") == "InternalIP"), ""),
+            "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
+                           for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
+            "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+                                   "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
+                                  for c in spec.get("containers") or []],
+        }}
 
     def _tolerant(self, fn: Callable[..., Any], *args: Any, forget: str, **kwargs: Any) -> Callable[[], None]:
         """`fn(*args, **kwargs)` for the write pool: the pod being gone or changed meanwhile is no error

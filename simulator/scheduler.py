@@ -39,6 +39,9 @@ Obj = dict[str, Any]
 # change of the cluster only once its backoff (doubling with each failed try) has passed
 INITIAL_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 10.0
+# writes (binds, Unschedulable marks) sent in one pass before it ends and the next starts: a pass awaits its
+# writes, so without a bound the pods created during a pass that re-marks thousands wait for all of them
+PASS_WRITES = 400
 
 
 def load_extenders(path: str | None, *, url_prefix: str | None = None) -> list[dict[str, Any]]:
@@ -57,8 +60,10 @@ def load_extenders(path: str | None, *, url_prefix: str | None = None) -> list[d
 
 class Scheduler:
     def __init__(self, client: RawClient, nodes: Informer, pods: Informer, *, extenders: list[dict[str, Any]] | None = None,
-                 name: str = "default-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
+                 name: str = "default-scheduler", clock: Callable[[], float] = time.monotonic,
+                 pass_writes: int = PASS_WRITES) -> None:
         self.client, self.nodes, self.pods = client, nodes, pods
+        self._pass_writes = pass_writes
         self.clock = clock
         self.extenders = extenders or []
         self.name = name
@@ -69,6 +74,7 @@ class Scheduler:
         self._seen_placed: set[str] = set()
         self._keys: dict[str, tuple[str, str]] = {}       # pending pod uid -> (resourceVersion, equivalence key)
         self._backoff: dict[str, tuple[int, float]] = {}  # pending pod uid -> (failed tries, not to be tried before)
+        self._queued: dict[str, float] = {}               # pending pod uid -> when it (last) joined the queue
         self._writes = Writes("scheduler")
         # events inform people, they decide nothing: sent on the side, never awaited by a pass
         self._events = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="scheduler-events")
@@ -97,13 +103,21 @@ class Scheduler:
         self._keys = {uid: k for uid, k in self._keys.items() if uid in live}
         self._backoff = {uid: b for uid, b in self._backoff.items() if uid in live}
         now = self.clock()
+        self._queued = {uid: self._queued.get(uid, now) for uid in live}
         again: float | None = None                        # when the first pod backing off may be tried again
         self._placed = {uid: f for uid, f in self._placed.items() if uid in self._seen_placed}
         self._seen_placed = set()
         by_name = {n["metadata"]["name"]: n for n in nodes}
         static: dict[str, dict[str, list[str]]] = {}      # class -> node -> reasons that do not change in a pass
         failed: dict[str, str] = {}                      # class -> the message of the pod of it that fit nowhere
-        for pod in sorted(pending, key=lambda p: (-(p.get("spec") or {}).get("priority", 0), p["metadata"].get("creationTimestamp", ""))):
+        writes = self._writes.count
+        # kube-scheduler's active queue: highest priority first, then the pod that joined the queue first; a
+        # pod that failed joins it again when its backoff ends, behind the pods that came while it waited
+        for pod in sorted(pending, key=lambda p: (-(p.get("spec") or {}).get("priority", 0),
+                                                  self._queued[p["metadata"].get("uid", "")], p["metadata"].get("creationTimestamp", ""))):
+            if self._writes.count - writes >= self._pass_writes:
+                again = 0.0                 # the rest in the next pass, with the pods that came meanwhile
+                break
             uid = pod["metadata"].get("uid", "")
             if self._tried.get(uid) == epoch:
                 continue                    # nothing changed since it last failed
@@ -139,6 +153,7 @@ class Scheduler:
         self._tried[uid] = epoch
         tries = self._backoff.get(uid, (0, 0.0))[0] + 1
         self._backoff[uid] = (tries, now + min(INITIAL_BACKOFF_SECONDS * 2 ** (tries - 1), MAX_BACKOFF_SECONDS))
+        self._queued[uid] = self._backoff[uid][1]
 
     def _key_of(self, pod: Obj) -> str:
         meta = pod["metadata"]

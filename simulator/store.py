@@ -29,6 +29,7 @@ import msgspec
 from karpy.kubeclient.raw import now_rfc3339
 
 HISTORY_PER_RESOURCE = 20_000       # events kept for watches that resume from an old resourceVersion
+WATCH_BATCH_SECONDS = 0.005       # a watch that sent events waits this long before it reads the next ones
 # fields a list can select by without reading every object: kube-apiserver's watch cache indexes pods by node,
 # so a kubelet or an autoscaler asking for one node's pods does not cost a pass over every pod
 INDEXED_FIELDS = {"pods": "spec.nodeName"}
@@ -321,6 +322,9 @@ class Store:
             yield pending
             if not pending and time.monotonic() >= deadline:
                 return
+            if pending:
+                # a burst of writes is read in batches, not one wake-up, lock and socket write per write per watcher
+                stop.wait(WATCH_BATCH_SECONDS)
 
     def drop_watches(self) -> None:
         """End every open watch, as a restarted API server or a broken connection would."""

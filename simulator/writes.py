@@ -17,9 +17,15 @@ class Writes:
     def __init__(self, name: str, parallelism: int = 16) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(parallelism, thread_name_prefix=f"{name}-writes")
         self._pending: list[concurrent.futures.Future[None]] = []
+        self.count = 0                          # writes submitted so far
 
     def submit(self, fn: Any) -> None:
+        self.count += 1
         self._pending.append(self._pool.submit(fn))
+
+    def forget_done(self) -> None:
+        """Drop the writes that finished (for a caller that does not await them)."""
+        self._pending = [f for f in self._pending if not f.done()]
 
     def flush(self) -> None:
         pending, self._pending = self._pending, []

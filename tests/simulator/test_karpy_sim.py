@@ -49,3 +49,29 @@ def test_karpy_sim_serves_kubectl_and_stops_within_five_seconds(tmp_path: Path, 
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_cluster_controllers_process_stops_when_karpy_sim_is_killed(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen([sys.executable, "-m", "karpy.main", "sim", "--port", str(free_port()), "--kubeconfig-out",
+                                str(kubeconfig)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    children: list[int] = []
+    try:
+        eventually(kubeconfig.exists)
+
+        def controllers() -> list[int]:
+            return [int(c) for task in Path(f"/proc/{process.pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+        children = eventually(controllers)
+        assert "karpy.simulator.controllers" in Path(f"/proc/{children[0]}/cmdline").read_text()
+        process.kill()                                  # no chance to stop its child: the child notices by itself
+        process.wait()
+        assert eventually(lambda: not Path(f"/proc/{children[0]}").exists() or
+                          Path(f"/proc/{children[0]}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in children:
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)

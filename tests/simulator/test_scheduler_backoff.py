@@ -51,3 +51,32 @@ def test_a_pod_that_fit_nowhere_is_tried_again_only_after_its_backoff(kube: Kube
         api.close()
         kube.core.delete_namespaced_pod(waiting, "default", grace_period_seconds=0)
         kube.core.delete_node(extra)
+
+
+def test_a_pass_sends_a_bounded_number_of_writes_and_asks_to_run_again_at_once(kube: Kube) -> None:
+    configuration = Configuration()
+    configuration.host = kube.cluster.url
+    api = ApiClient(configuration)
+    client = RawClient(api)
+    nodes, pods = Informer(client, "v1", "nodes"), Informer(client, "v1", "pods")
+    scheduler = Scheduler(client, nodes, pods, clock=lambda: 100.0, pass_writes=1)
+    names = [f"huge-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+
+    def marked() -> list[str]:
+        return [n for n in names if kube.core.read_namespaced_pod(n, "default").status.conditions]
+    try:
+        nodes.start().synced.wait(10)
+        pods.start().synced.wait(10)
+        for name in names:
+            kube.core.create_namespaced_pod("default", pod(name, cpu="64"))
+        eventually(lambda: all(pods.get("default", n) is not None for n in names))
+        assert scheduler.reconcile() == 0.0                               # one write, then the rest next pass
+        assert marked() == names[:1]                                      # the first to join the queue first
+        scheduler.reconcile()
+        assert marked() == names
+    finally:
+        nodes.stop()
+        pods.stop()
+        api.close()
+        for name in names:
+            kube.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
