@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from kubernetes.client import ApiClient, Configuration
 
+from karpy.kubeclient.informer import Informer
 from karpy.kubeclient.loop import Loop
-from karpy.kubeclient.raw import Informer, RawClient
+from karpy.kubeclient.raw import RawClient
 from karpy.simulator.kubelet import Kubelets
 from karpy.simulator.scheduler import Scheduler, load_extenders
 from karpy.simulator.workloads import Workloads
