@@ -90,6 +90,7 @@ class Launcher:
         self._busy: set[str] = set()           # claims a thread of this process is moving on now
         self._planned: dict[str, int] = {}     # uid -> launches under way for it whose claim may not be written yet
         self._landing: dict[str, list[tuple[str, str]]] = {}   # Node written or about to be -> the pods it binds
+        self._just_bound: dict[str, tuple[str, str]] = {}   # uid -> pod this process bound, until the watch shows it
         self._lock = threading.Lock()
         # one set of bind workers for every launch: a node's pods bind side by side, and a burst of nodes
         # cannot open more connections than the client's pool holds
@@ -183,6 +184,15 @@ class Launcher:
         again under the same name has a new uid.)"""
         with self._lock:                    # read before the claims: a launch that ends meanwhile has written its claim
             out: set[str] = set(self._planned)
+            just_bound = list(self._just_bound.items())
+        # pods this process bound that the watch does not yet show bound: their claim may be done binding
+        # already, and planning them again would launch a node for pods that have one
+        for uid, (namespace, name) in just_bound:
+            if self._settled(namespace, name):
+                with self._lock:
+                    self._just_bound.pop(uid, None)
+            else:
+                out.add(uid)
         for claim in self.claims():
             # a claim done binding claims nothing more: a pod it left unbound (no room on its node) waits again
             if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True) \
@@ -377,6 +387,9 @@ class Launcher:
             if e.status not in (404, 409):               # gone, or kube-scheduler bound it first: both fine
                 log.error("Binding pod %s/%s to node %s, %s", namespace, name, node_name, e.reason)
             return False
+        if uid:
+            with self._lock:
+                self._just_bound[uid] = (namespace, name)
         self._fault("mid-bind")
         return True
 

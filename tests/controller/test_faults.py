@@ -32,7 +32,12 @@ def launches() -> float:
 
 
 def restart(env: Env) -> Provisioner:
-    """What a restarted controller does first: finish every claim, then provision."""
+    """What a restarted controller does first: finish every claim, then provision. Its cache is listed after
+    the kill, so it holds every bind the killed process made (here: the shared cache catches up first)."""
+    bound = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["spec"].get("nodeName")
+             for p in env.client.get(path_of("v1", "pods"))["items"]}
+    env.settle(lambda: all((env.state.pods.get(*key) or {}).get("spec", {}).get("nodeName") == node
+                           for key, node in bound.items()))
     launcher = Launcher(env.state, env.cloud, lambda: CATALOG)
     launcher.reconcile()
     fresh = Provisioner(env.state, env.cloud, CATALOG, launcher=launcher)
