@@ -22,6 +22,9 @@ from karpy.kubeclient.informer import Informer
 from karpy.kubeclient.raw import RawClient, now_rfc3339, path_of
 from karpy.simulator import disruption, fit
 
+_PLURALS = {"Deployment": "deployments", "ReplicaSet": "replicasets", "StatefulSet": "statefulsets",
+            "DaemonSet": "daemonsets", "Job": "jobs"}
+
 log = logging.getLogger("simulator.workloads")
 Obj = dict[str, Any]
 ORPHAN_GRACE_SECONDS = 3.0      # a new owner may not be in the cache yet
@@ -261,6 +264,19 @@ class Workloads:
         key = f"{pod_meta['namespace']}/{created['metadata']['name']}"
         self._created.setdefault(owner["metadata"]["uid"], {})[key] = time.monotonic() + 10
 
+    def _still_there(self, owner: Obj) -> bool:
+        """An uncached read of `owner` before creating what it controls, as the real controllers recheck
+        (RecheckDeletionTimestamp): the cache may still hold an owner that was just deleted, and its
+        dependents, deleted with it, would come back as orphans that land on nodes until collected."""
+        meta = owner["metadata"]
+        try:
+            fresh = self.client.get(path_of(owner.get("apiVersion", "v1"), _PLURALS[owner["kind"]], meta["namespace"], meta["name"]))
+        except ApiException as e:
+            if e.status != 404:
+                log.warning("reading %s %s: %s", owner["kind"], meta["name"], e.reason)
+            return False                               # gone, or unknown: the next sync decides
+        return fresh["metadata"].get("uid") == meta.get("uid") and not fresh["metadata"].get("deletionTimestamp")
+
     def _in_flight(self, owner: Obj) -> int:
         """Pods created for `owner` that the cache does not show yet."""
         return len(self._created.get(owner["metadata"]["uid"], {}))
@@ -279,6 +295,8 @@ class Workloads:
         replicas = int(spec.get("replicas", 1))
         current = next((rs for rs in owned if rs["metadata"]["name"] == wanted), None)
         if current is None:
+            if not self._still_there(d):
+                return                                 # deleted: the cache has not caught up
             template = copy.deepcopy(spec.get("template") or {})
             template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = wanted.rsplit("-", 1)[1]
             body = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -300,7 +318,7 @@ class Workloads:
         meta, spec = owner["metadata"], owner.get("spec") or {}
         if meta.get("deletionTimestamp"):
             return
-        plural = {"ReplicaSet": "replicasets", "StatefulSet": "statefulsets", "Job": "jobs"}[owner["kind"]]
+        plural = _PLURALS[owner["kind"]]
         mine = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         active = [p for p in mine if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         want = int(spec.get(field, 1) if spec.get(field) is not None else 1)
@@ -308,16 +326,16 @@ class Workloads:
             want = job_wants(owner, mine)
         if ordinal:
             names = {p["metadata"]["name"] for p in active}
-            for i in range(want):
-                if f"{meta['name']}-{i}" not in names:
-                    self._create_pod(owner, f"{meta['name']}-{i}")
+            absent = [f"{meta['name']}-{i}" for i in range(want) if f"{meta['name']}-{i}" not in names]
+            for name in absent if absent and self._still_there(owner) else []:
+                self._create_pod(owner, name)
             for p in active:
                 suffix = p["metadata"]["name"].rsplit("-", 1)[-1]
                 if not suffix.isdigit() or int(suffix) >= want:
                     self._delete_pod(p)
         else:
             missing = want - len(active) - self._in_flight(owner)
-            if missing > 0:   # side by side, as the ReplicaSet controller's slow-start batches do
+            if missing > 0 and self._still_there(owner):   # side by side, as the ReplicaSet controller's slow-start batches do
                 list(self._pool.map(lambda _: self._create_pod(owner, None), range(missing)))
             if len(active) > want:
                 # unscheduled first, then not ready, then the newest
