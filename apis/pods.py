@@ -47,9 +47,10 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
 
 def container_requests(container: Mapping[str, Any], path: str) -> Resources:
     resources = container.get("resources") or {}
-    try:
-        requests = Resources.parse(resources.get("limits"))   # limits stand in for missing requests
-        requests.update(Resources.parse(resources.get("requests")))
-    except QuantityError as e:
-        raise QuantityError(f"{path}.resources.{e}") from None
+    requests = Resources()
+    for field in ("limits", "requests"):                      # limits stand in for missing requests
+        try:
+            requests.update(Resources.parse(resources.get(field)))
+        except QuantityError as e:
+            raise QuantityError(f"{path}.resources.{field}.{e}") from None
     return requests

@@ -44,7 +44,7 @@ BAD = [
                  'document 1 (Provisioner "default"): spec.requirements[0].operator: \'Within\' is not one of', id="bad-operator"),
     pytest.param([provisioner("default", ttlSecondsAfterEmpty="soon")], "document 1 (Provisioner \"default\"): spec.ttlSecondsAfterEmpty",
                  id="wrong-type"),
-    pytest.param([provisioner("default"), pod("p", cpu="lots")], 'document 2 (Pod "p"): spec.containers[0].resources.cpu',
+    pytest.param([provisioner("default"), pod("p", cpu="lots")], 'document 2 (Pod "p"): spec.containers[0].resources.requests.cpu',
                  id="bad-quantity"),
     pytest.param([provisioner("default"), {"apiVersion": "v1", "kind": "Node", "metadata": {}}], "document 2 (Node): metadata.name",
                  id="node-without-name"),
