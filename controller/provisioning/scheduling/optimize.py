@@ -54,6 +54,8 @@ SHRINK_TRIES = 32                 # rooms tried per pod a node sheds, the tighte
 GROWTH_CANDIDATES = 32           # anchored nodes a leftover pod may grow, besides the group's new nodes
 MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's demand, plus one small type per class
 EFFICIENCY_BAND = 0.03           # types this close in price per unit of demand count as equally efficient
+SWAP_ROUNDS = 6                  # rounds of swapping and shrinking
+SWAP_ATTEMPTS = 40000            # the swapping's work bound (pods looked for a partner, over all rounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +170,25 @@ def _order(pod: PodInfo) -> tuple[int, int, str]:
     return (-pod.requests.get(CPU, 0), -pod.requests.get(MEMORY, 0), pod.key)
 
 
+def _bulk_order(loose: Sequence[_Loose]) -> Callable[[_Loose], tuple[float, str]]:
+    """Largest first by cpu and memory together, each relative to what a typical type of the pod's template
+    offers: a memory-heavy pod is as hard to place as a cpu-heavy one, so neither kind is left to the end."""
+    units: dict[int, tuple[float, float]] = {}
+    for e in loose:
+        t = e.template
+        if id(t) not in units:
+            alloc = estimate(t.allocatable).astype(float)
+            typical = np.median(alloc, axis=0) if len(alloc) else np.ones(len(t.resource_index))
+            units[id(t)] = tuple(max(float(typical[t.resource_index[r]]), 1.0) if r in t.resource_index else 1.0  # type: ignore[assignment]  # two resources
+                                 for r in (CPU, MEMORY))
+
+    def key(e: _Loose) -> tuple[float, str]:
+        cpu, memory = units[id(e.template)]
+        return (-(e.pod.requests.get(CPU, 0) / cpu + e.pod.requests.get(MEMORY, 0) / memory), e.pod.key)
+
+    return key
+
+
 def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
             options: PackingOptions) -> list[NewNode] | None:
     started = time.monotonic()
@@ -199,7 +220,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     topology = _Moving(topology)  # type: ignore[assignment]  # _Moving stands in for Topology where the packer asks domain_for
     for e in loose:
         topology.pins[id(e.pod)] = e.pins  # type: ignore[attr-defined]  # the _Moving just made
-    loose.sort(key=lambda e: _order(e.pod))
+    loose.sort(key=_bulk_order(loose))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
     rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline)
@@ -219,7 +240,13 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
             return None
         fresh += placed
     out = [n for n in anchored + fresh if n.pods]
-    _shrink(out, {id(e.pod) for e in loose}, topology, deadline=deadline)
+    movable = {id(e.pod) for e in loose}
+    _shrink(out, movable, topology, deadline=deadline)
+    trades_left = [SWAP_ATTEMPTS]
+    for _ in range(SWAP_ROUNDS):
+        if not _swap(out, movable, topology, deadline=deadline, budget=trades_left):
+            break
+        _shrink(out, movable, topology, deadline=deadline)
     for node in out:
         if not node.pods:
             node.release()
@@ -517,6 +544,128 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 failed_at[a] = len(opened)
         if not changed:
             return
+
+
+class _Swaps:
+    """Nodes of one template with the same requirements (so any of their loose pods may go to any of them): what
+    each uses, the room its type has left, what it must shed for its next cheaper type, and every loose pod."""
+
+    def __init__(self, nodes: list[NewNode], movable: set[int]) -> None:
+        self.nodes = nodes
+        self.movable = movable
+        t = nodes[0].template
+        self.alloc = estimate(t.allocatable).astype(np.float64)
+        _, order, offers = t.compatible(nodes[0].requirements)
+        self.order = order.tolist()
+        self.price = np.array([o.price_per_hour if o is not None else np.inf for o in offers])
+        self.unit = np.maximum(np.median(self.alloc, axis=0), 1.0)
+        width = self.alloc.shape[1]
+        self.spare = np.zeros((len(nodes), width))
+        self.short = np.full((len(nodes), width), np.inf)
+        self.worth = np.zeros(len(nodes))
+        self.pods: list[PodInfo] = []
+        self.owner: list[int] = []
+        for i, n in enumerate(nodes):
+            for p in n.pods:
+                if id(p) in movable:
+                    self.pods.append(p)
+                    self.owner.append(i)
+        self.need = np.array([self.row(p) for p in self.pods]).reshape(len(self.pods), width)
+        self.owners = np.array(self.owner, dtype=np.int64)
+        for i in range(len(nodes)):
+            self.refresh(i)
+
+    def row(self, pod: PodInfo) -> np.ndarray:
+        return estimate(self.nodes[0].template.rows.of(pod)).astype(np.float64)  # type: ignore[arg-type]  # placed pods have rows
+
+    def refresh(self, i: int) -> None:
+        node = self.nodes[i]
+        used = estimate(node.used).astype(np.float64)
+        current = node.cheapest()
+        self.worth[i] = self.price[current]
+        self.spare[i] = self.alloc[current] - used
+        fixed = used - self.need[self.owners == i].sum(axis=0)
+        cheaper = [j for j in self.order if self.price[j] < self.worth[i] - 1e-12 and (self.alloc[j] >= fixed).all()]
+        self.short[i] = used - self.alloc[cheaper[-1]] if cheaper else np.inf
+
+
+def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
+          budget: list[int]) -> bool:
+    """Local search: a node trades one loose pod for another node's when that lets it take a cheaper type and the
+    other keeps its own; whether any trade was made. It evens out nodes that run out of one resource with room
+    left in another (a node full of memory-heavy pods, its cpu idle), which moving pods one way cannot."""
+    sets: dict[tuple[str, str], list[NewNode]] = {}
+    for n in nodes:
+        if n.template.remaining is None and any(id(p) in movable for p in n.pods):
+            sets.setdefault((n.template.name, str(n.requirements)), []).append(n)
+    traded = False
+    for key in sorted(sets):
+        members = sorted(sets[key], key=lambda n: n.hostname)
+        if len(members) < 2:
+            continue
+        swaps = _Swaps(members, movable)
+        for a in np.argsort(-swaps.worth, kind="stable").tolist():
+            while np.isfinite(swaps.short[a]).all():
+                if deadline is not None and time.monotonic() > deadline or budget[0] <= 0:
+                    return traded
+                if not _trade_one(swaps, a, topology, budget):
+                    break
+                traded = True
+    return traded
+
+
+def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> bool:
+    """Find and make one trade that lets node a take a cheaper type: one or two of its loose pods (p) for one of
+    another node's (q), with p - q covering what a must shed and within the room the other has left (the
+    tightest such fit first)."""
+    mine = np.flatnonzero(swaps.owners == a)
+    firsts: dict[tuple[float, ...], list[int]] = {}
+    for k in mine[np.lexsort((mine, -(swaps.need[mine] / swaps.unit).sum(axis=1)))].tolist():
+        firsts.setdefault(tuple(swaps.need[k].tolist()), []).append(k)
+    offers = [[ks[0]] for ks in firsts.values()]
+    distinct = list(firsts.values())
+    offers += [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + [ks[:2] for ks in distinct if len(ks) > 1]
+    for given in offers:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        diff = swaps.need[given].sum(axis=0) - swaps.need
+        ok = (diff >= swaps.short[a]).all(axis=1) & (diff <= swaps.spare[swaps.owners]).all(axis=1) & (swaps.owners != a)
+        found = np.flatnonzero(ok)
+        if not len(found):
+            continue
+        left = ((swaps.spare[swaps.owners[found]] - diff[found]) / swaps.unit).sum(axis=1)
+        for q in found[np.lexsort((found, left))][:4].tolist():
+            if _make_trade(swaps, a, given, q, topology):
+                return True
+    return False
+
+
+def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int, topology: Topology) -> bool:
+    """Move pods `given` from node a to the owner of pod q and q to a, when a then costs less and the other no
+    more; all or nothing."""
+    b = int(swaps.owners[q])
+    first, second = swaps.nodes[a], swaps.nodes[b]
+    out = [swaps.pods[k] for k in given]
+    back = swaps.pods[q]
+    saved = [(list(n.pods), n.used, n.options, n.reserved, n.requests, n.host_ports, dict(n.domains), n.requirements)
+             for n in (first, second)]
+    gone = {id(p) for p in out}
+    first.keep_only([p for p in first.pods if id(p) not in gone])
+    second.keep_only([p for p in second.pods if p is not back])
+    if first.add(back, topology) is None and all(second.add(p, topology) is None for p in out) and \
+            first.price() < swaps.worth[a] - 1e-9 and second.price() <= swaps.worth[b] + 1e-9:
+        for k in given:
+            swaps.owner[k] = b
+        swaps.owner[q] = a
+        swaps.owners[given], swaps.owners[q] = b, a
+        swaps.refresh(a)
+        swaps.refresh(b)
+        return True
+    for n, (pods, used, options, reserved, requests, ports, domains, requirements) in zip((first, second), saved):
+        n.pods, n.used, n.options, n.reserved, n.requests = pods, used, options, reserved, requests
+        n.host_ports, n.domains, n.requirements = ports, domains, requirements
+    return False
 
 
 def _grow_cheapest(nodes: list[NewNode], pod: PodInfo, topology: Topology, *, alone: float | None) -> bool:
