@@ -96,13 +96,20 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
         return nodes
     templates = {id(n.template): n.template for n in nodes}
     saved = {key: t.remaining for key, t in templates.items()}
-    candidate = _repack(nodes, topology=topology, open_node=open_node, options=options)
-    if candidate is not None and total_cost(candidate, options.node_cost_per_hour) < \
-            total_cost(nodes, options.node_cost_per_hour) - 1e-9:
-        return candidate
+    started = time.monotonic()
+    best, best_cost, best_remaining = nodes, total_cost(nodes, options.node_cost_per_hour), saved
+    # the fill is a heuristic whose outcome turns on the order pods come in: small batches try several
+    orders = FILL_ORDERS if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] else FILL_ORDERS[:1]
+    for order in orders:
+        for key, t in templates.items():
+            t.remaining = saved[key]
+        candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, started=started)
+        if candidate is not None and total_cost(candidate, options.node_cost_per_hour) < best_cost - 1e-9:
+            best, best_cost = candidate, total_cost(candidate, options.node_cost_per_hour)
+            best_remaining = {key: t.remaining for key, t in templates.items()}
     for key, t in templates.items():
-        t.remaining = saved[key]
-    return nodes
+        t.remaining = best_remaining[key]
+    return best
 
 
 @dataclasses.dataclass
@@ -170,28 +177,36 @@ def _order(pod: PodInfo) -> tuple[int, int, str]:
     return (-pod.requests.get(CPU, 0), -pod.requests.get(MEMORY, 0), pod.key)
 
 
-def _bulk_order(loose: Sequence[_Loose]) -> Callable[[_Loose], tuple[float, str]]:
-    """Largest first by cpu and memory together, each relative to what a typical type of the pod's template
-    offers: a memory-heavy pod is as hard to place as a cpu-heavy one, so neither kind is left to the end."""
+FILL_ORDERS = ("bulk", "cpu", "memory", "largest")   # orders the fill takes loose pods in, largest first by...
+# batches of this many pods try every order (a few pods come in much the same order whichever; past the upper
+# end the time is better spent on one), the others the first
+PORTFOLIO_PODS = (200, 6000)
+
+
+def _fill_order(loose: Sequence[_Loose], order: str) -> Callable[[_Loose], tuple[float, float, str]]:
+    """Largest first: by cpu and memory together ("bulk"), cpu then memory, memory then cpu, or the larger of the
+    two ("largest"); each relative to what a typical type of the pod's template offers."""
     units: dict[int, tuple[float, float]] = {}
     for e in loose:
         t = e.template
         if id(t) not in units:
             alloc = estimate(t.allocatable).astype(float)
             typical = np.median(alloc, axis=0) if len(alloc) else np.ones(len(t.resource_index))
-            units[id(t)] = tuple(max(float(typical[t.resource_index[r]]), 1.0) if r in t.resource_index else 1.0  # type: ignore[assignment]  # two resources
-                                 for r in (CPU, MEMORY))
+            units[id(t)] = (max(float(typical[t.resource_index[CPU]]), 1.0) if CPU in t.resource_index else 1.0,
+                            max(float(typical[t.resource_index[MEMORY]]), 1.0) if MEMORY in t.resource_index else 1.0)
 
-    def key(e: _Loose) -> tuple[float, str]:
-        cpu, memory = units[id(e.template)]
-        return (-(e.pod.requests.get(CPU, 0) / cpu + e.pod.requests.get(MEMORY, 0) / memory), e.pod.key)
+    def key(e: _Loose) -> tuple[float, float, str]:
+        cpu_unit, memory_unit = units[id(e.template)]
+        cpu, memory = e.pod.requests.get(CPU, 0) / cpu_unit, e.pod.requests.get(MEMORY, 0) / memory_unit
+        first, second = {"bulk": (cpu + memory, 0.0), "cpu": (cpu, memory), "memory": (memory, cpu),
+                         "largest": (max(cpu, memory), cpu + memory)}[order]
+        return (-first, -second, e.pod.key)
 
     return key
 
 
 def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-            options: PackingOptions) -> list[NewNode] | None:
-    started = time.monotonic()
+            options: PackingOptions, order: str, started: float) -> list[NewNode] | None:
     # 1. lift the loose pods; the rest stay, on copies shrunk to what they still hold
     anchored: list[NewNode] = []
     loose: list[_Loose] = []
@@ -220,7 +235,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     topology = _Moving(topology)  # type: ignore[assignment]  # _Moving stands in for Topology where the packer asks domain_for
     for e in loose:
         topology.pins[id(e.pod)] = e.pins  # type: ignore[attr-defined]  # the _Moving just made
-    loose.sort(key=_bulk_order(loose))
+    loose.sort(key=_fill_order(loose, order))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
     rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline)
