@@ -9,7 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.scheduling import realistic_mix
+from bench.scheduling import diverse_pods, realistic_mix
 from karpy.apis.resources import Resources
 from karpy.controller.provisioning.scheduling.nodes import NewNode
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions, _swap
@@ -185,3 +185,27 @@ def test_two_nodes_trade_pods_when_each_then_fits_a_cheaper_type(tmp_path: Path)
     assert sorted(p.name for p in a.pods + b.pods) == sorted(pods)
     assert {"anchor-a"} <= {p.name for p in a.pods} and {"anchor-b"} <= {p.name for p in b.pods}
     assert not _swap([a, b], movable, scheduler.topology, deadline=None, budget=[100])   # nothing cheaper left
+
+
+def test_a_mixed_batch_of_a_few_hundred_pods_tries_every_fill_order_and_keeps_every_rule(tmp_path: Path) -> None:
+    # Karpenter's diverse benchmark at 300 pods: anti-affinity, hostname and zone spreads, zone affinity
+    docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
+            *diverse_pods(300)]
+    greedy = solve(tmp_path, *docs, optimize=False, catalog_name="fake-400")
+    best = solve(tmp_path, *docs, catalog_name="fake-400")
+    assert price(best) < price(greedy) and placed(best) == placed(greedy) and not best.unschedulable
+    assert_nodes_hold_their_pods(best)
+    apart = [n.name for n in best.new_nodes for p in n.pods if p.labels.get("app") == "nginx"]
+    assert len(apart) == 60 == len(set(apart))                       # hostname anti-affinity: one per node
+
+    def zones_of(results: Results, label: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for n in results.new_nodes:
+            for p in n.pods:
+                if label in p.labels and any(s.key == "topology.kubernetes.io/zone" for s in p.spreads):
+                    key = f"{n.labels['topology.kubernetes.io/zone']}/{p.labels[label]}"
+                    counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    assert zones_of(best, "my-label") == zones_of(greedy, "my-label")    # zone-spread pods move only within their zone
+    assert plan_json(solve(tmp_path, *docs, catalog_name="fake-400")) == plan_json(best)   # deterministic

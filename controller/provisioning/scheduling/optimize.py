@@ -99,7 +99,11 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     started = time.monotonic()
     best, best_cost, best_remaining = nodes, total_cost(nodes, options.node_cost_per_hour), saved
     # the fill is a heuristic whose outcome turns on the order pods come in: small batches try several
-    orders = FILL_ORDERS if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] else FILL_ORDERS[:1]
+    # (the order matters only where loose pods fill nodes that keep other pods)
+    orders = FILL_ORDERS[:1]
+    if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] and \
+            any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
+        orders = FILL_ORDERS
     for order in orders:
         for key, t in templates.items():
             t.remaining = saved[key]
