@@ -100,7 +100,7 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     best, best_cost, best_remaining = nodes, total_cost(nodes, options.node_cost_per_hour), saved
     # the fill is a heuristic whose outcome turns on the order pods come in: small batches try several
     # (the order matters only where loose pods fill nodes that keep other pods)
-    orders = FILL_ORDERS[:1]
+    orders: Sequence[str] = FILL_ORDERS[:1]
     if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] and \
             any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
         orders = FILL_ORDERS
