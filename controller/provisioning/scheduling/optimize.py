@@ -575,27 +575,32 @@ class _Swaps:
         t = nodes[0].template
         self.alloc = estimate(t.allocatable).astype(np.float64)
         _, order, offers = t.compatible(nodes[0].requirements)
-        self.order = order.tolist()
         self.price = np.array([o.price_per_hour if o is not None else np.inf for o in offers])
+        self.by_price = order                            # the allowed types, the cheapest first
         self.unit = np.maximum(np.median(self.alloc, axis=0), 1.0)
         width = self.alloc.shape[1]
         self.spare = np.zeros((len(nodes), width))
         self.short = np.full((len(nodes), width), np.inf)
         self.worth = np.zeros(len(nodes))
         self.pods: list[PodInfo] = []
-        self.owner: list[int] = []
+        self.held: list[list[int]] = [[] for _ in nodes]      # the loose pods of each node, as indices
         for i, n in enumerate(nodes):
             for p in n.pods:
                 if id(p) in movable:
+                    self.held[i].append(len(self.pods))
                     self.pods.append(p)
-                    self.owner.append(i)
         self.need = np.array([self.row(p) for p in self.pods]).reshape(len(self.pods), width)
-        self.owners = np.array(self.owner, dtype=np.int64)
+        self.owners = np.array([i for i, held in enumerate(self.held) for _ in held], dtype=np.int64)
         for i in range(len(nodes)):
             self.refresh(i)
 
     def row(self, pod: PodInfo) -> np.ndarray:
         return estimate(self.nodes[0].template.rows.of(pod)).astype(np.float64)  # type: ignore[arg-type]  # placed pods have rows
+
+    def move(self, k: int, to: int) -> None:
+        self.held[int(self.owners[k])].remove(k)
+        self.held[to].append(k)
+        self.owners[k] = to
 
     def refresh(self, i: int) -> None:
         node = self.nodes[i]
@@ -603,9 +608,10 @@ class _Swaps:
         current = node.cheapest()
         self.worth[i] = self.price[current]
         self.spare[i] = self.alloc[current] - used
-        fixed = used - self.need[self.owners == i].sum(axis=0)
-        cheaper = [j for j in self.order if self.price[j] < self.worth[i] - 1e-12 and (self.alloc[j] >= fixed).all()]
-        self.short[i] = used - self.alloc[cheaper[-1]] if cheaper else np.inf
+        fixed = used - self.need[self.held[i]].sum(axis=0)
+        cheaper = self.by_price[(self.price[self.by_price] < self.worth[i] - 1e-12)
+                                & (self.alloc[self.by_price] >= fixed).all(axis=1)]
+        self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
 
 
 def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
@@ -637,25 +643,35 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     """Find and make one trade that lets node a take a cheaper type: one or two of its loose pods (p) for one of
     another node's (q), with p - q covering what a must shed and within the room the other has left (the
     tightest such fit first)."""
-    mine = np.flatnonzero(swaps.owners == a)
+    # p - q lies between what a must shed and the room the other node has left: only nodes with room for the
+    # shortfall can trade with a, and only what a may give that covers it
+    able = (swaps.spare >= np.maximum(swaps.short[a], 0)).all(axis=1)
+    able[a] = False
+    theirs = np.flatnonzero(able[swaps.owners])
+    mine = np.array(swaps.held[a], dtype=np.int64)
+    if not len(theirs) or not len(mine):
+        return False
     firsts: dict[tuple[float, ...], list[int]] = {}
     for k in mine[np.lexsort((mine, -(swaps.need[mine] / swaps.unit).sum(axis=1)))].tolist():
         firsts.setdefault(tuple(swaps.need[k].tolist()), []).append(k)
-    offers = [[ks[0]] for ks in firsts.values()]
     distinct = list(firsts.values())
-    offers += [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + [ks[:2] for ks in distinct if len(ks) > 1]
-    for given in offers:
-        budget[0] -= 1
-        if budget[0] < 0:
-            return False
-        diff = swaps.need[given].sum(axis=0) - swaps.need
-        ok = (diff >= swaps.short[a]).all(axis=1) & (diff <= swaps.spare[swaps.owners]).all(axis=1) & (swaps.owners != a)
-        found = np.flatnonzero(ok)
+    offers = [[ks[0]] for ks in distinct] + [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + \
+        [ks[:2] for ks in distinct if len(ks) > 1]
+    giving = np.array([swaps.need[given].sum(axis=0) for given in offers])
+    useful = np.flatnonzero((giving >= swaps.short[a]).all(axis=1))   # a pod taken back only adds to the shortfall
+    if not len(useful):
+        return False
+    budget[0] -= len(useful)
+    diff = giving[useful][:, None, :] - swaps.need[theirs][None, :, :]
+    spare = swaps.spare[swaps.owners[theirs]]
+    fits = (diff >= swaps.short[a]).all(axis=2) & (diff <= spare[None, :, :]).all(axis=2)
+    for o, u in enumerate(useful.tolist()):
+        found = np.flatnonzero(fits[o])
         if not len(found):
             continue
-        left = ((swaps.spare[swaps.owners[found]] - diff[found]) / swaps.unit).sum(axis=1)
-        for q in found[np.lexsort((found, left))][:4].tolist():
-            if _make_trade(swaps, a, given, q, topology):
+        left = ((spare[found] - diff[o, found]) / swaps.unit).sum(axis=1)
+        for q in theirs[found[np.lexsort((found, left))][:4]].tolist():
+            if _make_trade(swaps, a, offers[u], q, topology):
                 return True
     return False
 
@@ -675,9 +691,8 @@ def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int, topology: Topol
     if first.add(back, topology) is None and all(second.add(p, topology) is None for p in out) and \
             first.price() < swaps.worth[a] - 1e-9 and second.price() <= swaps.worth[b] + 1e-9:
         for k in given:
-            swaps.owner[k] = b
-        swaps.owner[q] = a
-        swaps.owners[given], swaps.owners[q] = b, a
+            swaps.move(k, b)
+        swaps.move(q, a)
         swaps.refresh(a)
         swaps.refresh(b)
         return True
