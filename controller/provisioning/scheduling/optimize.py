@@ -9,9 +9,9 @@ group counting it took, so every count a spread or affinity read stays as it was
 
 1. nodes left holding other pods ("anchored") keep them and shrink to the cheapest
    type that still holds them;
-2. loose pods, largest first, go into the tightest room an anchored node pays for
-   anyway, else onto the anchored node whose price grows least, when that costs no
-   more than a node of its own;
+2. loose pods, largest first (cpu and memory together), go into the tightest room
+   an anchored node pays for anyway, else onto the anchored node whose price grows
+   least, when that costs no more than a node of its own;
 3. the rest are grouped (provisioner, node requirements, pins) into classes of equal
    requests, and column generation over packing patterns (patterns.py) chooses how
    many nodes of which instance type hold how many pods of each class, each type at
@@ -19,7 +19,12 @@ group counting it took, so every count a spread or affinity read stays as it was
    the provisioners' remaining limits; allocatable already has kube-reserved and
    daemonset overhead taken off, and `pods` is a resource like cpu, so max pods counts;
 4. a local search lets a node shed loose pods into room the others pay for anyway
-   when that lets it take a cheaper type.
+   when that lets it take a cheaper type;
+5. another lets two nodes trade loose pods (one or two for one) when that lets one
+   take a cheaper type and the other keep its own, then 4 runs again.
+
+The fill (2) turns on the order loose pods come in: batches of a few hundred to a
+few thousand pods with anchored nodes run 1-5 with several orders and keep the cheapest.
 
 Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
