@@ -9,9 +9,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.scheduling import realistic_mix
+from bench.scheduling import diverse_pods, realistic_mix
 from karpy.apis.resources import Resources
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.nodes import NewNode
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions, _swap
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from karpy.plan.inputs import load
 from karpy.plan.render import plan_json
@@ -157,3 +158,54 @@ def test_plan_takes_a_node_cost(plan: Plan) -> None:
     many, few = plan(*docs), plan(*docs, args=("--node-cost-per-hour", "0.5"))
     assert few.json["summary"]["newNodes"] < many.json["summary"]["newNodes"]
     assert plan(*docs, args=("--node-cost-per-hour", "-1")).code == 2
+
+
+def test_two_nodes_trade_pods_when_each_then_fits_a_cheaper_type(tmp_path: Path) -> None:
+    # one node full of memory-heavy pods with idle cpu, the other of cpu-heavy ones with idle memory: neither
+    # has room to take a pod of the other for free, but a trade halves both
+    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
+                       for n in (1, 2, 3, 4)))
+    docs = [linear, provisioner("default"),
+            pod("anchor-a", cpu="100m", memory="100Mi"), pod("anchor-b", cpu="100m", memory="100Mi"),
+            pod("mem-1", cpu="100m", memory="3Gi"), pod("mem-2", cpu="100m", memory="3Gi"),
+            pod("cpu-1", cpu="1500m", memory="100Mi"), pod("cpu-2", cpu="1500m", memory="100Mi")]
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
+    pods = {p.name: p for p in scheduler.pending}
+    template = scheduler.templates[0]
+    a, b = NewNode(template, "node-a"), NewNode(template, "node-b")
+    for node, names in ((a, ("anchor-a", "mem-1", "mem-2")), (b, ("anchor-b", "cpu-1", "cpu-2"))):
+        for name in names:
+            assert node.add(pods[name], scheduler.topology) is None
+    assert (a.price(), b.price()) == (4.0, 4.0)
+    movable = {id(p) for name, p in pods.items() if not name.startswith("anchor")}
+    assert _swap([a, b], movable, scheduler.topology, deadline=None, budget=[100])
+    assert (a.price(), b.price()) == (2.0, 2.0)
+    assert sorted(p.name for p in a.pods + b.pods) == sorted(pods)
+    assert {"anchor-a"} <= {p.name for p in a.pods} and {"anchor-b"} <= {p.name for p in b.pods}
+    assert not _swap([a, b], movable, scheduler.topology, deadline=None, budget=[100])   # nothing cheaper left
+
+
+def test_a_mixed_batch_of_a_few_hundred_pods_tries_every_fill_order_and_keeps_every_rule(tmp_path: Path) -> None:
+    # Karpenter's diverse benchmark at 300 pods: anti-affinity, hostname and zone spreads, zone affinity
+    docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
+            *diverse_pods(300)]
+    greedy = solve(tmp_path, *docs, optimize=False, catalog_name="fake-400")
+    best = solve(tmp_path, *docs, catalog_name="fake-400")
+    assert price(best) < price(greedy) and placed(best) == placed(greedy) and not best.unschedulable
+    assert_nodes_hold_their_pods(best)
+    apart = [n.name for n in best.new_nodes for p in n.pods if p.labels.get("app") == "nginx"]
+    assert len(apart) == 60 == len(set(apart))                       # hostname anti-affinity: one per node
+
+    def zones_of(results: Results, label: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for n in results.new_nodes:
+            for p in n.pods:
+                if label in p.labels and any(s.key == "topology.kubernetes.io/zone" for s in p.spreads):
+                    key = f"{n.labels['topology.kubernetes.io/zone']}/{p.labels[label]}"
+                    counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    assert zones_of(best, "my-label") == zones_of(greedy, "my-label")    # zone-spread pods move only within their zone
+    assert plan_json(solve(tmp_path, *docs, catalog_name="fake-400")) == plan_json(best)   # deterministic

@@ -9,9 +9,9 @@ group counting it took, so every count a spread or affinity read stays as it was
 
 1. nodes left holding other pods ("anchored") keep them and shrink to the cheapest
    type that still holds them;
-2. loose pods, largest first, go into the tightest room an anchored node pays for
-   anyway, else onto the anchored node whose price grows least, when that costs no
-   more than a node of its own;
+2. loose pods, largest first (cpu and memory together), go into the tightest room
+   an anchored node pays for anyway, else onto the anchored node whose price grows
+   least, when that costs no more than a node of its own;
 3. the rest are grouped (provisioner, node requirements, pins) into classes of equal
    requests, and column generation over packing patterns (patterns.py) chooses how
    many nodes of which instance type hold how many pods of each class, each type at
@@ -19,7 +19,12 @@ group counting it took, so every count a spread or affinity read stays as it was
    the provisioners' remaining limits; allocatable already has kube-reserved and
    daemonset overhead taken off, and `pods` is a resource like cpu, so max pods counts;
 4. a local search lets a node shed loose pods into room the others pay for anyway
-   when that lets it take a cheaper type.
+   when that lets it take a cheaper type;
+5. another lets two nodes trade loose pods (one or two for one) when that lets one
+   take a cheaper type and the other keep its own, then 4 runs again.
+
+The fill (2) turns on the order loose pods come in: batches of a few hundred to a
+few thousand pods with anchored nodes run 1-5 with several orders and keep the cheapest.
 
 Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
@@ -54,6 +59,8 @@ SHRINK_TRIES = 32                 # rooms tried per pod a node sheds, the tighte
 GROWTH_CANDIDATES = 32           # anchored nodes a leftover pod may grow, besides the group's new nodes
 MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's demand, plus one small type per class
 EFFICIENCY_BAND = 0.03           # types this close in price per unit of demand count as equally efficient
+SWAP_ROUNDS = 6                  # rounds of swapping and shrinking
+SWAP_ATTEMPTS = 40000            # the swapping's work bound (pods looked for a partner, over all rounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,13 +101,24 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
         return nodes
     templates = {id(n.template): n.template for n in nodes}
     saved = {key: t.remaining for key, t in templates.items()}
-    candidate = _repack(nodes, topology=topology, open_node=open_node, options=options)
-    if candidate is not None and total_cost(candidate, options.node_cost_per_hour) < \
-            total_cost(nodes, options.node_cost_per_hour) - 1e-9:
-        return candidate
+    started = time.monotonic()
+    best, best_cost, best_remaining = nodes, total_cost(nodes, options.node_cost_per_hour), saved
+    # the fill is a heuristic whose outcome turns on the order pods come in: small batches try several
+    # (the order matters only where loose pods fill nodes that keep other pods)
+    orders: Sequence[str] = FILL_ORDERS[:1]
+    if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] and \
+            any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
+        orders = FILL_ORDERS
+    for order in orders:
+        for key, t in templates.items():
+            t.remaining = saved[key]
+        candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, started=started)
+        if candidate is not None and total_cost(candidate, options.node_cost_per_hour) < best_cost - 1e-9:
+            best, best_cost = candidate, total_cost(candidate, options.node_cost_per_hour)
+            best_remaining = {key: t.remaining for key, t in templates.items()}
     for key, t in templates.items():
-        t.remaining = saved[key]
-    return nodes
+        t.remaining = best_remaining[key]
+    return best
 
 
 @dataclasses.dataclass
@@ -168,9 +186,36 @@ def _order(pod: PodInfo) -> tuple[int, int, str]:
     return (-pod.requests.get(CPU, 0), -pod.requests.get(MEMORY, 0), pod.key)
 
 
+FILL_ORDERS = ("bulk", "cpu", "memory", "largest")   # orders the fill takes loose pods in, largest first by...
+# batches of this many pods try every order (a few pods come in much the same order whichever; past the upper
+# end the time is better spent on one), the others the first
+PORTFOLIO_PODS = (200, 6000)
+
+
+def _fill_order(loose: Sequence[_Loose], order: str) -> Callable[[_Loose], tuple[float, float, str]]:
+    """Largest first: by cpu and memory together ("bulk"), cpu then memory, memory then cpu, or the larger of the
+    two ("largest"); each relative to what a typical type of the pod's template offers."""
+    units: dict[int, tuple[float, float]] = {}
+    for e in loose:
+        t = e.template
+        if id(t) not in units:
+            alloc = estimate(t.allocatable).astype(float)
+            typical = np.median(alloc, axis=0) if len(alloc) else np.ones(len(t.resource_index))
+            units[id(t)] = (max(float(typical[t.resource_index[CPU]]), 1.0) if CPU in t.resource_index else 1.0,
+                            max(float(typical[t.resource_index[MEMORY]]), 1.0) if MEMORY in t.resource_index else 1.0)
+
+    def key(e: _Loose) -> tuple[float, float, str]:
+        cpu_unit, memory_unit = units[id(e.template)]
+        cpu, memory = e.pod.requests.get(CPU, 0) / cpu_unit, e.pod.requests.get(MEMORY, 0) / memory_unit
+        first, second = {"bulk": (cpu + memory, 0.0), "cpu": (cpu, memory), "memory": (memory, cpu),
+                         "largest": (max(cpu, memory), cpu + memory)}[order]
+        return (-first, -second, e.pod.key)
+
+    return key
+
+
 def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-            options: PackingOptions) -> list[NewNode] | None:
-    started = time.monotonic()
+            options: PackingOptions, order: str, started: float) -> list[NewNode] | None:
     # 1. lift the loose pods; the rest stay, on copies shrunk to what they still hold
     anchored: list[NewNode] = []
     loose: list[_Loose] = []
@@ -199,7 +244,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     topology = _Moving(topology)  # type: ignore[assignment]  # _Moving stands in for Topology where the packer asks domain_for
     for e in loose:
         topology.pins[id(e.pod)] = e.pins  # type: ignore[attr-defined]  # the _Moving just made
-    loose.sort(key=lambda e: _order(e.pod))
+    loose.sort(key=_fill_order(loose, order))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
     rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline)
@@ -219,7 +264,13 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
             return None
         fresh += placed
     out = [n for n in anchored + fresh if n.pods]
-    _shrink(out, {id(e.pod) for e in loose}, topology, deadline=deadline)
+    movable = {id(e.pod) for e in loose}
+    _shrink(out, movable, topology, deadline=deadline)
+    trades_left = [SWAP_ATTEMPTS]
+    for _ in range(SWAP_ROUNDS):
+        if not _swap(out, movable, topology, deadline=deadline, budget=trades_left):
+            break
+        _shrink(out, movable, topology, deadline=deadline)
     for node in out:
         if not node.pods:
             node.release()
@@ -517,6 +568,143 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 failed_at[a] = len(opened)
         if not changed:
             return
+
+
+class _Swaps:
+    """Nodes of one template with the same requirements (so any of their loose pods may go to any of them): what
+    each uses, the room its type has left, what it must shed for its next cheaper type, and every loose pod."""
+
+    def __init__(self, nodes: list[NewNode], movable: set[int]) -> None:
+        self.nodes = nodes
+        self.movable = movable
+        t = nodes[0].template
+        self.alloc = estimate(t.allocatable).astype(np.float64)
+        _, order, offers = t.compatible(nodes[0].requirements)
+        self.price = np.array([o.price_per_hour if o is not None else np.inf for o in offers])
+        self.by_price = order                            # the allowed types, the cheapest first
+        self.unit = np.maximum(np.median(self.alloc, axis=0), 1.0)
+        width = self.alloc.shape[1]
+        self.spare = np.zeros((len(nodes), width))
+        self.short = np.full((len(nodes), width), np.inf)
+        self.worth = np.zeros(len(nodes))
+        self.pods: list[PodInfo] = []
+        self.held: list[list[int]] = [[] for _ in nodes]      # the loose pods of each node, as indices
+        for i, n in enumerate(nodes):
+            for p in n.pods:
+                if id(p) in movable:
+                    self.held[i].append(len(self.pods))
+                    self.pods.append(p)
+        self.need = np.array([self.row(p) for p in self.pods]).reshape(len(self.pods), width)
+        self.owners = np.array([i for i, held in enumerate(self.held) for _ in held], dtype=np.int64)
+        for i in range(len(nodes)):
+            self.refresh(i)
+
+    def row(self, pod: PodInfo) -> np.ndarray:
+        return estimate(self.nodes[0].template.rows.of(pod)).astype(np.float64)  # type: ignore[arg-type]  # placed pods have rows
+
+    def move(self, k: int, to: int) -> None:
+        self.held[int(self.owners[k])].remove(k)
+        self.held[to].append(k)
+        self.owners[k] = to
+
+    def refresh(self, i: int) -> None:
+        node = self.nodes[i]
+        used = estimate(node.used).astype(np.float64)
+        current = node.cheapest()
+        self.worth[i] = self.price[current]
+        self.spare[i] = self.alloc[current] - used
+        fixed = used - self.need[self.held[i]].sum(axis=0)
+        cheaper = self.by_price[(self.price[self.by_price] < self.worth[i] - 1e-12)
+                                & (self.alloc[self.by_price] >= fixed).all(axis=1)]
+        self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
+
+
+def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
+          budget: list[int]) -> bool:
+    """Local search: a node trades one loose pod for another node's when that lets it take a cheaper type and the
+    other keeps its own; whether any trade was made. It evens out nodes that run out of one resource with room
+    left in another (a node full of memory-heavy pods, its cpu idle), which moving pods one way cannot."""
+    sets: dict[tuple[str, str], list[NewNode]] = {}
+    for n in nodes:
+        if n.template.remaining is None and any(id(p) in movable for p in n.pods):
+            sets.setdefault((n.template.name, str(n.requirements)), []).append(n)
+    traded = False
+    for key in sorted(sets):
+        members = sorted(sets[key], key=lambda n: n.hostname)
+        if len(members) < 2:
+            continue
+        swaps = _Swaps(members, movable)
+        for a in np.argsort(-swaps.worth, kind="stable").tolist():
+            while np.isfinite(swaps.short[a]).all():
+                if deadline is not None and time.monotonic() > deadline or budget[0] <= 0:
+                    return traded
+                if not _trade_one(swaps, a, topology, budget):
+                    break
+                traded = True
+    return traded
+
+
+def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> bool:
+    """Find and make one trade that lets node a take a cheaper type: one or two of its loose pods (p) for one of
+    another node's (q), with p - q covering what a must shed and within the room the other has left (the
+    tightest such fit first)."""
+    # p - q lies between what a must shed and the room the other node has left: only nodes with room for the
+    # shortfall can trade with a, and only what a may give that covers it
+    able = (swaps.spare >= np.maximum(swaps.short[a], 0)).all(axis=1)
+    able[a] = False
+    theirs = np.flatnonzero(able[swaps.owners])
+    mine = np.array(swaps.held[a], dtype=np.int64)
+    if not len(theirs) or not len(mine):
+        return False
+    firsts: dict[tuple[float, ...], list[int]] = {}
+    for k in mine[np.lexsort((mine, -(swaps.need[mine] / swaps.unit).sum(axis=1)))].tolist():
+        firsts.setdefault(tuple(swaps.need[k].tolist()), []).append(k)
+    distinct = list(firsts.values())
+    offers = [[ks[0]] for ks in distinct] + [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + \
+        [ks[:2] for ks in distinct if len(ks) > 1]
+    giving = np.array([swaps.need[given].sum(axis=0) for given in offers])
+    useful = np.flatnonzero((giving >= swaps.short[a]).all(axis=1))   # a pod taken back only adds to the shortfall
+    if not len(useful):
+        return False
+    budget[0] -= len(useful)
+    diff = giving[useful][:, None, :] - swaps.need[theirs][None, :, :]
+    spare = swaps.spare[swaps.owners[theirs]]
+    fits = (diff >= swaps.short[a]).all(axis=2) & (diff <= spare[None, :, :]).all(axis=2)
+    for o, u in enumerate(useful.tolist()):
+        found = np.flatnonzero(fits[o])
+        if not len(found):
+            continue
+        left = ((spare[found] - diff[o, found]) / swaps.unit).sum(axis=1)
+        for q in theirs[found[np.lexsort((found, left))][:4]].tolist():
+            if _make_trade(swaps, a, offers[u], q, topology):
+                return True
+    return False
+
+
+def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int, topology: Topology) -> bool:
+    """Move pods `given` from node a to the owner of pod q and q to a, when a then costs less and the other no
+    more; all or nothing."""
+    b = int(swaps.owners[q])
+    first, second = swaps.nodes[a], swaps.nodes[b]
+    out = [swaps.pods[k] for k in given]
+    back = swaps.pods[q]
+    saved = [(list(n.pods), n.used, n.options, n.reserved, n.requests, n.host_ports, dict(n.domains), n.requirements)
+             for n in (first, second)]
+    gone = {id(p) for p in out}
+    first.keep_only([p for p in first.pods if id(p) not in gone])
+    second.keep_only([p for p in second.pods if p is not back])
+    if first.add(back, topology) is None and all(second.add(p, topology) is None for p in out) and \
+            first.price() < swaps.worth[a] - 1e-9 and second.price() <= swaps.worth[b] + 1e-9:
+        for k in given:
+            swaps.move(k, b)
+        swaps.move(q, a)
+        swaps.refresh(a)
+        swaps.refresh(b)
+        return True
+    for n, (pods, used, options, reserved, requests, ports, domains, requirements) in zip((first, second), saved):
+        n.pods, n.used, n.options, n.reserved, n.requests = pods, used, options, reserved, requests
+        n.host_ports, n.domains, n.requirements = ports, domains, requirements
+    return False
 
 
 def _grow_cheapest(nodes: list[NewNode], pod: PodInfo, topology: Topology, *, alone: float | None) -> bool:
