@@ -25,6 +25,8 @@ import datetime as dt
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
 from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
@@ -35,6 +37,7 @@ from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, 
 
 DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
+REPACK_MIN_SAVING = 0.001                     # $/h a repack of several nodes must at least save
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,9 +184,10 @@ class Consolidator:
         reasons: dict[str, str] = {}
         self._undeletable: set[str] = set()         # failed deletes and replaces stay failed until capacity
         self._unreplaceable: set[str] = set()       # is added that their pods could use
-        self._left: dict[str, list[PodInfo] | None] = {}
+        self._left: dict[str, np.ndarray | None] = {}   # a failed node's pods that fit nowhere, as rows
         self._last_left: list[PodInfo] | None = None
         self._many_failed = False
+        self._repack_failed = False
         complete = True
         while remaining and not (first_only and actions):
             action = self._next_action(remaining, reasons)
@@ -216,7 +220,7 @@ class Consolidator:
             if found.why:
                 reasons[node.name] = found.why
                 self._undeletable.add(node.name)
-                self._left[node.name] = self._last_left
+                self._left[node.name] = self._left_rows()
                 continue
             self._move(found.moves)
             group.append(node)
@@ -226,7 +230,7 @@ class Consolidator:
             for n in group:
                 self._drop(n)
             return self._action(DELETE, group, moves, [])
-        for find in (self._replace_many, self._replace_one):
+        for find in (self._replace_many, self._replace_one, self._repack):
             action = find(remaining, reasons)
             if action is not None:
                 launched = [r.planned.name for r in action.replacements]
@@ -248,7 +252,7 @@ class Consolidator:
             if found.why:
                 reasons[node.name] = found.why
                 self._unreplaceable.add(node.name)
-                self._left[node.name] = self._last_left
+                self._left[node.name] = self._left_rows()
                 continue
             return self._commit([node], found)
         return None
@@ -277,6 +281,48 @@ class Consolidator:
             self._many_failed = True
             return None
         return self._commit(*best)
+
+    def _repack(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
+        """Several nodes for several cheaper ones: the on-demand candidates that could save the most (their
+        price over a lower bound on what any new nodes for their pods cost), as many as an action may
+        disrupt, their pods on the room the others have, the rest packed onto new nodes by the
+        provisioning optimiser; taken when those cost less at their worst-case prices. Each node that
+        stays after the actions before is full in one resource or another, but not every node in the
+        same one: packing their pods together again is what closes the gap to packing from scratch."""
+        if self._repack_failed:
+            return None                                   # found nothing once: the cluster only fills up after
+        pool = [(price - self.planner.lower_bound(n.pods), n) for n in remaining
+                if n.capacity_type != wk.CAPACITY_TYPE_SPOT and self._simple([n])
+                and (price := n.price or 0.0) > self.planner.lower_bound(n.pods) + REPACK_MIN_SAVING]
+        if len(pool) < 2:
+            self._repack_failed = True
+            return None
+        pool.sort(key=lambda sn: (-sn[0], sn[1].order))
+        nodes = [n for _, n in pool[:self.max_nodes]]
+        price = sum(n.price or 0.0 for n in nodes)
+        pods = [p for n in nodes for p in n.pods]
+        if price - self.planner.lower_bound(pods) <= REPACK_MIN_SAVING or self._out_of_time():
+            self._repack_failed = True
+            return None
+        without = {n.name for n in nodes}
+        moves, left = self.packing.fit(pods, without)
+        others = [v for name, v in self.views.items() if name not in without] if self._limited else []
+        lifted = [p.copy(node_name=None) for p in left]
+        self._keep += lifted
+        results = self._schedule(others, lifted)
+        priced = [self.planner.at_worst(p) for p in results.new_nodes]
+        replacements = [r for r in priced if r is not None]
+        saving = price - sum(r.price_per_hour for r in replacements)
+        if results.unschedulable or len(replacements) < len(priced) or saving <= REPACK_MIN_SAVING:
+            for n in nodes:
+                reasons.setdefault(n.name, "no cheaper fit: packing its pods again with others' costs no less")
+            self._repack_failed = True
+            return None
+        moves += [(p, r.planned.name) for r in replacements for p in r.planned.pods]
+        return self._commit(nodes, _Found(moves, replacements=replacements))
+
+    def _left_rows(self) -> np.ndarray | None:
+        return self.packing.needs(self._last_left) if self._last_left is not None else None
 
     # --- simulation ---------------------------------------------------------------------------
     def _fit(self, nodes: list[NodeView], *, without: set[str], price: float | None = None,
