@@ -32,6 +32,7 @@ from karpy.apis.resources import Resources
 from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
 
@@ -298,7 +299,7 @@ class Consolidator:
             self._repack_failed = True
             return None
         pool.sort(key=lambda sn: (-sn[0], sn[1].order))
-        nodes = [n for _, n in pool[:self.max_nodes]]
+        nodes = sorted((n for _, n in pool[:self.max_nodes]), key=lambda n: n.order)
         price = sum(n.price or 0.0 for n in nodes)
         pods = [p for n in nodes for p in n.pods]
         if price - self.planner.lower_bound(pods) <= REPACK_MIN_SAVING or self._out_of_time():
@@ -309,7 +310,8 @@ class Consolidator:
         others = [v for name, v in self.views.items() if name not in without] if self._limited else []
         lifted = [p.copy(node_name=None) for p in left]
         self._keep += lifted
-        results = self._schedule(others, lifted)
+        left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
+        results = self._schedule(others, lifted, packing=PackingOptions(max_seconds=left_seconds))
         priced = [self.planner.at_worst(p) for p in results.new_nodes]
         replacements = [r for r in priced if r is not None]
         saving = price - sum(r.price_per_hour for r in replacements)
@@ -346,7 +348,12 @@ class Consolidator:
             one = self.planner.one(left)
             if one is None and one_node:
                 return _Found(why="no cheaper fit: its pods would need more than one new node")
-            planned = _Planned([one], {}) if one is not None else self._schedule([], left)
+            if one is not None:
+                planned: Any = _Planned([one], {})
+            else:
+                lifted = [p.copy(node_name=None) for p in left]   # still bound, the scheduler would not place them
+                self._keep += lifted
+                planned = self._schedule([], lifted)
             return self._priced(moves, planned, left, price, one_node=one_node)
         return self._fit_full(nodes, without=without, price=price, one_node=one_node)
 
@@ -367,11 +374,12 @@ class Consolidator:
             return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
         return self._priced(moves, results, [], price, one_node=one_node)
 
-    def _schedule(self, others: list[NodeView], pods: list[PodInfo]) -> Any:
+    def _schedule(self, others: list[NodeView], pods: list[PodInfo], *,
+                  packing: PackingOptions = PackingOptions()) -> Any:
         placed = [p for v in others for p in v.pods + v.fixed]
         snapshot = ClusterSnapshot(self.snapshot.provisioners, self.snapshot.catalog, [v.raw for v in others],
                                    placed + pods, self.snapshot.daemonsets)
-        return Scheduler(snapshot, name_node=self._fresh_name).solve()
+        return Scheduler(snapshot, name_node=self._fresh_name, packing=packing).solve()
 
     def _fresh_name(self, provisioner: str, _: int) -> str:
         index = self._names[provisioner]
