@@ -306,12 +306,19 @@ class Consolidator:
             self._repack_failed = True
             return None
         without = {n.name for n in nodes}
-        moves, left = self.packing.fit(pods, without)
-        others = [v for name, v in self.views.items() if name not in without] if self._limited else []
-        lifted = [p.copy(node_name=None) for p in left]
-        self._keep += lifted
         left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
-        results = self._schedule(others, lifted, packing=PackingOptions(max_seconds=left_seconds))
+        packing = PackingOptions(max_seconds=left_seconds)
+        if self._limited:                 # the scheduler counts the limits from the nodes that stay
+            lifted = [p.copy(node_name=None) for p in pods]
+            self._keep += lifted
+            others = [v for name, v in self.views.items() if name not in without]
+            results = self._schedule(others, lifted, packing=packing)
+            moves = [(p, e.name) for e in results.existing_nodes for p in e.pods]
+        else:
+            moves, left = self.packing.fit(pods, without)
+            lifted = [p.copy(node_name=None) for p in left]
+            self._keep += lifted
+            results = self._schedule([], lifted, packing=packing)
         priced = [self.planner.at_worst(p) for p in results.new_nodes]
         replacements = [r for r in priced if r is not None]
         saving = price - sum(r.price_per_hour for r in replacements)

@@ -131,6 +131,23 @@ def test_several_under_used_nodes_are_repacked_onto_fewer_cheaper_nodes() -> Non
     assert s["pricePerHourAfter"] == pytest.approx(0.4)
 
 
+@pytest.mark.parametrize(("cpu_limit", "repacked"), [("14", True), ("11", False)])
+def test_a_repack_keeps_within_the_provisioners_limits(cpu_limit: str, repacked: bool) -> None:
+    """A balanced node that stays uses 4 of the limit, the four lopsided nodes 10 that the repack frees: two
+    balanced nodes (8 cpu) fit a limit of 14, not one of 11."""
+    limited = provisioner("default", consolidation={"enabled": True}, limits={"resources": {"cpu": cpu_limit}})
+    stays = lopsided_node("b", "bal")
+    stays["metadata"]["annotations"] = {"karpenter.sh/do-not-consolidate": "true"}
+    run = expect_consolidated(lopsided(), limited, stays, pod("steady", cpu="3", memory="12Gi", node_name="b"),
+                              *lopsided_cluster())
+    if repacked:
+        (action,) = run["actions"]
+        assert action["nodes"] == ["c0", "c1", "m0", "m1"]
+        assert [r["instanceType"] for r in action["replacements"]] == ["bal", "bal"]
+    else:
+        assert run["actions"] == []                 # 7 cpu left once the four are gone: one balanced node, not two
+
+
 def test_a_repack_leaves_out_nodes_a_rule_keeps_and_spot_nodes() -> None:
     """A node with do-not-consolidate, one with a do-not-evict pod and a spot node stay as they are; the
     repack takes the others."""
