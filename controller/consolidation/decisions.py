@@ -38,7 +38,8 @@ from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, 
 
 DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
-REPACK_MIN_SAVING = 0.001                     # $/h a repack of several nodes must at least save
+REPACK_MIN_SAVING = 0.001                     # $/h a repack of several nodes must at least save,
+REPACK_MIN_SHARE = 0.02                       # and this share of their price: not many nodes disrupted for little
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +190,7 @@ class Consolidator:
         self._last_left: list[PodInfo] | None = None
         self._many_failed = False
         self._repack_failed = False
+        self._unrepackable: set[str] = set()        # nodes of a repack that did not pay
         complete = True
         while remaining and not (first_only and actions):
             action = self._next_action(remaining, reasons)
@@ -231,7 +233,7 @@ class Consolidator:
             for n in group:
                 self._drop(n)
             return self._action(DELETE, group, moves, [])
-        for find in (self._replace_many, self._replace_one, self._repack):
+        for find in (self._replace_many, self._repack, self._replace_one):
             action = find(remaining, reasons)
             if action is not None:
                 launched = [r.planned.name for r in action.replacements]
@@ -292,18 +294,30 @@ class Consolidator:
         same one: packing their pods together again is what closes the gap to packing from scratch."""
         if self._repack_failed:
             return None                                   # found nothing once: the cluster only fills up after
-        pool = [(price - self.planner.lower_bound(n.pods), n) for n in remaining
-                if n.capacity_type != wk.CAPACITY_TYPE_SPOT and self._simple([n])
-                and (price := n.price or 0.0) > self.planner.lower_bound(n.pods) + REPACK_MIN_SAVING]
-        if len(pool) < 2:
-            self._repack_failed = True
-            return None
+        pool = [(price - bound, n) for n in remaining
+                if n.name not in self._unrepackable and n.capacity_type != wk.CAPACITY_TYPE_SPOT and self._simple([n])
+                and (price := n.price or 0.0) > (bound := self.planner.lower_bound(n.pods)) + REPACK_MIN_SAVING]
         pool.sort(key=lambda sn: (-sn[0], sn[1].order))
-        nodes = sorted((n for _, n in pool[:self.max_nodes]), key=lambda n: n.order)
+        while len(pool) >= 2 and not self._out_of_time():
+            group, pool = pool[:self.max_nodes], pool[self.max_nodes:]
+            nodes = sorted((n for _, n in group), key=lambda n: n.order)
+            repacked = self._repacked(nodes)
+            if repacked is not None:
+                return self._commit(*repacked)
+            for n in nodes:
+                reasons.setdefault(n.name, "no cheaper fit: packing its pods again with other nodes' costs no less")
+                self._unrepackable.add(n.name)
+        self._repack_failed = not self._out_of_time()
+        return None
+
+    def _repacked(self, nodes: list[NodeView]) -> tuple[list[NodeView], _Found] | None:
+        """Where the pods of `nodes` go when they are packed again: the room other nodes have, then new nodes
+        the optimiser chooses; a node whose pods all go to one new node of its price or more stays as it is.
+        The nodes that go and their pods' moves, or None unless they save REPACK_MIN_SHARE of their price."""
         price = sum(n.price or 0.0 for n in nodes)
         pods = [p for n in nodes for p in n.pods]
-        if price - self.planner.lower_bound(pods) <= REPACK_MIN_SAVING or self._out_of_time():
-            self._repack_failed = True
+        enough = max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * price)
+        if price - self.planner.lower_bound(pods) < enough:
             return None
         without = {n.name for n in nodes}
         left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
@@ -321,14 +335,23 @@ class Consolidator:
             results = self._schedule([], lifted, packing=packing)
         priced = [self.planner.at_worst(p) for p in results.new_nodes]
         replacements = [r for r in priced if r is not None]
-        saving = price - sum(r.price_per_hour for r in replacements)
-        if results.unschedulable or len(replacements) < len(priced) or saving <= REPACK_MIN_SAVING:
-            for n in nodes:
-                reasons.setdefault(n.name, "no cheaper fit: packing its pods again with others' costs no less")
-            self._repack_failed = True
+        if results.unschedulable or len(replacements) < len(priced):
             return None
+        owner = {p.key: n for n in nodes for p in n.pods}
+        for r in list(replacements):
+            mine = {owner[p.key].name for p in r.planned.pods}
+            if len(mine) == 1 and (n := owner[r.planned.pods[0].key]).price is not None \
+                    and len(r.planned.pods) == len(n.pods) and r.price_per_hour >= n.price:
+                replacements.remove(r)                    # the node, moved as it is onto a new one
+                nodes = [m for m in nodes if m is not n]
+                self._unrepackable.add(n.name)
+        price = sum(n.price or 0.0 for n in nodes)
+        if len(nodes) < 2 or price - sum(r.price_per_hour for r in replacements) < max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * price):
+            return None                                   # one node alone is replace_one's to find
+        gone = {n.name for n in nodes}
+        moves = [(p, to) for p, to in moves if owner[p.key].name in gone]
         moves += [(p, r.planned.name) for r in replacements for p in r.planned.pods]
-        return self._commit(nodes, _Found(moves, replacements=replacements))
+        return nodes, _Found(moves, replacements=replacements)
 
     def _left_rows(self) -> np.ndarray | None:
         return self.packing.needs(self._last_left) if self._last_left is not None else None

@@ -131,6 +131,17 @@ def test_several_under_used_nodes_are_repacked_onto_fewer_cheaper_nodes() -> Non
     assert s["pricePerHourAfter"] == pytest.approx(0.4)
 
 
+def test_a_node_the_repack_would_only_move_onto_a_node_like_it_is_left_out() -> None:
+    """The balanced node is full and of the cheapest type for its pod: packed again, it would get a node of
+    its own at its own price, so it stays and only the four lopsided nodes are repacked."""
+    run = consolidate(lopsided(), lopsided_node("b", "bal"), pod("steady", cpu="3", memory="12Gi", node_name="b"),
+                      *lopsided_cluster())
+    (action,) = run["actions"]
+    assert action["nodes"] == ["c0", "c1", "m0", "m1"]
+    assert all(m["pod"] != "default/steady" for m in action["moves"])
+    assert {k["node"] for k in run["kept"]} == {"b"}
+
+
 @pytest.mark.parametrize(("cpu_limit", "repacked"), [("14", True), ("11", False)])
 def test_a_repack_keeps_within_the_provisioners_limits(cpu_limit: str, repacked: bool) -> None:
     """A balanced node that stays uses 4 of the limit, the four lopsided nodes 10 that the repack frees: two
