@@ -303,7 +303,8 @@ class Consolidator:
             nodes = sorted((n for _, n in group), key=lambda n: n.order)
             repacked = self._repacked(nodes)
             if repacked is not None:
-                return self._commit(*repacked)
+                action = self._commit(*repacked)
+                return action if action.replacements else dataclasses.replace(action, kind=DELETE)
             for n in nodes:
                 reasons.setdefault(n.name, "no cheaper fit: packing its pods again with other nodes' costs no less")
                 self._unrepackable.add(n.name)
