@@ -3,7 +3,8 @@
 As Karpenter consolidates, with v0.16's rules: empty nodes are deleted first
 (all at once); then candidates, cheapest to disrupt first (the older among
 equals), are deleted together while each one's pods fit on the nodes that
-stay; then several nodes are replaced by one cheaper node, or one node by a
+stay; then several nodes are replaced by one cheaper node, or repacked onto
+the optimiser's cheaper set of new nodes for their pods, or one node by a
 cheaper one, or split into several smaller ones when they cost less. A
 replacement is priced at its worst-case launch price and must be strictly
 cheaper; spot nodes are only deleted. Each action is applied before the next
