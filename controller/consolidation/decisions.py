@@ -3,7 +3,8 @@
 As Karpenter consolidates, with v0.16's rules: empty nodes are deleted first
 (all at once); then candidates, cheapest to disrupt first (the older among
 equals), are deleted together while each one's pods fit on the nodes that
-stay; then several nodes are replaced by one cheaper node, or one node by a
+stay; then several nodes are replaced by one cheaper node, or repacked onto
+the optimiser's cheaper set of new nodes for their pods, or one node by a
 cheaper one, or split into several smaller ones when they cost less. A
 replacement is priced at its worst-case launch price and must be strictly
 cheaper; spot nodes are only deleted. Each action is applied before the next
@@ -25,16 +26,21 @@ import datetime as dt
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
 from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
 
 DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
+REPACK_MIN_SAVING = 0.001                     # $/h a repack of several nodes must at least save,
+REPACK_MIN_SHARE = 0.02                       # and this share of their price: not many nodes disrupted for little
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,9 +187,11 @@ class Consolidator:
         reasons: dict[str, str] = {}
         self._undeletable: set[str] = set()         # failed deletes and replaces stay failed until capacity
         self._unreplaceable: set[str] = set()       # is added that their pods could use
-        self._left: dict[str, list[PodInfo] | None] = {}
+        self._left: dict[str, np.ndarray | None] = {}   # a failed node's pods that fit nowhere, as rows
         self._last_left: list[PodInfo] | None = None
         self._many_failed = False
+        self._repack_failed = False
+        self._unrepackable: set[str] = set()        # nodes of a repack that did not pay
         complete = True
         while remaining and not (first_only and actions):
             action = self._next_action(remaining, reasons)
@@ -216,7 +224,7 @@ class Consolidator:
             if found.why:
                 reasons[node.name] = found.why
                 self._undeletable.add(node.name)
-                self._left[node.name] = self._last_left
+                self._left[node.name] = self._left_rows()
                 continue
             self._move(found.moves)
             group.append(node)
@@ -226,7 +234,7 @@ class Consolidator:
             for n in group:
                 self._drop(n)
             return self._action(DELETE, group, moves, [])
-        for find in (self._replace_many, self._replace_one):
+        for find in (self._replace_many, self._repack, self._replace_one):
             action = find(remaining, reasons)
             if action is not None:
                 launched = [r.planned.name for r in action.replacements]
@@ -248,7 +256,7 @@ class Consolidator:
             if found.why:
                 reasons[node.name] = found.why
                 self._unreplaceable.add(node.name)
-                self._left[node.name] = self._last_left
+                self._left[node.name] = self._left_rows()
                 continue
             return self._commit([node], found)
         return None
@@ -278,6 +286,78 @@ class Consolidator:
             return None
         return self._commit(*best)
 
+    def _repack(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
+        """Several nodes for several cheaper ones: the on-demand candidates that could save the most (their
+        price over a lower bound on what any new nodes for their pods cost), as many as an action may
+        disrupt, their pods on the room the others have, the rest packed onto new nodes by the
+        provisioning optimiser; taken when those cost less at their worst-case prices. Each node that
+        stays after the actions before is full in one resource or another, but not every node in the
+        same one: packing their pods together again is what closes the gap to packing from scratch."""
+        if self._repack_failed:
+            return None                                   # found nothing once: the cluster only fills up after
+        pool = [(price - bound, n) for n in remaining
+                if n.name not in self._unrepackable and n.capacity_type != wk.CAPACITY_TYPE_SPOT and self._simple([n])
+                and (price := n.price or 0.0) > (bound := self.planner.lower_bound(n.pods)) + REPACK_MIN_SAVING]
+        pool.sort(key=lambda sn: (-sn[0], sn[1].order))
+        while len(pool) >= 2 and not self._out_of_time():
+            group, pool = pool[:self.max_nodes], pool[self.max_nodes:]
+            nodes = sorted((n for _, n in group), key=lambda n: n.order)
+            repacked = self._repacked(nodes)
+            if repacked is not None:
+                action = self._commit(*repacked)
+                return action if action.replacements else dataclasses.replace(action, kind=DELETE)
+            for n in nodes:
+                reasons.setdefault(n.name, "no cheaper fit: packing its pods again with other nodes' costs no less")
+                self._unrepackable.add(n.name)
+        self._repack_failed = not self._out_of_time()
+        return None
+
+    def _repacked(self, nodes: list[NodeView]) -> tuple[list[NodeView], _Found] | None:
+        """Where the pods of `nodes` go when they are packed again: the room other nodes have, then new nodes
+        the optimiser chooses; a node whose pods all go to one new node of its price or more stays as it is.
+        The nodes that go and their pods' moves, or None unless they save REPACK_MIN_SHARE of their price."""
+        price = sum(n.price or 0.0 for n in nodes)
+        pods = [p for n in nodes for p in n.pods]
+        enough = max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * price)
+        if price - self.planner.lower_bound(pods) < enough:
+            return None
+        without = {n.name for n in nodes}
+        left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
+        packing = PackingOptions(max_seconds=left_seconds)
+        if self._limited:                 # the scheduler counts the limits from the nodes that stay
+            lifted = [p.copy(node_name=None) for p in pods]
+            self._keep += lifted
+            others = [v for name, v in self.views.items() if name not in without]
+            results = self._schedule(others, lifted, packing=packing)
+            moves = [(p, e.name) for e in results.existing_nodes for p in e.pods]
+        else:
+            moves, left = self.packing.fit(pods, without)
+            lifted = [p.copy(node_name=None) for p in left]
+            self._keep += lifted
+            results = self._schedule([], lifted, packing=packing)
+        priced = [self.planner.at_worst(p) for p in results.new_nodes]
+        replacements = [r for r in priced if r is not None]
+        if results.unschedulable or len(replacements) < len(priced):
+            return None
+        owner = {p.key: n for n in nodes for p in n.pods}
+        for r in list(replacements):
+            mine = {owner[p.key].name for p in r.planned.pods}
+            if len(mine) == 1 and (n := owner[r.planned.pods[0].key]).price is not None \
+                    and len(r.planned.pods) == len(n.pods) and r.price_per_hour >= n.price:
+                replacements.remove(r)                    # the node, moved as it is onto a new one
+                nodes = [m for m in nodes if m is not n]
+                self._unrepackable.add(n.name)
+        price = sum(n.price or 0.0 for n in nodes)
+        if len(nodes) < 2 or price - sum(r.price_per_hour for r in replacements) < max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * price):
+            return None                                   # one node alone is replace_one's to find
+        gone = {n.name for n in nodes}
+        moves = [(p, to) for p, to in moves if owner[p.key].name in gone]
+        moves += [(p, r.planned.name) for r in replacements for p in r.planned.pods]
+        return nodes, _Found(moves, replacements=replacements)
+
+    def _left_rows(self) -> np.ndarray | None:
+        return self.packing.needs(self._last_left) if self._last_left is not None else None
+
     # --- simulation ---------------------------------------------------------------------------
     def _fit(self, nodes: list[NodeView], *, without: set[str], price: float | None = None,
              one_node: bool = False) -> _Found:
@@ -300,7 +380,12 @@ class Consolidator:
             one = self.planner.one(left)
             if one is None and one_node:
                 return _Found(why="no cheaper fit: its pods would need more than one new node")
-            planned = _Planned([one], {}) if one is not None else self._schedule([], left)
+            if one is not None:
+                planned: Any = _Planned([one], {})
+            else:
+                lifted = [p.copy(node_name=None) for p in left]   # still bound, the scheduler would not place them
+                self._keep += lifted
+                planned = self._schedule([], lifted)
             return self._priced(moves, planned, left, price, one_node=one_node)
         return self._fit_full(nodes, without=without, price=price, one_node=one_node)
 
@@ -321,11 +406,12 @@ class Consolidator:
             return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
         return self._priced(moves, results, [], price, one_node=one_node)
 
-    def _schedule(self, others: list[NodeView], pods: list[PodInfo]) -> Any:
+    def _schedule(self, others: list[NodeView], pods: list[PodInfo], *,
+                  packing: PackingOptions = PackingOptions()) -> Any:
         placed = [p for v in others for p in v.pods + v.fixed]
         snapshot = ClusterSnapshot(self.snapshot.provisioners, self.snapshot.catalog, [v.raw for v in others],
                                    placed + pods, self.snapshot.daemonsets)
-        return Scheduler(snapshot, name_node=self._fresh_name).solve()
+        return Scheduler(snapshot, name_node=self._fresh_name, packing=packing).solve()
 
     def _fresh_name(self, provisioner: str, _: int) -> str:
         index = self._names[provisioner]

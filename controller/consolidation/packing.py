@@ -125,8 +125,17 @@ class Packing:
     def room(self, name: str) -> np.ndarray:
         return self.free[self.index[name]]
 
-    def fits_in_any(self, pods: Sequence[PodInfo], names: Sequence[str]) -> bool:
-        """True when some pod of `pods` fits the room of some node in `names` (resources only)."""
-        rooms = [self.room(n) for n in names if n in self.index]
-        return any(need is not None and (room >= need).all() for pod in pods if (need := self.rows.of(pod)) is not None
-                   for room in rooms) if rooms else False
+    def needs(self, pods: Sequence[PodInfo]) -> np.ndarray:
+        """The resource rows of `pods` (those the packing judges), one a row."""
+        rows = [need for pod in pods if (need := self.rows.of(pod)) is not None]
+        return np.stack(rows) if rows else np.zeros((0, len(self.rows.index)), dtype=np.int64)
+
+    def fits_in_any(self, needs: np.ndarray, names: Sequence[str]) -> bool:
+        """True when some row of `needs` (`needs()`) fits the room of some node in `names` (resources only)."""
+        at = [self.index[n] for n in names if n in self.index]
+        if not at or not len(needs):
+            return False
+        rooms = self.free[at]
+        if not (needs <= rooms.max(axis=0)).all(axis=1).any():
+            return False                       # none fits even the largest room of each resource
+        return bool((needs[:, None, :] <= rooms[None, :, :]).all(axis=2).any())

@@ -4,7 +4,9 @@ without building a scheduler (for pods the packing state judges), and priced at 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
@@ -40,6 +42,7 @@ class Planner:
         self.templates = templates
         self.rows = rows
         self._name = name
+        self._unit: np.ndarray | None = None     # the cheapest price per unit of each resource row
 
     def one(self, pods: list[PodInfo]) -> PlannedNode | None:
         """One new node for all of `pods` (only pods `Packing.simple()` accepts), from the heaviest
@@ -94,6 +97,34 @@ class Planner:
                 return None
             out.append(r)
         return out if sum(r.price_per_hour for r in out) < price else None
+
+    def at_worst(self, planned: PlannedNode) -> Replacement | None:
+        """The planned node priced at the worst case of its cheapest option, keeping only the options that
+        cost no more at worst (so no launch pays more than the price claimed), or None when none is priced."""
+        worst = [p for t in planned.options if (p := worst_case_price(t, planned.requirements)) is not None]
+        return self.cheaper(planned, min(worst) + 1e-9) if worst else None
+
+    def lower_bound(self, pods: Sequence[PodInfo]) -> float:
+        """Less than any set of new nodes holding `pods` can cost: for each resource, its total over the
+        cheapest price per unit any template's types offer; the largest of these. Prunes repacks that cannot pay."""
+        if not pods:
+            return 0.0
+        total = Resources()
+        for p in pods:
+            total = total + p.requests
+        need = self.rows.row(total).astype(float)
+        if self._unit is None:
+            units = []
+            for t in self.templates.values():
+                _, order, offers = t.compatible(t.requirements)
+                for i in order:
+                    offer = offers[int(i)]
+                    if offer is not None:
+                        alloc = np.asarray(t.allocatable[int(i)], dtype=float)
+                        units.append(np.where(alloc > 0, offer.price_per_hour / np.maximum(alloc, 1), np.inf))
+            self._unit = np.min(units, axis=0) if units else np.zeros(len(need))
+        cost = np.multiply(need, self._unit, out=np.zeros(len(need)), where=need > 0)   # inf: no type holds it
+        return float(cost.max()) if len(cost) else 0.0
 
     def cheaper(self, planned: PlannedNode, price: float) -> Replacement | None:
         """The planned node with only the options whose worst-case price is below `price`, or None."""

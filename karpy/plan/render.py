@@ -72,7 +72,8 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         doc["pods"] = list(a.pods)
         doc["moves"] = [{"pod": pod, "to": _destination(a, to)} for pod, to in a.moves]
         actions.append(doc)
-    by_kind = {kind: sum(1 for a in plan.actions if _kind_of(a) == kind) for kind in ("delete", "replace", "split")}
+    by_kind = {kind: sum(1 for a in plan.actions if _kind_of(a) == kind)
+               for kind in ("delete", "replace", "split", "repack")}
     return {
         "actions": actions,
         "kept": [{"node": k.node, "reason": k.reason} for k in plan.kept],
@@ -85,8 +86,10 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
 
 
 def _kind_of(a: Action) -> str:
-    """delete, replace (one or more nodes by one), or split (one node by several)."""
-    return "split" if len(a.replacements) > 1 else a.kind
+    """delete, replace (one or more nodes by one), split (one node by several) or repack (several by several)."""
+    if len(a.replacements) > 1:
+        return "split" if len(a.nodes) == 1 else "repack"
+    return a.kind
 
 
 def _destination(a: Action, to: str) -> str:

@@ -86,6 +86,37 @@ def test_a_replacement_is_ready_before_the_old_node_goes(env: Env) -> None:
     env.settle(lambda: set(live_nodes(env)) == {"default-new0"})
 
 
+def test_a_repack_launches_every_replacement_and_deletes_the_old_nodes_once_all_are_ready(env: Env) -> None:
+    """Two larges with four 1.5-cpu pods each ($0.80/h): no node can go or be replaced alone; packed again,
+    a large and three smalls ($0.70/h)."""
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="2")
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
+              *[pod(f"p{n}{i}", cpu="1500m", node_name=n) for n in "ab" for i in range(4)])
+    c.reconcile()
+    assert c._proposal is not None
+    action = c._proposal.action
+    assert action.kind == "replace" and action.nodes == ("a", "b")
+    assert sorted(r.instance_type for r in action.replacements) == ["large", "small", "small", "small"]
+    env.clock.step(15)
+    c.reconcile()                                  # launches the replacements, cordons the old nodes
+    new = set(live_nodes(env)) - {"a", "b"}
+    assert sorted(live_nodes(env)[n]["metadata"]["labels"][wk.INSTANCE_TYPE] for n in new) == [
+        "large", "small", "small", "small"]
+    assert all(live_nodes(env)[n]["spec"].get("unschedulable") is True for n in "ab")
+    c.reconcile()
+    assert {"a", "b"} <= set(live_nodes(env))      # not every replacement is initialized yet: the old nodes stay
+    initialization = Initialization(env.state, env.clock)
+
+    def initialized() -> bool:
+        initialization.reconcile()
+        return all((env.state.nodes.get("", n) or {"metadata": {}})["metadata"].get("labels", {}).get(wk.INITIALIZED)
+                   == "true" for n in new)
+    env.settle(initialized)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == new)
+
+
 def test_a_blocked_node_gets_an_event_naming_the_blocker(env: Env) -> None:
     c = consolidation(env)
     env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
