@@ -87,7 +87,7 @@ class Operator:
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
         self.launcher = Launcher(self.state, self.cloud, lambda: self.provisioner.catalog)
         self.provisioner = Provisioner(self.state, self.cloud, source, launcher=self.launcher,
-                                       packing=settings.packing)
+                                       packing=settings.packing, leading=self._leading)
         self.loops = [
             Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),

@@ -54,6 +54,9 @@ class ClusterState:
         self.failures = FailureReporter(client)     # bad objects: skipped, said once
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
+        # the bound pods' records as the last snapshot read them, by uid, with the namespaces' labels they were read
+        # against: a pod whose cached object is the same one is not read again (see bound_pod_infos)
+        self._bound_read: tuple[dict[str, dict[str, str]], dict[str, PodInfo]] = ({}, {})
 
     def start(self, timeout: float = 30) -> bool:
         """Start every informer and wait, `timeout` seconds in all, for their first lists.
@@ -108,7 +111,12 @@ class ClusterState:
 
     def pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
         """Pods as the scheduling core reads them (namespaceSelectors resolved against the namespaces' labels)."""
-        namespaces = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.namespaces.items()}
+        return self._read_pods(pods, self._namespace_labels())
+
+    def _namespace_labels(self) -> dict[str, dict[str, str]]:
+        return {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.namespaces.items()}
+
+    def _read_pods(self, pods: list[Obj], namespaces: dict[str, dict[str, str]]) -> list[PodInfo]:
         out = []
         for raw in pods:
             try:
@@ -119,11 +127,36 @@ class ClusterState:
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"reading pod, {failure(e)}")
         return out
 
+    def bound_pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
+        """`pod_infos` for the bound pods every snapshot reads: a pod whose cached object is the very one the last
+        snapshot read (the informer replaces objects, never edits them) keeps its record, so a batch reads only the
+        pods that changed since, not the thousands already running. The records kept are only this call's."""
+        namespaces = self._namespace_labels()
+        read_against, before = self._bound_read
+        if read_against != namespaces:           # a namespaceSelector may read them differently now
+            before = {}
+        kept: dict[str, PodInfo] = {}
+        out, fresh = [], []
+        for raw in pods:
+            uid = raw["metadata"].get("uid")
+            record = before.get(uid) if uid else None
+            if record is not None and record.raw is raw:
+                kept[uid] = record  # type: ignore[index]  # a record was found by it
+                out.append(record)
+            else:
+                fresh.append(raw)
+        for record in self._read_pods(fresh, namespaces):
+            if record.uid:
+                kept[record.uid] = record
+            out.append(record)
+        self._bound_read = (namespaces, kept)      # one assignment: a snapshot on another thread reads either
+        return out
+
     def snapshot(self, catalog: Catalog, pods: list[Obj], *, parsed: Sequence[PodInfo] = ()) -> ClusterSnapshot:
-        """What the scheduling core reads: provisioners, every node, `pods` parsed and the pods already `parsed`,
-        daemonset overhead."""
+        """What the scheduling core reads: provisioners, every node, `pods` (bound pods: see bound_pod_infos)
+        parsed and the pods already `parsed`, daemonset overhead."""
         return ClusterSnapshot(provisioners=self.live_provisioners(), catalog=catalog, nodes=self.nodes.items(),
-                               pods=self.pod_infos(pods) + list(parsed), daemonsets=self.daemon_templates())
+                               pods=self.bound_pod_infos(pods) + list(parsed), daemonsets=self.daemon_templates())
 
     def daemon_templates(self) -> list[PodInfo]:
         out = []

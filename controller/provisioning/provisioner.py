@@ -58,8 +58,10 @@ def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
                  parallelism: int = 32, launcher: Launcher | None = None,
-                 packing: PackingOptions = PackingOptions()) -> None:
+                 packing: PackingOptions = PackingOptions(), leading: Callable[[], bool] = lambda: True) -> None:
+        """`leading` says whether this replica may launch now (asked before each chunk of a plan is launched)."""
         self.state = state
+        self.leading = leading
         self.packing = packing
         self.cloud = cloud
         self._catalog = catalog          # or where to read it: the AWS provider's comes from EC2, cached
@@ -101,15 +103,26 @@ class Provisioner:
             snapshot = dataclasses.replace(snapshot, nodes=[n for n in snapshot.nodes if n["metadata"]["name"] not in landing],
                                            pods=[p for p in snapshot.pods if p.node_name not in landing])
         started = time.perf_counter()
-        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve()
-        SCHEDULING_SECONDS.observe(time.perf_counter() - started)
-        self.state.failures.report_results(results, self.state.provisioners.items())
-        if results.new_nodes:
-            pods = sum(len(n.pods) for n in results.new_nodes)
-            options = sorted({t.name for n in results.new_nodes for t in n.options[:10]})
+        launches: list[concurrent.futures.Future[str | None]] = []
+        lost: list[bool] = []
+
+        def launch_decided(nodes: list[PlannedNode]) -> bool:
+            """Launch a chunk of the plan as soon as it is decided (while leading: else the plan ends here)."""
+            if not self.leading():
+                lost.append(True)
+                return False
+            options = sorted({t.name for n in nodes for t in n.options[:10]})
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
-                     len(results.new_nodes), pods, " ".join(options))
-        launches = self._launch_all(results.new_nodes, bind=True)
+                     len(nodes), sum(len(n.pods) for n in nodes), " ".join(options))
+            launches.extend(self._launch_all(nodes, bind=True))
+            return True
+
+        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(on_decided=launch_decided)
+        SCHEDULING_SECONDS.observe(time.perf_counter() - started)
+        if lost:
+            log.info("Stopped planning %d pod(s): no longer leading", len(waiting))
+            return
+        self.state.failures.report_results(results, self.state.provisioners.items())
         if wait:
             self._await_cache([n for n in (f.result() for f in launches) if n])
         for pod in waiting:
