@@ -128,9 +128,10 @@ class ClusterState:
         return out
 
     def bound_pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
-        """`pod_infos` for the bound pods every snapshot reads: a pod whose cached object is the very one the last
-        snapshot read (the informer replaces objects, never edits them) keeps its record, so a batch reads only the
-        pods that changed since, not the thousands already running. The records kept are only this call's."""
+        """`pod_infos` for the bound pods every snapshot reads: a pod whose record the last snapshot made still
+        reads the same (its status changed at most: PodInfo.reread) keeps it, so a batch parses only the pods
+        whose spec or labels changed since, not the thousands already running. The records kept are only this
+        call's, each referring to the object the cache holds now."""
         namespaces = self._namespace_labels()
         read_against, before = self._bound_read
         if read_against != namespaces:           # a namespaceSelector may read them differently now
@@ -140,7 +141,8 @@ class ClusterState:
         for raw in pods:
             uid = raw["metadata"].get("uid")
             record = before.get(uid) if uid else None
-            if record is not None and record.raw is raw:
+            record = record.reread(raw) if record is not None else None
+            if record is not None:
                 kept[uid] = record  # type: ignore[index]  # a record was found by it
                 out.append(record)
             else:

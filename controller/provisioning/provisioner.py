@@ -32,7 +32,7 @@ from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.reasons import Why
-from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
+from karpy.controller.provisioning.scheduling.scheduler import FIRST_CHUNK_PODS, PlannedNode, Scheduler
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
@@ -58,10 +58,13 @@ def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
                  parallelism: int = 32, launcher: Launcher | None = None,
-                 packing: PackingOptions = PackingOptions(), leading: Callable[[], bool] = lambda: True) -> None:
-        """`leading` says whether this replica may launch now (asked before each chunk of a plan is launched)."""
+                 packing: PackingOptions = PackingOptions(), leading: Callable[[], bool] = lambda: True,
+                 first_chunk: int = FIRST_CHUNK_PODS) -> None:
+        """`leading` says whether this replica may launch now (asked before each chunk of a plan is launched);
+        `first_chunk` is the size of a batch's first chunk (Scheduler.solve)."""
         self.state = state
         self.leading = leading
+        self.first_chunk = first_chunk
         self.packing = packing
         self.cloud = cloud
         self._catalog = catalog          # or where to read it: the AWS provider's comes from EC2, cached
@@ -117,7 +120,8 @@ class Provisioner:
             launches.extend(self._launch_all(nodes, bind=True))
             return True
 
-        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(on_decided=launch_decided)
+        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(
+            on_decided=launch_decided, first_chunk=self.first_chunk)
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
         if lost:
             log.info("Stopped planning %d pod(s): no longer leading", len(waiting))

@@ -192,12 +192,13 @@ def placement_kind(pod: PodInfo) -> tuple[object, ...]:
 
 
 def chunked(queue: list[PodInfo], first: int) -> list[list[PodInfo]]:
-    """`queue` in order, in chunks of `first` pods, then twice as many each time (at least one chunk)."""
+    """`queue` in order, in chunks of `first` pods, then twice as many each time; a rest smaller than the chunk
+    before it joins that chunk (at least one chunk)."""
     chunks, size, at = [], max(1, first), 0
     while at < len(queue):
-        chunks.append(queue[at:at + size])
-        at += size
-        size *= 2
+        end = at + size if len(queue) - (at + size) >= size else len(queue)
+        chunks.append(queue[at:end])
+        at, size = end, size * 2
     return chunks or [[]]
 
 
