@@ -143,7 +143,7 @@ class ClusterState:
             record = before.get(uid) if uid else None
             record = record.reread(raw) if record is not None else None
             if record is not None:
-                kept[uid] = record  # type: ignore[index]  # a record was found by it
+                kept[uid] = record
                 out.append(record)
             else:
                 fresh.append(raw)
