@@ -54,9 +54,9 @@ class ClusterState:
         self.failures = FailureReporter(client)     # bad objects: skipped, said once
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
-        # the bound pods' records as the last snapshot read them, by uid, with the namespaces' labels they were read
-        # against: a pod whose cached object is the same one is not read again (see bound_pod_infos)
-        self._bound_read: tuple[dict[str, dict[str, str]], dict[str, PodInfo]] = ({}, {})
+        # the pods' records as the last snapshot read them, by uid, with the namespaces' labels they were read
+        # against: a pod that reads the same is not parsed again (see pod_infos)
+        self._last_read: tuple[dict[str, dict[str, str]], dict[str, PodInfo]] = ({}, {})
 
     def start(self, timeout: float = 30) -> bool:
         """Start every informer and wait, `timeout` seconds in all, for their first lists.
@@ -110,15 +110,26 @@ class ClusterState:
         return next((p for p in self.live_provisioners() if p.name == name), None)
 
     def pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
-        """Pods as the scheduling core reads them (namespaceSelectors resolved against the namespaces' labels)."""
-        return self._read_pods(pods, self._namespace_labels())
+        """Pods as the scheduling core reads them (namespaceSelectors resolved against the namespaces' labels).
+        A pod the last snapshot read keeps its record when it still reads the same (PodInfo.reread: its status
+        changed, or it was bound), so a batch parses only the pods new to it, not the thousands bound since."""
+        return self._read(pods, self._namespace_labels())
 
     def _namespace_labels(self) -> dict[str, dict[str, str]]:
         return {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.namespaces.items()}
 
-    def _read_pods(self, pods: list[Obj], namespaces: dict[str, dict[str, str]]) -> list[PodInfo]:
+    def _read(self, pods: list[Obj], namespaces: dict[str, dict[str, str]]) -> list[PodInfo]:
+        read_against, before = self._last_read
+        if read_against != namespaces:           # a namespaceSelector may read them differently now
+            before = {}
         out = []
         for raw in pods:
+            uid = raw["metadata"].get("uid")
+            record = before.get(uid) if uid else None
+            record = record.reread(raw) if record is not None else None
+            if record is not None:
+                out.append(record)
+                continue
             try:
                 out.append(PodInfo.parse(raw, namespace_labels=namespaces))
             except PodError as e:
@@ -127,38 +138,16 @@ class ClusterState:
                 self.failures.report(raw, kind="Pod", reason="FailedScheduling", message=f"reading pod, {failure(e)}")
         return out
 
-    def bound_pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
-        """`pod_infos` for the bound pods every snapshot reads: a pod whose record the last snapshot made still
-        reads the same (its status changed at most: PodInfo.reread) keeps it, so a batch parses only the pods
-        whose spec or labels changed since, not the thousands already running. The records kept are only this
-        call's, each referring to the object the cache holds now."""
-        namespaces = self._namespace_labels()
-        read_against, before = self._bound_read
-        if read_against != namespaces:           # a namespaceSelector may read them differently now
-            before = {}
-        kept: dict[str, PodInfo] = {}
-        out, fresh = [], []
-        for raw in pods:
-            uid = raw["metadata"].get("uid")
-            record = before.get(uid) if uid else None
-            record = record.reread(raw) if record is not None else None
-            if record is not None:
-                kept[uid] = record
-                out.append(record)
-            else:
-                fresh.append(raw)
-        for record in self._read_pods(fresh, namespaces):
-            if record.uid:
-                kept[record.uid] = record
-            out.append(record)
-        self._bound_read = (namespaces, kept)      # one assignment: a snapshot on another thread reads either
-        return out
-
     def snapshot(self, catalog: Catalog, pods: list[Obj], *, parsed: Sequence[PodInfo] = ()) -> ClusterSnapshot:
-        """What the scheduling core reads: provisioners, every node, `pods` (bound pods: see bound_pod_infos)
-        parsed and the pods already `parsed`, daemonset overhead."""
+        """What the scheduling core reads: provisioners, every node, `pods` parsed (see pod_infos) and the pods
+        already `parsed`, daemonset overhead. Its records are the ones the next batch may keep."""
+        namespaces = self._namespace_labels()
+        records = self._read(pods, namespaces) + list(parsed)
+        # one assignment (a snapshot on another thread keeps either); records of this snapshot only, each referring
+        # to an object the cache held moments ago
+        self._last_read = (namespaces, {r.uid: r for r in records if r.uid and not r.relaxations})
         return ClusterSnapshot(provisioners=self.live_provisioners(), catalog=catalog, nodes=self.nodes.items(),
-                               pods=self.bound_pod_infos(pods) + list(parsed), daemonsets=self.daemon_templates())
+                               pods=records, daemonsets=self.daemon_templates())
 
     def daemon_templates(self) -> list[PodInfo]:
         out = []

@@ -97,6 +97,9 @@ def test_a_record_is_reread_for_a_new_status_and_parsed_again_for_a_new_spec() -
     assert reread is not None and reread.raw is running and reread.phase == "Running" and reread.requests == record.requests
     assert record.reread(raw) is record
     assert record.reread({**raw, "metadata": {**raw["metadata"], "labels": {"app": "api"}}}) is None
-    assert record.reread({**raw, "spec": {**raw["spec"], "nodeName": "n2"}}) is None
+    moved = record.reread({**raw, "spec": {**raw["spec"], "nodeName": "n2"}})            # bound elsewhere
+    assert moved is not None and moved.node_name == "n2" and record.node_name == "n1"
+    assert record.reread({**raw, "spec": {**raw["spec"], "nodeName": "n2", "priority": 5}}) is None
+    assert record.reread({**raw, "spec": {**raw["spec"], "priority": 5}}) is None
     leaving = record.reread({**raw, "metadata": {**raw["metadata"], "deletionTimestamp": "2024-01-01T00:00:00Z"}})
     assert leaving is not None and leaving.deleting and not record.deleting
