@@ -125,7 +125,7 @@ class ClusterState:
         out = []
         for raw in pods:
             uid = raw["metadata"].get("uid")
-            record = before.get(uid) if uid else None
+            record = (before.get(uid) or self.pending.record(uid)) if uid else None
             record = record.reread(raw) if record is not None else None
             if record is not None:
                 out.append(record)
