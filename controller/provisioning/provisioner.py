@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import gc
 import logging
 import secrets
 import time
@@ -88,6 +89,18 @@ class Provisioner:
         was opened without pods). With `wait` False the launches (and their binds) go on in the background and the
         next batch may open meanwhile: their pods count as claimed from before they are handed over, and their
         Nodes are left out of its plan until the watch shows their pods bound."""
+        # the cache of a burst holds millions of objects: a full collection of the cyclic garbage collector takes
+        # up to a second and finds nothing (watch objects are freed by reference counting), so none runs between
+        # the batch's close and its first chunk's launch; it runs when due after that
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._reconcile(batch, wait=wait, collecting=collecting)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _reconcile(self, batch: Batch | None, *, wait: bool, collecting: bool) -> None:
         if batch is None or batch.everything:
             provisionable = provisionable_pods(self.state)
         else:
@@ -118,6 +131,8 @@ class Provisioner:
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
                      len(nodes), sum(len(n.pods) for n in nodes), " ".join(options))
             launches.extend(self._launch_all(nodes, bind=True))
+            if collecting:
+                gc.enable()               # the first launches are on their way (see reconcile)
             return True
 
         results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(

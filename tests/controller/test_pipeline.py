@@ -3,6 +3,7 @@ last one (nor plans its pods again)."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Any
 
@@ -109,3 +110,17 @@ def test_a_replica_that_stops_leading_mid_plan_launches_no_further_chunk(env: En
     assert not [e for e in events if e.get("reason") == "FailedProvisioning"]   # the rest are not called unschedulable
     waiting = {p["metadata"]["name"] for p in env.client.get(path_of("v1", "pods", "default"))["items"] if not p["spec"].get("nodeName")}
     assert waiting == {f"web-{i}" for i in range(3, 10)}
+
+
+def test_no_garbage_collection_runs_between_a_batch_and_its_first_launch(env: Env) -> None:
+    env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="1", schedulerName=ELSEWHERE) for i in range(6)])
+    collecting: list[bool] = []
+
+    def leading() -> bool:
+        collecting.append(gc.isenabled())
+        return True
+
+    assert gc.isenabled()
+    Provisioner(env.state, env.cloud, CATALOG, leading=leading, first_chunk=2).reconcile()
+    assert collecting == [False, True]              # paused until the first chunk was handed over, then resumed
+    assert gc.isenabled()
