@@ -165,9 +165,9 @@ def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, i
     """What a unit of each resource costs per hour, as if a type's whole price bought that resource
     alone: the median over the types that have it. Only the ratios matter (ranking growth)."""
     weights = np.zeros(len(resource_index))
+    offered = [(min(o.price_per_hour for o in t.offerings), t.allocatable) for t in types if t.offerings]  # each read once
     for name, column in resource_index.items():
-        ratios = [min(o.price_per_hour for o in t.offerings) / min(t.allocatable[name], FLOAT_LIMIT)
-                  for t in types if t.offerings and t.allocatable.get(name, 0) > 0]
+        ratios = [price / min(allocatable[name], FLOAT_LIMIT) for price, allocatable in offered if allocatable.get(name, 0) > 0]
         if ratios:
             weights[column] = float(np.median(ratios))
     return weights
