@@ -8,8 +8,8 @@ from typing import Any
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import fake_catalog
 from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, chunked
-from tests.builders import pod, provisioner
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, chunk_end
+from tests.builders import node, pod, provisioner
 
 
 def scheduler(pods: list[dict[str, Any]]) -> Scheduler:
@@ -22,12 +22,28 @@ def layout(nodes: list[PlannedNode]) -> list[tuple[str, tuple[str, ...]]]:
     return [(n.name, tuple(p.key for p in n.pods)) for n in nodes]
 
 
-def test_chunks_start_small_and_double() -> None:
-    queue = [PodInfo.parse(pod(f"p-{i}")) for i in range(10)]
-    assert [len(c) for c in chunked(queue, 2)] == [2, 4, 4]
-    assert [len(c) for c in chunked(queue, 3)] == [3, 7]             # a rest of one joins the chunk before
-    assert [p.name for c in chunked(queue, 2) for p in c] == [p.name for p in queue]
-    assert chunked([], 2) == [[]]
+def test_a_rest_smaller_than_its_chunk_joins_it() -> None:
+    assert chunk_end(0, 2, 10) == 2
+    assert chunk_end(2, 4, 10) == 6
+    assert chunk_end(6, 8, 10) == 10
+    assert chunk_end(3, 6, 10) == 10                 # a rest of one joins the chunk before
+    assert chunk_end(0, 5, 0) == 0
+
+
+def test_chunks_double_only_after_one_needed_new_nodes() -> None:
+    # the first ten pods fit the existing node; the chunk after them is as small as the first
+    existing = node("existing", allocatable={"cpu": "3", "memory": "16Gi", "pods": "110"})
+    pods = [pod(f"a-{i}", cpu="300m") for i in range(10)] + [pod(f"b-{i}", cpu="100m") for i in range(30)]
+    snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10),  # type: ignore[list-item]  # a valid Provisioner: decoded
+                               nodes=[existing], pods=[PodInfo.parse(p) for p in pods])
+    sizes: list[int] = []
+
+    def on_decided(nodes: list[PlannedNode]) -> bool:
+        sizes.append(sum(len(n.pods) for n in nodes))
+        return True
+
+    Scheduler(snapshot).solve(on_decided=on_decided, first_chunk=10)
+    assert sizes[:2] == [10, 20]                      # chunks of 10 (on the existing node), 10, then 20
 
 
 def test_each_chunk_is_handed_over_once_decided_and_never_changed() -> None:

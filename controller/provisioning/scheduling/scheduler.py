@@ -191,15 +191,10 @@ def placement_kind(pod: PodInfo) -> tuple[object, ...]:
     )
 
 
-def chunked(queue: list[PodInfo], first: int) -> list[list[PodInfo]]:
-    """`queue` in order, in chunks of `first` pods, then twice as many each time; a rest smaller than the chunk
-    before it joins that chunk (at least one chunk)."""
-    chunks, size, at = [], max(1, first), 0
-    while at < len(queue):
-        end = at + size if len(queue) - (at + size) >= size else len(queue)
-        chunks.append(queue[at:end])
-        at, size = end, size * 2
-    return chunks or [[]]
+def chunk_end(at: int, size: int, total: int) -> int:
+    """Where the chunk of `size` pods starting at `at` of a queue of `total` ends: a rest smaller than the
+    chunk joins it."""
+    return at + size if total - (at + size) >= size else total
 
 
 def first_chunk_packing(packing: PackingOptions) -> PackingOptions:
@@ -362,7 +357,8 @@ class Scheduler:
         """Place every pending pod or give the reason it fits nowhere.
 
         Without `on_decided` the whole batch is planned at once (`karpy plan`). With it (the controller) the queue
-        is planned in chunks: the first `first_chunk` pods, then twice as many each time. Each chunk's new nodes
+        is planned in chunks: the first `first_chunk` pods, then twice as many after each chunk that needed new
+        nodes (a chunk that fit on existing nodes hands over nothing, so the next is as small). Each chunk's new nodes
         are optimised and handed to `on_decided` as soon as they are decided, so a large batch's first launch does
         not wait for its whole plan; later chunks never add pods to nodes already handed over. A pod that fits
         nowhere in its chunk is tried again after the last chunk's pods, as the whole-batch queue would try it
@@ -379,16 +375,18 @@ class Scheduler:
                     broken[pod.key] = failed(failure(e))
         errors.update(broken)
         queue = [pod for _, pod in sorted(keyed, key=lambda kp: kp[0])]
-        chunks = [queue] if on_decided is None else chunked(queue, first_chunk)
+        size = len(queue) if on_decided is None else max(1, first_chunk)
         decided: list[PlannedNode] = []
         waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
-        for index, chunk in enumerate(chunks):
-            if index < len(chunks) - 1:
-                waiting += self._place_in_turn(chunk, errors, broken)
+        at = 0
+        while True:
+            end = chunk_end(at, size, len(queue))
+            if end < len(queue):
+                waiting += self._place_in_turn(queue[at:end], errors, broken)
             else:
-                self._place_all(chunk + waiting, errors, broken)
+                self._place_all(queue[at:end] + waiting, errors, broken)
             # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
-            packing = self.packing if index or on_decided is None else first_chunk_packing(self.packing)
+            packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
             nodes = repack(self.new_nodes, topology=self.topology, options=packing,
                            open_node=lambda t: NewNode(t, self._hostname(t.name)))
             planned = [self._finalize(n) for n in nodes]
@@ -399,6 +397,9 @@ class Scheduler:
             if on_decided is not None and planned and not on_decided(planned):
                 errors = {}
                 break
+            if end >= len(queue):
+                break
+            at, size = end, size * 2 if planned else size
         return Results(
             new_nodes=decided,
             existing_nodes=[n for n in self.existing if n.pods],
