@@ -19,6 +19,7 @@ import dataclasses
 import gc
 import logging
 import secrets
+import sys
 import time
 from typing import Any, Callable
 
@@ -56,6 +57,30 @@ def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
         log.error("Launching a node failed, %s", future.exception())
 
 
+class _FirstLaunch:
+    """From a batch's start until its first chunk is handed to the launch workers, the planning thread comes first:
+
+    - no cyclic garbage collection: over a burst's cache (millions of objects) a full one takes up to a second
+      and finds nothing (watch objects are freed by reference counting); it runs when due after the window;
+    - a longer interpreter switch interval, so the dozens of launch and bind threads of the last batch take
+      the interpreter from the planning thread less often (they give it up at each request anyway)."""
+
+    SWITCH_SECONDS = 0.05
+
+    def __init__(self) -> None:
+        self._collecting, self._switch = gc.isenabled(), sys.getswitchinterval()
+        self._open = True
+        gc.disable()
+        sys.setswitchinterval(max(self._switch, self.SWITCH_SECONDS))
+
+    def end(self) -> None:
+        if self._open:
+            self._open = False
+            sys.setswitchinterval(self._switch)
+            if self._collecting:
+                gc.enable()
+
+
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
                  parallelism: int = 32, launcher: Launcher | None = None,
@@ -89,18 +114,13 @@ class Provisioner:
         was opened without pods). With `wait` False the launches (and their binds) go on in the background and the
         next batch may open meanwhile: their pods count as claimed from before they are handed over, and their
         Nodes are left out of its plan until the watch shows their pods bound."""
-        # the cache of a burst holds millions of objects: a full collection of the cyclic garbage collector takes
-        # up to a second and finds nothing (watch objects are freed by reference counting), so none runs between
-        # the batch's close and its first chunk's launch; it runs when due after that
-        collecting = gc.isenabled()
-        gc.disable()
+        window = _FirstLaunch()
         try:
-            self._reconcile(batch, wait=wait, collecting=collecting)
+            self._reconcile(batch, wait=wait, window=window)
         finally:
-            if collecting:
-                gc.enable()
+            window.end()
 
-    def _reconcile(self, batch: Batch | None, *, wait: bool, collecting: bool) -> None:
+    def _reconcile(self, batch: Batch | None, *, wait: bool, window: _FirstLaunch) -> None:
         if batch is None or batch.everything:
             provisionable = provisionable_pods(self.state)
         else:
@@ -131,8 +151,7 @@ class Provisioner:
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
                      len(nodes), sum(len(n.pods) for n in nodes), " ".join(options))
             launches.extend(self._launch_all(nodes, bind=True))
-            if collecting:
-                gc.enable()               # the first launches are on their way (see reconcile)
+            window.end()                  # the first launches are on their way
             return True
 
         results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(

@@ -4,8 +4,11 @@ last one (nor plans its pods again)."""
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from typing import Any
+
+import pytest
 
 from karpy.apis import nodeclaim as api
 from karpy.controller.launch.launcher import Launcher
@@ -112,15 +115,18 @@ def test_a_replica_that_stops_leading_mid_plan_launches_no_further_chunk(env: En
     assert waiting == {f"web-{i}" for i in range(3, 10)}
 
 
-def test_no_garbage_collection_runs_between_a_batch_and_its_first_launch(env: Env) -> None:
+def test_the_planning_thread_comes_first_until_a_batch_s_first_launch(env: Env) -> None:
     env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="1", schedulerName=ELSEWHERE) for i in range(6)])
-    collecting: list[bool] = []
+    seen: list[tuple[bool, float]] = []
 
     def leading() -> bool:
-        collecting.append(gc.isenabled())
+        seen.append((gc.isenabled(), sys.getswitchinterval()))
         return True
 
+    switch = sys.getswitchinterval()
     assert gc.isenabled()
     Provisioner(env.state, env.cloud, CATALOG, leading=leading, first_chunk=2).reconcile()
-    assert collecting == [False, True]              # paused until the first chunk was handed over, then resumed
-    assert gc.isenabled()
+    # no garbage collection and a longer switch interval until the first chunk was handed over, then as before
+    assert [collecting for collecting, _ in seen] == [False, True]
+    assert seen[0][1] == pytest.approx(max(switch, 0.05)) and seen[1][1] == switch
+    assert gc.isenabled() and sys.getswitchinterval() == switch
