@@ -7,8 +7,9 @@ cpu / 128Mi scales from 0 to N at once. Printed: the machine's load average
 before and after (timings on a shared machine mean little without it), seconds
 from the scale-up until every pod is Running, and the split of that time as the
 watches and the controller's log saw it (pods created, marked Unschedulable,
-batches closed, solve, each batch's first Node after the batch closed,
-launches, binds, Running), nodes launched and their $/h, the controller's peak
+batches closed, solve (a large batch is planned and launched chunk by
+chunk: the plans' chunks, the longest plan, how soon a plan's first chunk
+was decided), each batch's first Node after the batch closed, launches, binds, Running), nodes launched and their $/h, the controller's peak
 RSS and CPU seconds, the local cluster's CPU seconds, and the API requests the
 controller made and the local cluster's own scheduler, kubelets and
 controllers made (its /metrics count requests by client). With --profile DIR,
@@ -295,18 +296,24 @@ def report_burst(r: dict[str, Any], timeout: float) -> None:
     found, solved = r["found"], r["solved"]
     print(f"  batches closed         {span(found[0][0] if found else None, found[-1][0] if found else None, len(found))} "
           f"batches of {', '.join(str(n) for _, n in found[:8])}{' ...' if len(found) > 8 else ''} pods")
-    # each plan is timed from the batch closed last before it (a batch with nothing to launch logs no plan)
-    opened = [max((f[0] for f in found if f[0] <= s[0]), default=s[0]) for s in solved]
-    solves = [s[0] - f for s, f in zip(solved, opened)]
+    # a batch's plan is logged chunk by chunk (a batch with nothing to launch logs none): each chunk belongs to
+    # the batch closed last before it; a plan is timed from its batch's close to its last chunk
+    plans: dict[float, list[float]] = {}
+    for s in solved:
+        plans.setdefault(max((f[0] for f in found if f[0] <= s[0]), default=s[0]), []).append(s[0])
+    solves = [chunks[-1] - closed for closed, chunks in plans.items()]
+    first_chunks = [chunks[0] - closed for closed, chunks in plans.items()]
     print(f"  solved                 {span(solved[0][0] if solved else None, solved[-1][0] if solved else None, len(solved))} "
-          f"solve total {sum(solves):.2f} s, longest {max(solves, default=0):.2f} s")
+          f"chunks in {len(plans)} plans; solve total {sum(solves):.2f} s, longest {max(solves, default=0):.2f} s, "
+          f"first chunk {max(first_chunks, default=0):.2f} s after its batch closed at most")
     launched, bound, created = r["launched"], r["bound"], r["created"]
-    # the first Node the watch showed after each plan: how soon a batch's first node exists
-    waits = [next((c - f for c in created if c >= s[0]), None) for s, f in zip(solved, opened)]
+    # the first Node the watch showed after each plan's first chunk: how soon a batch's first node exists
+    waits = [next((c - closed for c in created if c >= chunks[0]), None) for closed, chunks in plans.items()]
     after_close: list[float] = [d for d in waits if d is not None]
     print(f"  first node of a batch  {span(created[0] if created else None, created[-1] if created else None, len(created))} "
           f"nodes created; a batch's first node {min(after_close, default=float('nan')):.2f}.."
-          f"{max(after_close, default=float('nan')):.2f} s after the batch closed")
+          f"{max(after_close, default=float('nan')):.2f} s after the batch closed "
+          f"({', '.join(f'{d:.2f}' for d in after_close)})")
     print(f"  launches               {span(launched[0] if launched else None, launched[-1] if launched else None, len(launched))}")
     print(f"  binds (per node)       {span(bound[0][0] if bound else None, bound[-1][0] if bound else None, sum(n for _, n in bound))}")
     print(f"  pods bound (watch)     {span(p.first.get('bound'), p.last.get('bound'), p.count('bound'))}")

@@ -54,6 +54,9 @@ class ClusterState:
         self.failures = FailureReporter(client)     # bad objects: skipped, said once
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
+        # the pods' records as the last snapshot read them, by uid, with the namespaces' labels they were read
+        # against: a pod that reads the same is not parsed again (see pod_infos)
+        self._last_read: tuple[dict[str, dict[str, str]], dict[str, PodInfo]] = ({}, {})
 
     def start(self, timeout: float = 30) -> bool:
         """Start every informer and wait, `timeout` seconds in all, for their first lists.
@@ -107,10 +110,26 @@ class ClusterState:
         return next((p for p in self.live_provisioners() if p.name == name), None)
 
     def pod_infos(self, pods: list[Obj]) -> list[PodInfo]:
-        """Pods as the scheduling core reads them (namespaceSelectors resolved against the namespaces' labels)."""
-        namespaces = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.namespaces.items()}
+        """Pods as the scheduling core reads them (namespaceSelectors resolved against the namespaces' labels).
+        A pod the last snapshot read keeps its record when it still reads the same (PodInfo.reread: its status
+        changed, or it was bound), so a batch parses only the pods new to it, not the thousands bound since."""
+        return self._read(pods, self._namespace_labels())
+
+    def _namespace_labels(self) -> dict[str, dict[str, str]]:
+        return {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in self.namespaces.items()}
+
+    def _read(self, pods: list[Obj], namespaces: dict[str, dict[str, str]]) -> list[PodInfo]:
+        read_against, before = self._last_read
+        if read_against != namespaces:           # a namespaceSelector may read them differently now
+            before = {}
         out = []
         for raw in pods:
+            uid = raw["metadata"].get("uid")
+            record = (before.get(uid) or self.pending.record(uid)) if uid else None
+            record = record.reread(raw) if record is not None else None
+            if record is not None:
+                out.append(record)
+                continue
             try:
                 out.append(PodInfo.parse(raw, namespace_labels=namespaces))
             except PodError as e:
@@ -120,10 +139,15 @@ class ClusterState:
         return out
 
     def snapshot(self, catalog: Catalog, pods: list[Obj], *, parsed: Sequence[PodInfo] = ()) -> ClusterSnapshot:
-        """What the scheduling core reads: provisioners, every node, `pods` parsed and the pods already `parsed`,
-        daemonset overhead."""
+        """What the scheduling core reads: provisioners, every node, `pods` parsed (see pod_infos) and the pods
+        already `parsed`, daemonset overhead. Its records are the ones the next batch may keep."""
+        namespaces = self._namespace_labels()
+        records = self._read(pods, namespaces) + list(parsed)
+        # one assignment (a snapshot on another thread keeps either); records of this snapshot only, each referring
+        # to an object the cache held moments ago
+        self._last_read = (namespaces, {r.uid: r for r in records if r.uid and not r.relaxations})
         return ClusterSnapshot(provisioners=self.live_provisioners(), catalog=catalog, nodes=self.nodes.items(),
-                               pods=self.pod_infos(pods) + list(parsed), daemonsets=self.daemon_templates())
+                               pods=records, daemonsets=self.daemon_templates())
 
     def daemon_templates(self) -> list[PodInfo]:
         out = []

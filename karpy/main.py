@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
                      help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
     ctl.add_argument("--packing-budget-seconds", type=float, default=1.0, metavar="SECONDS",
-                     help="seconds the optimising packer may spend on a batch before the first-fit plan is launched as is")
+                     help="seconds the optimising packer may spend on each chunk of a batch before the chunk's first-fit plan is launched as is")
     ctl.add_argument("--consolidation-stabilization", type=float, default=15.0,
                      help="seconds between deciding a consolidation action and re-validating it before it is taken")
     ctl.add_argument("--consolidation-min-node-age", type=float, default=60.0,

@@ -6,7 +6,9 @@ pods in the cache, filtering all of them per batch costs more than the answer.
 it and keeps the set of provisionable pods up to date, by name and by uid, so
 a batch takes its own pods (by the uids the batcher gathered) in time
 proportional to the pods that wait. It holds references to the cached
-objects, never copies.
+objects, never copies, and each waiting pod's scheduling record (PodInfo),
+read as the pod comes to wait (and reread as its status changes), so a batch
+of thousands does not parse its pods after it closes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Callable, Iterable
 
 from karpy.apis.conditions import unschedulable
 from karpy.apis.pods import owned_by_daemonset
+from karpy.controller.provisioning.scheduling.pods import PodInfo
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -50,6 +53,7 @@ class PendingIndex:
         self._keys: dict[str, Key] = {}          # uid -> the name its pod is indexed under
         self._gaps: dict[Key, str] = {}          # capacity-gap event -> the uid of the pod it reports
         self._gap_counts: dict[str, int] = {}     # pod uid -> how many gap events report it
+        self._records: dict[str, PodInfo] = {}    # uid -> the waiting pod's record (see record)
 
     def pods(self) -> list[Obj]:
         with self._lock:
@@ -59,6 +63,13 @@ class PendingIndex:
         """The pods of `uids` that still wait (a pod bound, deleted or replaced meanwhile is left out)."""
         with self._lock:
             return [self._pods[key] for uid in uids if (key := self._keys.get(uid)) is not None]
+
+    def record(self, uid: str) -> PodInfo | None:
+        """The record of waiting pod `uid`, read when the watch last told of it; None when it has none (a pod
+        with pod (anti-)affinity reads the namespaces' labels, so it is read with the batch; a pod that could
+        not be read is read again there, to report why)."""
+        with self._lock:
+            return self._records.get(uid)
 
     def __len__(self) -> int:
         with self._lock:
@@ -91,9 +102,27 @@ class PendingIndex:
     def _decide(self, key: Key) -> None:
         pod = self._lookup(*key)
         before = self._pods.pop(key, None)
+        record = None
         if before is not None:
             self._keys.pop(before["metadata"].get("uid") or "", None)
+            record = self._records.pop(before["metadata"].get("uid") or "", None)
         if pod is not None and is_provisionable(pod, pod["metadata"].get("uid") in self._gap_counts):
             self._pods[key] = pod
             if uid := pod["metadata"].get("uid"):
                 self._keys[uid] = key
+                record = record.reread(pod) if record is not None and record.uid == uid else None
+                if record is None:
+                    record = _read(pod)
+                if record is not None:
+                    self._records[uid] = record
+
+
+def _read(pod: Obj) -> PodInfo | None:
+    """`pod`'s record, or None when it reads the namespaces' labels (pod affinity) or cannot be read."""
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    if not isinstance(affinity, dict) or affinity.get("podAffinity") or affinity.get("podAntiAffinity"):
+        return None
+    try:
+        return PodInfo.parse(pod)
+    except Exception:  # read again with the batch, which reports why
+        return None

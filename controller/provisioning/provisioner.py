@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import gc
 import logging
 import secrets
+import sys
 import time
 from typing import Any, Callable
 
@@ -32,7 +34,7 @@ from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.reasons import Why
-from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
+from karpy.controller.provisioning.scheduling.scheduler import FIRST_CHUNK_PODS, PlannedNode, Scheduler
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
@@ -55,11 +57,40 @@ def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
         log.error("Launching a node failed, %s", future.exception())
 
 
+class _FirstLaunch:
+    """From a batch's start until its first chunk is handed to the launch workers, the planning thread comes first:
+
+    - no cyclic garbage collection: over a burst's cache (millions of objects) a full one takes up to a second
+      and finds nothing (watch objects are freed by reference counting); it runs when due after the window;
+    - a longer interpreter switch interval, so the dozens of launch and bind threads of the last batch take
+      the interpreter from the planning thread less often (they give it up at each request anyway)."""
+
+    SWITCH_SECONDS = 0.05
+
+    def __init__(self) -> None:
+        self._collecting, self._switch = gc.isenabled(), sys.getswitchinterval()
+        self._open = True
+        gc.disable()
+        sys.setswitchinterval(max(self._switch, self.SWITCH_SECONDS))
+
+    def end(self) -> None:
+        if self._open:
+            self._open = False
+            sys.setswitchinterval(self._switch)
+            if self._collecting:
+                gc.enable()
+
+
 class Provisioner:
     def __init__(self, state: ClusterState, cloud: CloudProvider, catalog: Catalog | Callable[[], Catalog], *,
                  parallelism: int = 32, launcher: Launcher | None = None,
-                 packing: PackingOptions = PackingOptions()) -> None:
+                 packing: PackingOptions = PackingOptions(), leading: Callable[[], bool] = lambda: True,
+                 first_chunk: int = FIRST_CHUNK_PODS) -> None:
+        """`leading` says whether this replica may launch now (asked before each chunk of a plan is launched);
+        `first_chunk` is the size of a batch's first chunk (Scheduler.solve)."""
         self.state = state
+        self.leading = leading
+        self.first_chunk = first_chunk
         self.packing = packing
         self.cloud = cloud
         self._catalog = catalog          # or where to read it: the AWS provider's comes from EC2, cached
@@ -83,6 +114,13 @@ class Provisioner:
         was opened without pods). With `wait` False the launches (and their binds) go on in the background and the
         next batch may open meanwhile: their pods count as claimed from before they are handed over, and their
         Nodes are left out of its plan until the watch shows their pods bound."""
+        window = _FirstLaunch()
+        try:
+            self._reconcile(batch, wait=wait, window=window)
+        finally:
+            window.end()
+
+    def _reconcile(self, batch: Batch | None, *, wait: bool, window: _FirstLaunch) -> None:
         if batch is None or batch.everything:
             provisionable = provisionable_pods(self.state)
         else:
@@ -101,15 +139,28 @@ class Provisioner:
             snapshot = dataclasses.replace(snapshot, nodes=[n for n in snapshot.nodes if n["metadata"]["name"] not in landing],
                                            pods=[p for p in snapshot.pods if p.node_name not in landing])
         started = time.perf_counter()
-        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve()
-        SCHEDULING_SECONDS.observe(time.perf_counter() - started)
-        self.state.failures.report_results(results, self.state.provisioners.items())
-        if results.new_nodes:
-            pods = sum(len(n.pods) for n in results.new_nodes)
-            options = sorted({t.name for n in results.new_nodes for t in n.options[:10]})
+        launches: list[concurrent.futures.Future[str | None]] = []
+        lost: list[bool] = []
+
+        def launch_decided(nodes: list[PlannedNode]) -> bool:
+            """Launch a chunk of the plan as soon as it is decided (while leading: else the plan ends here)."""
+            if not self.leading():
+                lost.append(True)
+                return False
+            options = sorted({t.name for n in nodes for t in n.options[:10]})
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
-                     len(results.new_nodes), pods, " ".join(options))
-        launches = self._launch_all(results.new_nodes, bind=True)
+                     len(nodes), sum(len(n.pods) for n in nodes), " ".join(options))
+            launches.extend(self._launch_all(nodes, bind=True))
+            window.end()                  # the first launches are on their way
+            return True
+
+        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(
+            on_decided=launch_decided, first_chunk=self.first_chunk)
+        SCHEDULING_SECONDS.observe(time.perf_counter() - started)
+        if lost:
+            log.info("Stopped planning %d pod(s): no longer leading", len(waiting))
+            return
+        self.state.failures.report_results(results, self.state.provisioners.items())
         if wait:
             self._await_cache([n for n in (f.result() for f in launches) if n])
         for pod in waiting:

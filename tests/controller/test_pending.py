@@ -70,3 +70,22 @@ def test_the_index_equals_a_full_filter_after_any_events(sequence: list[tuple[st
         seen = {f"{n}-{g}" for n in NAMES for g in (0, 1)}
         assert {(p["metadata"]["name"], p["metadata"]["uid"]) for p in index.by_uid(seen)} == \
             {(p["metadata"]["name"], p["metadata"]["uid"]) for p in cache.values() if p["metadata"]["name"] in expected}
+        # each waiting pod's scheduling record is read from its cached version; no other uid has one
+        waiting = {p["metadata"]["uid"]: p for p in cache.values() if p["metadata"]["name"] in expected}
+        for uid in seen:
+            record = index.record(uid)
+            assert (record.raw if record is not None else None) is waiting.get(uid)
+
+
+def test_a_pod_with_pod_affinity_is_read_with_its_batch_not_by_the_index() -> None:
+    plain, spread = pod("a", "unschedulable", 0), pod("b", "unschedulable", 0)
+    spread["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "b"}}}]}}
+    cache = {("default", "a"): plain, ("default", "b"): spread}
+    index = PendingIndex(lambda namespace, name: cache.get((namespace, name)))
+    for obj in cache.values():
+        index.on_pod("ADDED", obj)
+    assert len(index) == 2
+    record = index.record("a-0")
+    assert record is not None and record.key == "default/a"
+    assert index.record("b-0") is None          # its namespaceSelector terms read the namespaces' labels then

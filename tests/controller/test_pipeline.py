@@ -3,8 +3,12 @@ last one (nor plans its pods again)."""
 
 from __future__ import annotations
 
+import gc
+import sys
 import threading
 from typing import Any
+
+import pytest
 
 from karpy.apis import nodeclaim as api
 from karpy.controller.launch.launcher import Launcher
@@ -63,3 +67,66 @@ def test_a_batch_opens_while_the_last_one_binds_and_does_not_plan_its_pods_again
     assert len(env.cloud.create_calls) == len(claims)
     pods = env.client.get(path_of("v1", "pods", "default"))["items"]
     assert len(pods) == 25 and all(p["spec"].get("nodeName") for p in pods)
+
+
+def test_a_large_batch_launches_its_first_chunk_while_the_rest_is_planned(env: Env) -> None:
+    env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="1", schedulerName=ELSEWHERE) for i in range(10)])
+    first_launch = threading.Event()
+    asked: list[bool] = []
+
+    def leading() -> bool:
+        # asked before each chunk is launched: the second chunk is held until the first one's launch has begun
+        if asked:
+            asked.append(first_launch.wait(20))
+        else:
+            asked.append(True)
+        return True
+
+    def step(at: str) -> None:
+        if at == "before-create":
+            first_launch.set()
+
+    launcher = Launcher(env.state, env.cloud, lambda: CATALOG, fault=step)
+    Provisioner(env.state, env.cloud, CATALOG, launcher=launcher, leading=leading, first_chunk=3).reconcile()
+    assert len(asked) == 2 and all(asked)             # chunks of 3 and 7 pods; the first launched before the second
+    claims = env.client.get(CLAIMS)["items"]
+    planned = sorted(p["name"] for c in claims for p in c["spec"]["pods"])
+    assert planned == sorted(f"web-{i}" for i in range(10))             # each pod in one claim
+    assert len(env.cloud.create_calls) == len(claims)
+    pods = env.client.get(path_of("v1", "pods", "default"))["items"]
+    assert all(p["spec"].get("nodeName") for p in pods)
+
+
+def test_a_replica_that_stops_leading_mid_plan_launches_no_further_chunk(env: Env) -> None:
+    env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="1", schedulerName=ELSEWHERE) for i in range(10)])
+    asked: list[int] = []
+
+    def leading() -> bool:
+        asked.append(1)
+        return len(asked) == 1                        # leads for the first chunk only
+
+    Provisioner(env.state, env.cloud, CATALOG, leading=leading, first_chunk=3).reconcile()
+    claims = env.client.get(CLAIMS)["items"]
+    assert sorted(p["name"] for c in claims for p in c["spec"]["pods"]) == ["web-0", "web-1", "web-2"]
+    assert len(env.cloud.create_calls) == len(claims)
+    events = env.client.get(path_of("v1", "events", "default"))["items"]
+    assert not [e for e in events if e.get("reason") == "FailedProvisioning"]   # the rest are not called unschedulable
+    waiting = {p["metadata"]["name"] for p in env.client.get(path_of("v1", "pods", "default"))["items"] if not p["spec"].get("nodeName")}
+    assert waiting == {f"web-{i}" for i in range(3, 10)}
+
+
+def test_the_planning_thread_comes_first_until_a_batch_s_first_launch(env: Env) -> None:
+    env.apply(provisioner("default"), *[unschedulable_pod(f"web-{i}", cpu="1", schedulerName=ELSEWHERE) for i in range(6)])
+    seen: list[tuple[bool, float]] = []
+
+    def leading() -> bool:
+        seen.append((gc.isenabled(), sys.getswitchinterval()))
+        return True
+
+    switch = sys.getswitchinterval()
+    assert gc.isenabled()
+    Provisioner(env.state, env.cloud, CATALOG, leading=leading, first_chunk=2).reconcile()
+    # no garbage collection and a longer switch interval until the first chunk was handed over, then as before
+    assert [collecting for collecting, _ in seen] == [False, True]
+    assert seen[0][1] == pytest.approx(max(switch, 0.05)) and seen[1][1] == switch
+    assert gc.isenabled() and sys.getswitchinterval() == switch

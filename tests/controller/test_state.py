@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import RawClient, path_of
 from tests.builders import pod
+from tests.controller.conftest import CATALOG, Env
 from tests.expectations import eventually
 from tests.simulator.conftest import start
 
@@ -76,3 +78,26 @@ def test_the_pods_by_node_index_follows_binds_deletes_and_relists(tmp_path: Path
     finally:
         state.stop()
         kube.api_client.close()
+
+
+def test_a_snapshot_parses_again_only_the_pods_whose_spec_or_labels_changed(env: Env) -> None:
+    env.apply(*[pod(f"web-{i}", node_name="somewhere", labels={"app": "web"}) for i in range(3)],
+              pod("waiting", schedulerName="another-scheduler"))
+
+    def snapshot() -> dict[str, PodInfo]:
+        waiting = env.state.pod_infos([p for p in env.state.pods.items() if not p["spec"].get("nodeName")])
+        return {p.name: p for p in env.state.snapshot(CATALOG, env.state.bound_pods(), parsed=waiting).pods}
+
+    first, again = snapshot(), snapshot()
+    assert all(again[name] is first[name] for name in first)                # nothing changed: the same records
+    env.client.patch(path_of("v1", "pods", "default", "web-0", "status"), {"status": {"phase": "Running"}})
+    env.client.patch(path_of("v1", "pods", "default", "web-1"), {"metadata": {"labels": {"app": "api"}}})
+    env.client.bind("default", "waiting", "somewhere")
+    eventually(lambda: env.state.pods.get("default", "web-0")["status"].get("phase") == "Running"
+               and env.state.pods.get("default", "web-1")["metadata"]["labels"]["app"] == "api"
+               and env.state.pods.get("default", "waiting")["spec"].get("nodeName") == "somewhere")
+    now = snapshot()
+    assert now["web-0"].phase == "Running" and now["web-0"].raw is env.state.pods.get("default", "web-0")
+    assert now["web-1"].labels == {"app": "api"}
+    assert now["waiting"].node_name == "somewhere" and now["waiting"].raw is env.state.pods.get("default", "waiting")
+    assert now["web-2"] is first["web-2"]

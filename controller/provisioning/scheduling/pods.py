@@ -22,6 +22,8 @@ from karpy.apis.resources import Resources
 from karpy.apis.selectors import LabelSelector
 
 ALL_NAMESPACES: frozenset[str] = frozenset({"*"})
+# what PodInfo.parse reads of a pod's metadata, besides its deletionTimestamp (and its spec and status.phase)
+READ_METADATA = ("uid", "name", "generateName", "namespace", "labels", "annotations", "ownerReferences")
 
 
 class PodError(ValueError):
@@ -112,6 +114,23 @@ class PodInfo:
     def copy(self, **changes: Any) -> PodInfo:
         """The same pod with `changes` (a new record: this one stays as it is)."""
         return dataclasses.replace(self, **changes)
+
+    def reread(self, raw: Mapping[str, Any]) -> PodInfo | None:
+        """This record for `raw`, a newer version of the same pod's object, when its spec (but its nodeName) and the
+        metadata `parse` reads are unchanged (it was bound, or its status changed): a copy that refers to `raw`,
+        with its node, phase and deletion read again, far cheaper than parsing it. None when `raw` must be parsed.
+        Only for records `parse` made, read against the same namespaces."""
+        old, meta, old_meta = self.raw, raw.get("metadata") or {}, self.raw.get("metadata") or {}
+        if old is raw:
+            return self
+        spec, old_spec = raw.get("spec") or {}, old.get("spec") or {}
+        if self.relaxations or any(old_meta.get(f) != meta.get(f) for f in READ_METADATA):
+            return None
+        if spec != old_spec and (spec.get("nodeName") == old_spec.get("nodeName")
+                                 or {**spec, "nodeName": None} != {**old_spec, "nodeName": None}):
+            return None
+        return self.copy(raw=raw, node_name=spec.get("nodeName") or None, deleting=bool(meta.get("deletionTimestamp")),
+                         phase=str((raw.get("status") or {}).get("phase") or "Pending"))
 
     def relaxed(self) -> PodInfo | None:
         """The pod with one soft constraint dropped, in Karpenter v0.16's order (what was dropped is the last of

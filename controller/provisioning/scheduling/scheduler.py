@@ -42,6 +42,8 @@ from karpy.controller.provisioning.scheduling.reasons import Reason, Why, every_
 from karpy.controller.provisioning.scheduling.topology import Topology
 
 MAX_INSTANCE_TYPE_OPTIONS = 60
+FIRST_CHUNK_PODS = 200             # the controller's first chunk of a batch: small, so its first launch starts soon
+FIRST_CHUNK_SECONDS = 0.2          # the optimiser's time on that chunk, at most (past it the greedy's nodes stand)
 TOPOLOGY_KEYS_FROM_OFFERINGS = (wk.ZONE, wk.CAPACITY_TYPE)
 
 
@@ -163,9 +165,9 @@ def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, i
     """What a unit of each resource costs per hour, as if a type's whole price bought that resource
     alone: the median over the types that have it. Only the ratios matter (ranking growth)."""
     weights = np.zeros(len(resource_index))
+    offered = [(min(o.price_per_hour for o in t.offerings), t.allocatable) for t in types if t.offerings]  # each read once
     for name, column in resource_index.items():
-        ratios = [min(o.price_per_hour for o in t.offerings) / min(t.allocatable[name], FLOAT_LIMIT)
-                  for t in types if t.offerings and t.allocatable.get(name, 0) > 0]
+        ratios = [price / min(allocatable[name], FLOAT_LIMIT) for price, allocatable in offered if allocatable.get(name, 0) > 0]
         if ratios:
             weights[column] = float(np.median(ratios))
     return weights
@@ -187,6 +189,18 @@ def placement_kind(pod: PodInfo) -> tuple[object, ...]:
         str(pod.requirements), repr(pod.tolerations), tuple(pod.spreads), tuple(pod.affinities),
         pod.host_ports, len(pod.relaxations),
     )
+
+
+def chunk_end(at: int, size: int, total: int) -> int:
+    """Where the chunk of `size` pods starting at `at` of a queue of `total` ends: a rest smaller than the
+    chunk joins it."""
+    return at + size if total - (at + size) >= size else total
+
+
+def first_chunk_packing(packing: PackingOptions) -> PackingOptions:
+    """The optimiser's options for a batch's first chunk: its time held to FIRST_CHUNK_SECONDS."""
+    budget = FIRST_CHUNK_SECONDS if packing.max_seconds is None else min(packing.max_seconds, FIRST_CHUNK_SECONDS)
+    return dataclasses.replace(packing, max_seconds=budget)
 
 
 def sort_key(pod: PodInfo) -> tuple[int, int, str]:
@@ -338,8 +352,18 @@ class Scheduler:
         return [node for _, node in sorted(out, key=lambda e: (e[0], e[1].name))]
 
     # --- solving -------------------------------------------------------------------
-    def solve(self) -> Results:
-        """Place every pending pod or give the reason it fits nowhere."""
+    def solve(self, *, on_decided: Callable[[list[PlannedNode]], bool] | None = None,
+              first_chunk: int = FIRST_CHUNK_PODS) -> Results:
+        """Place every pending pod or give the reason it fits nowhere.
+
+        Without `on_decided` the whole batch is planned at once (`karpy plan`). With it (the controller) the queue
+        is planned in chunks: the first `first_chunk` pods, then twice as many after each chunk that needed new
+        nodes (a chunk that fit on existing nodes hands over nothing, so the next is as small). Each chunk's new nodes
+        are optimised and handed to `on_decided` as soon as they are decided, so a large batch's first launch does
+        not wait for its whole plan; later chunks never add pods to nodes already handed over. A pod that fits
+        nowhere in its chunk is tried again after the last chunk's pods, as the whole-batch queue would try it
+        behind the others. `on_decided` returning False (no longer leading) ends the plan there: the results hold
+        the nodes decided so far, and no pod is reported unschedulable."""
         errors: dict[str, Reason] = {}
         broken: dict[str, Reason] = dict(self._unregistered)
         keyed = []
@@ -350,7 +374,61 @@ class Scheduler:
                 except Exception as e:  # confined to the pod, as below
                     broken[pod.key] = failed(failure(e))
         errors.update(broken)
-        queue = collections.deque(pod for _, pod in sorted(keyed, key=lambda kp: kp[0]))
+        queue = [pod for _, pod in sorted(keyed, key=lambda kp: kp[0])]
+        size = len(queue) if on_decided is None else max(1, first_chunk)
+        decided: list[PlannedNode] = []
+        waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
+        at = 0
+        while True:
+            end = chunk_end(at, size, len(queue))
+            if end < len(queue):
+                waiting += self._place_in_turn(queue[at:end], errors, broken)
+            else:
+                self._place_all(queue[at:end] + waiting, errors, broken)
+            # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
+            packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
+            nodes = repack(self.new_nodes, topology=self.topology, options=packing,
+                           open_node=lambda t: NewNode(t, self._hostname(t.name)))
+            planned = [self._finalize(n) for n in nodes]
+            decided += planned
+            self.new_nodes = []                         # handed over: later chunks open nodes of their own
+            width = len(self.resource_index)
+            self._free_rooms, self._grow_rooms = Rooms(width), Rooms(width)
+            if on_decided is not None and planned and not on_decided(planned):
+                errors = {}
+                break
+            if end >= len(queue):
+                break
+            at, size = end, size * 2 if planned else size
+        return Results(
+            new_nodes=decided,
+            existing_nodes=[n for n in self.existing if n.pods],
+            unschedulable={p.key: errors[p.key] for p in sorted(self.pending, key=lambda p: p.key) if p.key in errors},
+            pending=list(self.pending),
+            failed_pods={key: reason.text for key, reason in broken.items()},
+            failed_provisioners=dict(self.failed_provisioners),
+        )
+
+    def _place_in_turn(self, pods: list[PodInfo], errors: dict[str, Reason], broken: dict[str, Reason]) -> list[PodInfo]:
+        """Place each of `pods` once, in order; returns those that fit nowhere yet (not relaxed: see solve)."""
+        left = []
+        for pod in pods:
+            try:
+                why = self._place(pod)
+            except Exception as e:  # one pod's error is confined to it; the others are placed
+                broken[pod.key] = errors[pod.key] = failed(failure(e))
+                continue
+            if why is None:
+                errors.pop(pod.key, None)
+            else:
+                errors[pod.key] = why
+                left.append(pod)
+        return left
+
+    def _place_all(self, pods: list[PodInfo], errors: dict[str, Reason], broken: dict[str, Reason]) -> None:
+        """Place `pods` in queue order; a pod that fits nowhere is relaxed (or tried again) behind the others,
+        until a whole pass places nothing."""
+        queue = collections.deque(pods)
         failures_in_a_row = 0
         while queue:
             pod = queue.popleft()
@@ -373,17 +451,6 @@ class Scheduler:
             if failures_in_a_row > len(queue):
                 break                        # a whole pass without progress: the rest stay pending
             queue.append(pod)
-        # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
-        self.new_nodes = repack(self.new_nodes, topology=self.topology, options=self.packing,
-                                open_node=lambda t: NewNode(t, self._hostname(t.name)))
-        return Results(
-            new_nodes=[self._finalize(n) for n in self.new_nodes],
-            existing_nodes=[n for n in self.existing if n.pods],
-            unschedulable={p.key: errors[p.key] for p in sorted(self.pending, key=lambda p: p.key) if p.key in errors},
-            pending=list(self.pending),
-            failed_pods={key: reason.text for key, reason in broken.items()},
-            failed_provisioners=dict(self.failed_provisioners),
-        )
 
     def _place(self, pod: PodInfo) -> Reason | None:
         """Existing nodes first; then the planned node that takes the pod for the least extra cost

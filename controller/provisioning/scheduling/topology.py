@@ -76,6 +76,8 @@ class Topology:
 
     def groups_of(self, pod: PodInfo) -> list[Group]:
         """The groups constraining `pod` through its own constraints in force."""
+        if not pod.spreads and not pod.affinities:
+            return []                                   # most pods: nothing to remember
         cached = self._by_pod.get(id(pod))
         if cached is not None and cached[0] is pod:     # the record held, so its id is not another's
             return cached[1]

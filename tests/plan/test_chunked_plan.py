@@ -1,0 +1,121 @@
+"""A batch planned in chunks (the controller's way): each chunk's nodes are handed over as soon as they are
+decided, never changed afterwards, and every pod is planned once, as the whole-batch plan would plan it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from karpy.apis.provisioner_validation import decode_provisioner
+from karpy.controller.cloudprovider.catalog import fake_catalog
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, chunk_end
+from tests.builders import node, pod, provisioner
+
+
+def scheduler(pods: list[dict[str, Any]]) -> Scheduler:
+    snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10),  # type: ignore[list-item]  # a valid Provisioner: decoded
+                               pods=[PodInfo.parse(p) for p in pods])
+    return Scheduler(snapshot)
+
+
+def layout(nodes: list[PlannedNode]) -> list[tuple[str, tuple[str, ...]]]:
+    return [(n.name, tuple(p.key for p in n.pods)) for n in nodes]
+
+
+def test_a_rest_smaller_than_its_chunk_joins_it() -> None:
+    assert chunk_end(0, 2, 10) == 2
+    assert chunk_end(2, 4, 10) == 6
+    assert chunk_end(6, 8, 10) == 10
+    assert chunk_end(3, 6, 10) == 10                 # a rest of one joins the chunk before
+    assert chunk_end(0, 5, 0) == 0
+
+
+def test_chunks_double_only_after_one_needed_new_nodes() -> None:
+    # the first ten pods fit the existing node; the chunk after them is as small as the first
+    existing = node("existing", allocatable={"cpu": "3", "memory": "16Gi", "pods": "110"})
+    pods = [pod(f"a-{i}", cpu="300m") for i in range(10)] + [pod(f"b-{i}", cpu="100m") for i in range(30)]
+    snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10),  # type: ignore[list-item]  # a valid Provisioner: decoded
+                               nodes=[existing], pods=[PodInfo.parse(p) for p in pods])
+    sizes: list[int] = []
+
+    def on_decided(nodes: list[PlannedNode]) -> bool:
+        sizes.append(sum(len(n.pods) for n in nodes))
+        return True
+
+    Scheduler(snapshot).solve(on_decided=on_decided, first_chunk=10)
+    assert sizes[:2] == [10, 20]                      # chunks of 10 (on the existing node), 10, then 20
+
+
+def test_each_chunk_is_handed_over_once_decided_and_never_changed() -> None:
+    pods = [pod(f"p-{i:03d}", cpu=f"{100 * (i % 5 + 1)}m", memory=f"{128 * (i % 3 + 1)}Mi") for i in range(120)]
+    handed: list[list[tuple[str, tuple[str, ...]]]] = []
+
+    def on_decided(nodes: list[PlannedNode]) -> bool:
+        handed.append(layout(nodes))
+        return True
+
+    results = scheduler(pods).solve(on_decided=on_decided, first_chunk=10)
+    assert len(handed) > 2
+    assert sum(len(pods) for _, pods in handed[0]) <= 10            # the first chunk: its first pods only
+    assert [entry for chunk in handed for entry in chunk] == layout(results.new_nodes)   # as handed over, in order
+    placed = [key for _, keys in layout(results.new_nodes) for key in keys]
+    assert sorted(placed) == sorted(f"default/p-{i:03d}" for i in range(120))          # each pod once
+    assert not results.unschedulable
+    whole = scheduler(pods).solve()
+    # a chunk boundary may leave one node part-full: a little dearer than one plan, never much
+    assert sum(n.offering.price_per_hour for n in results.new_nodes) <= 1.25 * sum(n.offering.price_per_hour for n in whole.new_nodes)
+
+
+def test_a_pod_that_fits_nowhere_in_its_chunk_is_tried_again_after_the_last_chunk() -> None:
+    # the big pod comes first in the queue, but its required affinity needs a small "db" pod on its node: only the
+    # pods of later chunks bring one
+    needs_db = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}]}}
+    pods = [pod("web", cpu="2", affinity=needs_db)] + [pod(f"db-{i}", cpu="100m", labels={"app": "db"}) for i in range(6)]
+    results = scheduler(pods).solve(on_decided=lambda nodes: True, first_chunk=1)
+    where = {p.key: n.name for n in results.new_nodes for p in n.pods}
+    assert not results.unschedulable
+    assert where["default/web"] in {where[f"default/db-{i}"] for i in range(6)}
+
+
+def test_a_pod_that_fits_nowhere_is_still_reported_with_its_reason() -> None:
+    pods = [pod("huge", cpu="512")] + [pod(f"p-{i}") for i in range(8)]
+    results = scheduler(pods).solve(on_decided=lambda nodes: True, first_chunk=2)
+    assert set(results.unschedulable) == {"default/huge"}
+    assert sum(len(n.pods) for n in results.new_nodes) == 8
+
+
+def test_the_plan_ends_where_on_decided_says_stop() -> None:
+    pods = [pod(f"p-{i:02d}", cpu="1") for i in range(20)]
+    handed: list[list[PlannedNode]] = []
+
+    def only_the_first(nodes: list[PlannedNode]) -> bool:
+        handed.append(nodes)
+        return False
+
+    results = scheduler(pods).solve(on_decided=only_the_first, first_chunk=4)
+    assert len(handed) == 1
+    assert layout(results.new_nodes) == layout(handed[0])
+    assert sorted(p.name for n in results.new_nodes for p in n.pods) == [f"p-{i:02d}" for i in range(4)]
+    assert results.unschedulable == {}                    # the pods not planned are not called unschedulable
+
+
+def test_without_on_decided_the_batch_is_planned_at_once() -> None:
+    pods = [pod(f"p-{i:03d}", cpu=f"{100 * (i % 5 + 1)}m") for i in range(60)]
+    assert layout(scheduler(pods).solve().new_nodes) == layout(scheduler(pods).solve(first_chunk=5).new_nodes)
+
+
+def test_a_record_is_reread_for_a_new_status_and_parsed_again_for_a_new_spec() -> None:
+    raw = pod("web", node_name="n1", labels={"app": "web"})
+    record = PodInfo.parse(raw)
+    running = {**raw, "status": {"phase": "Running", "podIP": "10.0.0.1"}}
+    reread = record.reread(running)
+    assert reread is not None and reread.raw is running and reread.phase == "Running" and reread.requests == record.requests
+    assert record.reread(raw) is record
+    assert record.reread({**raw, "metadata": {**raw["metadata"], "labels": {"app": "api"}}}) is None
+    moved = record.reread({**raw, "spec": {**raw["spec"], "nodeName": "n2"}})            # bound elsewhere
+    assert moved is not None and moved.node_name == "n2" and record.node_name == "n1"
+    assert record.reread({**raw, "spec": {**raw["spec"], "nodeName": "n2", "priority": 5}}) is None
+    assert record.reread({**raw, "spec": {**raw["spec"], "priority": 5}}) is None
+    leaving = record.reread({**raw, "metadata": {**raw["metadata"], "deletionTimestamp": "2024-01-01T00:00:00Z"}})
+    assert leaving is not None and leaving.deleting and not record.deleting
