@@ -123,8 +123,9 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         for reduced, j, column in candidates:
             if reduced < -1e-9 and column is not None and add(j, column):
                 added += 1
-        # exact pricing for the types the greedy found most promising
-        for _, j, _ in candidates[:EXACT_PRICING]:
+        # exact pricing for the types the greedy found most promising (with one class the greedy's pattern, as
+        # many pods as fit, is already exact)
+        for _, j, _ in candidates[:EXACT_PRICING if m > 1 else 0]:
             exact = _knapsack(duals, alloc[j].astype(float), need, count, seconds=max(0.05, seconds / 100))
             if exact is not None and price[j] - float(duals @ exact) < -1e-9 and add(j, exact):
                 added += 1
