@@ -64,7 +64,32 @@ CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
 FAULT_ENV = "KARPY_LAUNCH_FAULT"     # a kill point name: the process dies there (fault benchmarks)
 KILL_POINTS = ("before-create", "after-create", "after-status", "after-node", "mid-bind")
 BIND_WORKERS = 24      # binds in flight at once, for all launches together (kubeclient/raw.py POOL_SIZE has room)
+MAX_PAUSE_SECONDS = 1.0   # the longest the launch and bind workers wait for a new batch's first plan
 Obj = dict[str, Any]
+
+
+class Pause:
+    """Lets a new batch's first chunk be planned without the last batch's launch and bind workers: with dozens
+    of them answering at once they would take the interpreter from the planning thread most of the time. While
+    paused, a worker waits before its next request, for at most MAX_PAUSE_SECONDS from the pause, so a plan
+    that takes long delays those launches and binds by that much at most."""
+
+    def __init__(self) -> None:
+        self._until = 0.0
+        self._resumed = threading.Event()
+        self._resumed.set()
+
+    def pause(self) -> None:
+        self._until = time.monotonic() + MAX_PAUSE_SECONDS
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        self._resumed.set()
+
+    def wait(self) -> None:
+        """Before a request: wait while paused (never past the pause's bound)."""
+        if not self._resumed.is_set():
+            self._resumed.wait(max(0.0, self._until - time.monotonic()))
 
 
 def node_request(planned: PlannedNode, *, annotations: dict[str, str] | None = None) -> NodeRequest:
@@ -95,6 +120,7 @@ class Launcher:
         # one set of bind workers for every launch: a node's pods bind side by side, and a burst of nodes
         # cannot open more connections than the client's pool holds
         self._binds = concurrent.futures.ThreadPoolExecutor(bind_workers, thread_name_prefix="bind")
+        self.pause = Pause()                   # the provisioner pauses the workers while it plans a batch's first chunk
 
     # --- entry points --------------------------------------------------------------------------
     def launch(self, planned: PlannedNode, *, bind: bool = True) -> str | None:
@@ -230,6 +256,7 @@ class Launcher:
         """Run the claim's steps in order until it is done or waits; returns its Node's name (None if none)."""
         instance: Instance | None = None
         for _ in range(len(Step) + 1):
+            self.pause.wait()
             status = claim.get("status") or {}
             node_name = status.get("nodeName")
             step = next_step(claim, Situation(node_exists=bool(node_name and self._node(node_name) is not None)))
@@ -381,6 +408,7 @@ class Launcher:
             raise
 
     def _bind_one(self, namespace: str, name: str, uid: str | None, node_name: str) -> bool:
+        self.pause.wait()
         try:
             self.state.client.bind(namespace, name, node_name, uid=uid)
         except ApiException as e:

@@ -29,7 +29,7 @@ from prometheus_client import Gauge, Histogram
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
-from karpy.controller.launch.launcher import Launcher, node_request
+from karpy.controller.launch.launcher import Launcher, Pause, node_request
 from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
@@ -62,20 +62,24 @@ class _FirstLaunch:
 
     - no cyclic garbage collection: over a burst's cache (millions of objects) a full one takes up to a second
       and finds nothing (watch objects are freed by reference counting); it runs when due after the window;
-    - a longer interpreter switch interval, so the dozens of launch and bind threads of the last batch take
-      the interpreter from the planning thread less often (they give it up at each request anyway)."""
+    - the last batch's launch and bind workers paused before their next request (for a second at most: Pause);
+    - a longer interpreter switch interval, so the threads still running take the interpreter from the planning
+      thread less often (they give it up at each request anyway)."""
 
     SWITCH_SECONDS = 0.05
 
-    def __init__(self) -> None:
+    def __init__(self, pause: Pause) -> None:
         self._collecting, self._switch = gc.isenabled(), sys.getswitchinterval()
         self._open = True
+        self._pause = pause
         gc.disable()
+        pause.pause()
         sys.setswitchinterval(max(self._switch, self.SWITCH_SECONDS))
 
     def end(self) -> None:
         if self._open:
             self._open = False
+            self._pause.resume()
             sys.setswitchinterval(self._switch)
             if self._collecting:
                 gc.enable()
@@ -114,7 +118,7 @@ class Provisioner:
         was opened without pods). With `wait` False the launches (and their binds) go on in the background and the
         next batch may open meanwhile: their pods count as claimed from before they are handed over, and their
         Nodes are left out of its plan until the watch shows their pods bound."""
-        window = _FirstLaunch()
+        window = _FirstLaunch(self.launcher.pause)
         try:
             self._reconcile(batch, wait=wait, window=window)
         finally:
@@ -159,6 +163,8 @@ class Provisioner:
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
         if lost:
             log.info("Stopped planning %d pod(s): no longer leading", len(waiting))
+            if wait:                        # the chunks handed over before go on (each launch step is fenced)
+                concurrent.futures.wait(launches)
             return
         self.state.failures.report_results(results, self.state.provisioners.items())
         if wait:
