@@ -75,44 +75,45 @@ def admit(*, configs: WebhookConfigs, t: ResourceType, operation: str, obj: dict
           dry_run: bool = False) -> dict[str, Any] | None:
     """Run mutating then validating webhooks for a write; returns the object to store.
     Raises Denied or WebhookFailed."""
+    called = [(kind.startswith("mutating"), webhook)
+              for kind in ("mutatingwebhookconfigurations.admissionregistration.k8s.io",
+                           "validatingwebhookconfigurations.admissionregistration.k8s.io")
+              for config in configs(kind) for webhook in config.get("webhooks") or []
+              if any(_matches(rule, t, operation, subresource) for rule in webhook.get("rules") or [])]
+    if not called:
+        return obj                  # no webhook is asked: the object as sent (most writes; no copy of it)
     current = copy.deepcopy(obj)
-    for kind in ("mutatingwebhookconfigurations.admissionregistration.k8s.io",
-                 "validatingwebhookconfigurations.admissionregistration.k8s.io"):
-        mutating = kind.startswith("mutating")
-        for config in configs(kind):
-            for webhook in config.get("webhooks") or []:
-                if not any(_matches(rule, t, operation, subresource) for rule in webhook.get("rules") or []):
-                    continue
-                review = {
-                    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                    "request": {
-                        "uid": str(uuid.uuid4()),
-                        "kind": {"group": t.group, "version": t.version, "kind": t.kind},
-                        "resource": {"group": t.group, "version": t.version, "resource": t.plural},
-                        "requestKind": {"group": t.group, "version": t.version, "kind": t.kind},
-                        "requestResource": {"group": t.group, "version": t.version, "resource": t.plural},
-                        **({"subResource": subresource} if subresource else {}),
-                        "name": name, "namespace": namespace, "operation": operation,
-                        "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-                        "object": current, "oldObject": old, "dryRun": dry_run,
-                        "options": {"kind": f"{operation.capitalize()}Options", "apiVersion": "meta.k8s.io/v1"},
-                    },
-                }
-                try:
-                    answer = _call(webhook, review)
-                except WebhookFailed:
-                    if webhook.get("failurePolicy", "Fail") == "Ignore":
-                        continue
-                    raise
-                response = answer.get("response") or {}
-                if not response.get("allowed"):
-                    status = response.get("status") or {}
-                    raise Denied(f'admission webhook "{webhook.get("name")}" denied the request: {status.get("message", "")}',
-                                 int(status.get("code") or 400))
-                if mutating and response.get("patch") and current is not None:
-                    try:
-                        ops = json.loads(base64.b64decode(response["patch"]))
-                        current = jsonpatch.apply_patch(current, ops)
-                    except (ValueError, jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
-                        raise WebhookFailed(f'webhook "{webhook.get("name")}" returned a patch that does not apply: {e}') from None
+    for mutating, webhook in called:
+        review = {
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()),
+                "kind": {"group": t.group, "version": t.version, "kind": t.kind},
+                "resource": {"group": t.group, "version": t.version, "resource": t.plural},
+                "requestKind": {"group": t.group, "version": t.version, "kind": t.kind},
+                "requestResource": {"group": t.group, "version": t.version, "resource": t.plural},
+                **({"subResource": subresource} if subresource else {}),
+                "name": name, "namespace": namespace, "operation": operation,
+                "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+                "object": current, "oldObject": old, "dryRun": dry_run,
+                "options": {"kind": f"{operation.capitalize()}Options", "apiVersion": "meta.k8s.io/v1"},
+            },
+        }
+        try:
+            answer = _call(webhook, review)
+        except WebhookFailed:
+            if webhook.get("failurePolicy", "Fail") == "Ignore":
+                continue
+            raise
+        response = answer.get("response") or {}
+        if not response.get("allowed"):
+            status = response.get("status") or {}
+            raise Denied(f'admission webhook "{webhook.get("name")}" denied the request: {status.get("message", "")}',
+                         int(status.get("code") or 400))
+        if mutating and response.get("patch") and current is not None:
+            try:
+                ops = json.loads(base64.b64decode(response["patch"]))
+                current = jsonpatch.apply_patch(current, ops)
+            except (ValueError, jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+                raise WebhookFailed(f'webhook "{webhook.get("name")}" returned a patch that does not apply: {e}') from None
     return current

@@ -255,11 +255,14 @@ class Launcher:
     def _advance(self, claim: Obj, *, request: NodeRequest | None = None) -> str | None:
         """Run the claim's steps in order until it is done or waits; returns its Node's name (None if none)."""
         instance: Instance | None = None
+        written: Obj | None = None             # the Node step 4 wrote: read back from the server, not asked for again
         for _ in range(len(Step) + 1):
             self.pause.wait()
             status = claim.get("status") or {}
             node_name = status.get("nodeName")
-            step = next_step(claim, Situation(node_exists=bool(node_name and self._node(node_name) is not None)))
+            node = written if written is not None and node_name == written["metadata"]["name"] else \
+                (self._node(node_name) if node_name else None)
+            step = next_step(claim, Situation(node_exists=node is not None))
             if step is Step.DONE:
                 return node_name
             if step is Step.FINALIZE:
@@ -285,12 +288,12 @@ class Launcher:
                     if instance is None:
                         return None
                     claim = self._patch_status(claim, launched_status(instance))
-                self._write_node(claim, instance)                               # 4. the Node
+                written = self._write_node(claim, instance)                     # 4. the Node
                 self._fault("after-node")
                 claim = self._patch_status(claim, {"nodeCreated": True})
             elif step is Step.BIND:
                 self._land(claim)
-                self._bind(claim, node_name)  # type: ignore[arg-type]  # 5. bind (step 4 named the node)
+                self._bind(claim, node)  # type: ignore[arg-type]  # 5. bind (the step's situation: the Node exists)
                 claim = self._patch_status(claim, {"podsBound": True})
         return (claim.get("status") or {}).get("nodeName")
 
@@ -339,31 +342,32 @@ class Launcher:
                      claim["metadata"]["name"])
             return None
 
-    def _write_node(self, claim: Obj, instance: Instance) -> None:
+    def _write_node(self, claim: Obj, instance: Instance) -> Obj:
+        """Create the claim's Node (or adopt the one registered first); returns the Node as the server holds it."""
         status = claim.get("status") or {}
         it = next((t for t in self._catalog().instance_types() if t.name == (status.get("instanceType") or instance.instance_type)), None)
         body = node_manifest(claim, instance, it)
         try:
-            self.state.client.create(path_of("v1", "nodes"), body)
-            return
+            return self.state.client.create(path_of("v1", "nodes"), body)
         except ApiException as e:
             if e.status != 409:
                 raise
         # the kubelet (or an earlier try) registered it first: karpy's labels, finalizer and owner still belong on it
         path = path_of("v1", "nodes", name=body["metadata"]["name"])
-        patch = adoption_patch(self.state.client.get(path), body)
-        if patch is not None:
-            self.state.client.patch(path, patch)
+        registered = self.state.client.get(path)
+        patch = adoption_patch(registered, body)
+        return self.state.client.patch(path, patch) if patch is not None else registered
 
-    def _bind(self, claim: Obj, node_name: str) -> None:
-        """Bind the claim's pods side by side on the shared bind workers; returns when every bind answered."""
+    def _bind(self, claim: Obj, node: Obj) -> None:
+        """Bind the claim's pods to `node` side by side on the shared bind workers; returns when every bind answered."""
+        node_name = node["metadata"]["name"]
         pending = []
         for namespace, name, uid in pods_of(claim):
             pod = self.state.pods.get(namespace, name)
             if pod is not None and ((pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp")):
                 continue                                 # placed elsewhere meanwhile, or leaving
             pending.append((namespace, name, uid))
-        pending = self._fitting(node_name, pending)
+        pending = self._fitting(node, pending)
         futures = [self._binds.submit(self._bind_one, namespace, name, uid, node_name) for namespace, name, uid in pending]
         try:
             bound = sum(f.result() for f in futures)
@@ -373,12 +377,12 @@ class Launcher:
             raise
         log.info("Bound %d pod(s) to node %s", bound, node_name)
 
-    def _fitting(self, node_name: str, pending: list[tuple[str, str, str | None]]) -> list[tuple[str, str, str | None]]:
+    def _fitting(self, node: Obj, pending: list[tuple[str, str, str | None]]) -> list[tuple[str, str, str | None]]:
         """The pods of `pending` that still fit on the node, judged against the pods the API server has bound there
         now (not the cache: after a restart kube-scheduler may have placed pods on the node moments ago). The others
         stay pending for kube-scheduler or the next batch."""
-        node = self._node(node_name)
-        allocatable = ((node or {}).get("status") or {}).get("allocatable")
+        node_name = node["metadata"]["name"]
+        allocatable = (node.get("status") or {}).get("allocatable")
         if not allocatable or not pending:       # nothing known to judge by: bind as planned
             return pending
         bound = self.state.client.get(path_of("v1", "pods"), fieldSelector=f"spec.nodeName={node_name}").get("items") or []
