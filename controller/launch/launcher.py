@@ -168,6 +168,9 @@ class Launcher:
         """Take every claim that no thread here is working on one step further, to done or a wait."""
         again: float | None = None
         for listed in self.claims():
+            node_name = (listed.get("status") or {}).get("nodeName")
+            if next_step(listed, Situation(node_exists=bool(node_name and self._node(node_name) is not None))) is Step.DONE:
+                continue              # finished as listed, and steps only move forward: nothing to read again
             with self._claiming(listed["metadata"]["name"]) as mine:
                 if not mine:
                     continue
