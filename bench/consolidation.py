@@ -15,7 +15,10 @@ Printed: $/h of karpy's nodes every few seconds after the scale-in, with its
 ratio to the same pods packed from scratch by `karpy plan` (the provisioner
 as it is after the scale-in, the same --node-cost-per-hour, the system node
 as it is); the time until the ratio is at most 1.05 (target: 300 s); the
-actions and evictions the controller counted; and PDB violations.
+actions and evictions the controller counted; the nodes it launched after
+the scale-in (consolidation's replacements, and nodes for pods that drains
+left without room: kube-scheduler places evicted pods by its own scores, not
+where consolidation planned them); and PDB violations.
 
 PDB violations are counted by an observer of its own, not from the PDBs'
 status (which the local cluster's disruption controller writes and its
@@ -114,6 +117,13 @@ def fresh_cost(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], re
     summary = json.loads(done.stdout)["summary"]
     assert summary["scheduled"] == summary["pods"], summary
     return float(summary["pricePerHour"]), int(summary["newNodes"])
+
+
+def launches(port: int) -> tuple[int, int]:
+    """Nodes the controller has launched so far, and how many of them were consolidation's replacements:
+    after the scale-in no pod waits, so the others were launched for pods that drains left without room."""
+    return (int(sum(metric(port, "karpy_nodes_created_total").values())),
+            int(sum(metric(port, "karpy_consolidation_nodes_created_total").values())))
 
 
 def offline_plan(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
@@ -320,6 +330,7 @@ def main() -> int:
         observer.expect(replicas)
         observer.arm()
         observer.expect(left)                      # before the scale-in is sent: its removals are not disruptions
+        launched_before = launches(metrics_port)
         scaled_in = time.monotonic()
         scale(client, left)
         peak_pods, replicas = sum(replicas.values()), left
@@ -371,6 +382,7 @@ def main() -> int:
         cancelled = metric(metrics_port, "karpy_consolidation_actions_cancelled_total")
         evictions = metric(metrics_port, "karpy_evictions_total")
         evicted, blocked = (int(evictions.get(f'{{result="{r}"}}', 0)) for r in ("evicted", "blocked"))
+        launched, replacements = (after - before for after, before in zip(launches(metrics_port), launched_before))
         print(f"karpy nodes $/h at peak        {peak_price:9.3f}   ({len(peak_nodes)} nodes)")
         print(f"  at the end                   {final:9.3f}   ({len(final_nodes)} nodes), "
               f"{time.monotonic() - scaled_in:.0f} s after the scale-in")
@@ -380,6 +392,8 @@ def main() -> int:
         print(f"actions                        {', '.join(f'{kind} {int(n)}' for kind, n in sorted(actions.items())) or 'none'}"
               f"; cancelled on re-validation: {int(sum(cancelled.values()))}")
         print(f"evictions                      {evicted:9d}   (refused by a PDB and retried: {blocked})")
+        print(f"nodes launched after scale-in  {launched:9d}   (consolidation's replacements {replacements}, "
+              f"for pods the drains left without room {launched - replacements})")
         print(f"plan --consolidate on the end  {offline['summary']['actions']:9d}   actions more "
               f"({offline['summary']['actionsByKind']}), $/h after {offline['summary']['pricePerHourAfter']:.3f}")
         print(f"PDB violations (observer)      {len(observer.violations):9d}   smallest margin healthy - required: "

@@ -60,6 +60,7 @@ log = logging.getLogger("controller.consolidation")
 ACTIONS = Counter("karpy_consolidation_actions_performed_total", "Consolidation actions carried out", ["action"])
 CANCELLED = Counter("karpy_consolidation_actions_cancelled_total", "Consolidation actions dropped on re-validation",
                     ["action"])
+CREATED = Counter("karpy_consolidation_nodes_created_total", "Replacement nodes consolidation launched")
 REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
 REPORT_AGAIN_AFTER = dt.timedelta(minutes=30)   # an unchanged reason for a kept node is said again only this rarely
 REPORT_NODE_EVERY = dt.timedelta(minutes=2)     # and a node's changed reason no sooner than this (Karpenter's dedupe TTL)
@@ -387,6 +388,7 @@ class Consolidation:
                     self._cordon(name, False)
                 return self.settings.poll_seconds
             log.info("Launched replacement %s for node(s) %s", new, ", ".join(action.nodes))
+            CREATED.inc()
             launched.append(new)
         self._replacing.append(_Replacing(action.nodes, tuple(launched), self.clock.now() + REPLACEMENT_TIMEOUT))
         return 1.0
