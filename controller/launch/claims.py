@@ -127,6 +127,13 @@ class Situation:
     node_exists: bool
 
 
+def node_matters(claim: Obj) -> bool:
+    """Pure: whether next_step turns on the Node's existence: only once the claim records the Node was created
+    (before that, and while the claim is deleted, its Node need not be read)."""
+    status = claim.get("status") or {}
+    return not claim["metadata"].get("deletionTimestamp") and bool(status.get("providerID")) and bool(status.get("nodeCreated"))
+
+
 def next_step(claim: Obj, now: Situation) -> Step:
     """Pure: the next step of `claim` (see Step)."""
     status = claim.get("status") or {}

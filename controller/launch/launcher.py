@@ -46,6 +46,7 @@ from karpy.controller.launch.claims import (
     launched_status,
     next_step,
     node_manifest,
+    node_matters,
     pods_of,
     request_of,
     that_fit,
@@ -168,8 +169,7 @@ class Launcher:
         """Take every claim that no thread here is working on one step further, to done or a wait."""
         again: float | None = None
         for listed in self.claims():
-            node_name = (listed.get("status") or {}).get("nodeName")
-            if next_step(listed, Situation(node_exists=bool(node_name and self._node(node_name) is not None))) is Step.DONE:
+            if next_step(listed, Situation(node_exists=self._node_of(listed) is not None)) is Step.DONE:
                 continue              # finished as listed, and steps only move forward: nothing to read again
             with self._claiming(listed["metadata"]["name"]) as mine:
                 if not mine:
@@ -261,10 +261,8 @@ class Launcher:
         written: Obj | None = None             # the Node step 4 wrote: read back from the server, not asked for again
         for _ in range(len(Step) + 1):
             self.pause.wait()
-            status = claim.get("status") or {}
-            node_name = status.get("nodeName")
-            node = written if written is not None and node_name == written["metadata"]["name"] else \
-                (self._node(node_name) if node_name else None)
+            node_name = (claim.get("status") or {}).get("nodeName")
+            node = self._node_of(claim, written)
             step = next_step(claim, Situation(node_exists=node is not None))
             if step is Step.DONE:
                 return node_name
@@ -451,6 +449,16 @@ class Launcher:
                 raise
 
     # --- reads and writes ----------------------------------------------------------------------
+    def _node_of(self, claim: Obj, written: Obj | None = None) -> Obj | None:
+        """The claim's Node when its next step turns on it (claims.node_matters), else None, unread; `written` is
+        the Node this launch just wrote, used as it came back instead of being read again."""
+        name = (claim.get("status") or {}).get("nodeName")
+        if not name or not node_matters(claim):
+            return None
+        if written is not None and written["metadata"]["name"] == name:
+            return written
+        return self._node(name)
+
     def _node(self, name: str) -> Obj | None:
         """The Node, from the cache, or from the server when the cache has none (a late watch must not look like a
         deleted node)."""
