@@ -187,6 +187,35 @@ def test_two_nodes_trade_pods_when_each_then_fits_a_cheaper_type(tmp_path: Path)
     assert not _swap([a, b], movable, scheduler.topology, deadline=None, budget=[100])   # nothing cheaper left
 
 
+def test_a_node_gets_cheaper_through_a_chain_of_trades_no_single_trade_makes(tmp_path: Path) -> None:
+    # node a's memory is full (7Gi of s4's 8Gi) while its cpu idles: s3 needs it to shed 1Gi, and b and c have
+    # half a Gi of room each; each takes a 2Gi pod for a 1.5Gi one that is heavier on cpu, which a has room for
+    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
+                       for n in (1, 2, 3, 4)))
+    docs = [linear, provisioner("default"), pod("anchor-a", cpu="100m", memory="1Gi"),
+            *(pod(f"mem-{i}", cpu="100m", memory="2Gi") for i in range(3)),
+            *(pod(f"anchor-{x}", cpu="700m", memory="2Gi") for x in "bc"),
+            *(pod(f"cpu-{x}", cpu="1200m", memory="1536Mi") for x in "bc")]
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
+    pods = {p.name: p for p in scheduler.pending}
+    template = scheduler.templates[0]
+    a, b, c = NewNode(template, "node-a"), NewNode(template, "node-b"), NewNode(template, "node-c")
+    for node, names in ((a, ("anchor-a", "mem-0", "mem-1", "mem-2")), (b, ("anchor-b", "cpu-b")),
+                        (c, ("anchor-c", "cpu-c"))):
+        for name in names:
+            assert node.add(pods[name], scheduler.topology) is None
+    assert (a.price(), b.price(), c.price()) == (4.0, 2.0, 2.0)
+    movable = {id(p) for name, p in pods.items() if not name.startswith("anchor")}
+    assert _swap([a, b, c], movable, scheduler.topology, deadline=None, budget=[1000])
+    assert (a.price(), b.price(), c.price()) == (3.0, 2.0, 2.0)
+    assert sorted(p.name for p in a.pods + b.pods + c.pods) == sorted(pods)
+    assert [p.name for p in a.pods][0] == "anchor-a" and {"anchor-b", "anchor-c"} <= {p.name for p in b.pods + c.pods}
+    for node in (a, b, c):     # every node holds what it asks for at the type it takes
+        assert (node.template.allocatable[node.cheapest()] >= node.used).all()
+
+
 def test_a_mixed_batch_of_a_few_hundred_pods_tries_every_fill_order_and_keeps_every_rule(tmp_path: Path) -> None:
     # Karpenter's diverse benchmark at 300 pods: anti-affinity, hostname and zone spreads, zone affinity
     docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
