@@ -110,14 +110,15 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     best, best_cost, best_remaining = nodes, total_cost(nodes, options.node_cost_per_hour), saved
     # the fill is a heuristic whose outcome turns on the order pods come in: small batches try several
     # (the order matters only where loose pods fill nodes that keep other pods)
-    orders: Sequence[str] = FILL_ORDERS[:1]
+    fills: Sequence[tuple[str, str]] = [(FILL_ORDERS[0], FILL_TIES[0])]
     if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] and \
             any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
-        orders = FILL_ORDERS
-    for order in orders:
+        fills = [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
+    for order, tie in fills:
         for key, t in templates.items():
             t.remaining = saved[key]
-        candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, started=started)
+        candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, tie=tie,
+                            started=started)
         if candidate is not None and total_cost(candidate, options.node_cost_per_hour) < best_cost - 1e-9:
             best, best_cost = candidate, total_cost(candidate, options.node_cost_per_hour)
             best_remaining = {key: t.remaining for key, t in templates.items()}
@@ -192,8 +193,11 @@ def _order(pod: PodInfo) -> tuple[int, int, str]:
 
 
 FILL_ORDERS = ("bulk", "cpu", "memory", "largest")   # orders the fill takes loose pods in, largest first by...
-# batches of this many pods try every order (a few pods come in much the same order whichever; past the upper
-# end the time is better spent on one), the others the first
+# how the fill chooses between anchored nodes whose growth costs the same: the one whose room covers the pod
+# most ("tightest"), or the one that strands the least room once grown (_stranded)
+FILL_TIES = ("tightest", "stranded")
+# batches of this many pods try every order with each tie-break (a few pods come in much the same order whichever;
+# past the upper end the time is better spent on one), the others the first
 PORTFOLIO_PODS = (200, 6000)
 
 
@@ -220,7 +224,7 @@ def _fill_order(loose: Sequence[_Loose], order: str) -> Callable[[_Loose], tuple
 
 
 def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-            options: PackingOptions, order: str, started: float) -> list[NewNode] | None:
+            options: PackingOptions, order: str, tie: str, started: float) -> list[NewNode] | None:
     # 1. lift the loose pods; the rest stay, on copies shrunk to what they still hold
     anchored: list[NewNode] = []
     loose: list[_Loose] = []
@@ -252,7 +256,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     loose.sort(key=_fill_order(loose, order))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
-    rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline)
+    rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline, tie=tie)
     # 3. new nodes for the rest, chosen by the integer program
     fresh: list[NewNode] = []
     groups: dict[tuple[str, str, str], list[_Loose]] = {}
@@ -377,8 +381,23 @@ class _Bins:
         self.refresh(i)
 
 
+def _stranded(node: NewNode, row: np.ndarray) -> float:
+    """What `node` would strand with `row` more: the gap between the shares of cpu and of memory in use on
+    the type it then needs, times that type's price (the dollars of room one resource keeps idle once the
+    other is full, if each resource paid its share). Of two growths that cost the same, the one stranding
+    less leaves room later pods can use."""
+    t = node.template
+    i = node.type_with(row)
+    offer = None if i is None else t.compatible(node.requirements)[2][i]
+    if offer is None or CPU not in t.resource_index or MEMORY not in t.resource_index:
+        return 0.0
+    used, alloc = node.used + row, t.allocatable[i]
+    cpu, memory = (float(used[t.resource_index[r]]) / max(float(alloc[t.resource_index[r]]), 1.0) for r in (CPU, MEMORY))
+    return abs(cpu - memory) * offer.price_per_hour
+
+
 def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology, *,
-                   node_cost: float = 0.0, deadline: float | None = None) -> list[_Loose]:
+                   node_cost: float = 0.0, deadline: float | None = None, tie: str = FILL_TIES[0]) -> list[_Loose]:
     """Put loose pods, largest first, on anchored nodes: into the room a node pays for anyway (the
     tightest such room), else onto the node whose price grows least, when that costs no more than a
     node of its own; returns the rest."""
@@ -432,13 +451,18 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
             found = np.flatnonzero(fits_grow & ~fits_free)
             if alone is not None and len(found):
                 excess = (np.maximum(need - bins.free[found], 0) / bins.unit).sum(axis=1)
-                best, best_growth, tried = None, alone + 1e-9, 0
+                best, best_growth, best_stranded, tried = None, alone + 1e-9, np.inf, 0
+                row = e.template.rows.of(e.pod)
                 for i in found[_smallest(excess, 4 * GROWTH_TRIES)].tolist():
                     if (kind, i) in rejected:
                         continue
-                    grown = anchored[i].price_with(e.template.rows.of(e.pod))
-                    if grown is not None and grown - bins.price[i] < best_growth - 1e-12:
-                        best, best_growth = i, grown - bins.price[i]
+                    grown = anchored[i].price_with(row)
+                    if grown is not None:
+                        growth = grown - bins.price[i]
+                        if growth < best_growth - 1e-12 or (growth <= best_growth + 1e-12 and best is not None):
+                            stranded = _stranded(anchored[i], row) if tie == "stranded" else 0.0  # type: ignore[arg-type]  # a pod the greedy placed has a row
+                            if growth < best_growth - 1e-12 or stranded < best_stranded:
+                                best, best_growth, best_stranded = i, growth, stranded
                     tried += 1
                     if tried >= GROWTH_TRIES:
                         break
