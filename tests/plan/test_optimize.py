@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.scheduling import diverse_pods, realistic_mix
+from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
 from karpy.controller.provisioning.scheduling.nodes import NewNode
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions, _swap
+from karpy.controller.provisioning.scheduling.optimize import PackingOptions, _fill_anchored, _Loose, _swap
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from karpy.plan.inputs import load
 from karpy.plan.render import plan_json
@@ -187,6 +188,35 @@ def test_two_nodes_trade_pods_when_each_then_fits_a_cheaper_type(tmp_path: Path)
     assert not _swap([a, b], movable, scheduler.topology, deadline=None, budget=[100])   # nothing cheaper left
 
 
+def test_a_node_gets_cheaper_through_a_chain_of_trades_no_single_trade_makes(tmp_path: Path) -> None:
+    # node a's memory is full (7Gi of s4's 8Gi) while its cpu idles: s3 needs it to shed 1Gi, and b and c have
+    # half a Gi of room each; each takes a 2Gi pod for a 1.5Gi one that is heavier on cpu, which a has room for
+    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
+                       for n in (1, 2, 3, 4)))
+    docs = [linear, provisioner("default"), pod("anchor-a", cpu="100m", memory="1Gi"),
+            *(pod(f"mem-{i}", cpu="100m", memory="2Gi") for i in range(3)),
+            *(pod(f"anchor-{x}", cpu="700m", memory="2Gi") for x in "bc"),
+            *(pod(f"cpu-{x}", cpu="1200m", memory="1536Mi") for x in "bc")]
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
+    pods = {p.name: p for p in scheduler.pending}
+    template = scheduler.templates[0]
+    a, b, c = NewNode(template, "node-a"), NewNode(template, "node-b"), NewNode(template, "node-c")
+    for node, names in ((a, ("anchor-a", "mem-0", "mem-1", "mem-2")), (b, ("anchor-b", "cpu-b")),
+                        (c, ("anchor-c", "cpu-c"))):
+        for name in names:
+            assert node.add(pods[name], scheduler.topology) is None
+    assert (a.price(), b.price(), c.price()) == (4.0, 2.0, 2.0)
+    movable = {id(p) for name, p in pods.items() if not name.startswith("anchor")}
+    assert _swap([a, b, c], movable, scheduler.topology, deadline=None, budget=[1000])
+    assert (a.price(), b.price(), c.price()) == (3.0, 2.0, 2.0)
+    assert sorted(p.name for p in a.pods + b.pods + c.pods) == sorted(pods)
+    assert [p.name for p in a.pods][0] == "anchor-a" and {"anchor-b", "anchor-c"} <= {p.name for p in b.pods + c.pods}
+    for node in (a, b, c):     # every node holds what it asks for at the type it takes
+        assert (node.template.allocatable[node.cheapest()] >= node.used).all()
+
+
 def test_a_mixed_batch_of_a_few_hundred_pods_tries_every_fill_order_and_keeps_every_rule(tmp_path: Path) -> None:
     # Karpenter's diverse benchmark at 300 pods: anti-affinity, hostname and zone spreads, zone affinity
     docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
@@ -209,3 +239,29 @@ def test_a_mixed_batch_of_a_few_hundred_pods_tries_every_fill_order_and_keeps_ev
 
     assert zones_of(best, "my-label") == zones_of(greedy, "my-label")    # zone-spread pods move only within their zone
     assert plan_json(solve(tmp_path, *docs, catalog_name="fake-400")) == plan_json(best)   # deterministic
+
+
+def test_of_two_anchored_nodes_whose_growth_costs_the_same_the_fill_can_grow_the_one_left_even(tmp_path: Path) -> None:
+    # both nodes use all of s1's cpu, so a 1-cpu pod grows either to s2 for the same price and short of the same;
+    # on node-x it would leave 3.8Gi of s2's memory idle with no cpu to use it, on node-y 2Gi
+    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
+                       for n in (1, 2, 3, 4)))
+    docs = [linear, provisioner("default"), pod("anchor-x", cpu="1", memory="100Mi"),
+            pod("anchor-y", cpu="1", memory="1900Mi"), pod("loose", cpu="1", memory="100Mi")]
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+    def fill(tie: str) -> dict[str, list[str]]:
+        scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
+        pods = {p.name: p for p in scheduler.pending}
+        template = scheduler.templates[0]
+        x, y = NewNode(template, "node-x"), NewNode(template, "node-y")
+        for node, name in ((x, "anchor-x"), (y, "anchor-y")):
+            assert node.add(pods[name], scheduler.topology) is None
+        assert (x.price(), y.price()) == (1.0, 1.0)
+        rest = _fill_anchored([x, y], [_Loose(pods["loose"], Requirements(), template)], scheduler.topology, tie=tie)
+        assert not rest and x.price() + y.price() == 3.0          # either way the same growth
+        return {n.hostname: [p.name for p in n.pods] for n in (x, y)}
+
+    assert fill("tightest") == {"node-x": ["anchor-x", "loose"], "node-y": ["anchor-y"]}   # the first of equals
+    assert fill("stranded") == {"node-x": ["anchor-x"], "node-y": ["anchor-y", "loose"]}

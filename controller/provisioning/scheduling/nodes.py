@@ -235,15 +235,18 @@ class NewNode:
         offer = self.template.compatible(self.requirements)[2][self.cheapest()]
         return offer.price_per_hour if offer is not None else 0.0
 
-    def price_with(self, row: np.ndarray) -> float | None:
-        """What the node would cost with `row` more requested (its requirements as they are), or None."""
+    def type_with(self, row: np.ndarray) -> int | None:
+        """Index of the cheapest option that holds `row` more (its requirements as they are), or None."""
         t = self.template
-        _, order, offers = t.compatible(self.requirements)
+        order = t.compatible(self.requirements)[1]
         candidates = order[self.options[order]]
         fits = (t.allocatable[candidates] >= self.used + row).all(axis=1)
-        if not fits.any():
-            return None
-        offer = offers[int(candidates[int(fits.argmax())])]
+        return int(candidates[int(fits.argmax())]) if fits.any() else None
+
+    def price_with(self, row: np.ndarray) -> float | None:
+        """What the node would cost with `row` more requested (its requirements as they are), or None."""
+        i = self.type_with(row)
+        offer = None if i is None else self.template.compatible(self.requirements)[2][i]
         return offer.price_per_hour if offer is not None else None
 
     def free_room(self) -> np.ndarray:

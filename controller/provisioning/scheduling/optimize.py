@@ -21,7 +21,9 @@ group counting it took, so every count a spread or affinity read stays as it was
 4. a local search lets a node shed loose pods into room the others pay for anyway
    when that lets it take a cheaper type;
 5. another lets two nodes trade loose pods (one or two for one) when that lets one
-   take a cheaper type and the other keep its own, then 4 runs again.
+   take a cheaper type and the other keep its own, or a node make a chain of trades
+   with several others, each shedding a little of what it is short of, when the chain
+   gets it to a cheaper type; then 4 runs again.
 
 The fill (2) turns on the order loose pods come in: batches of a few hundred to a
 few thousand pods with anchored nodes run 1-5 with several orders and keep the cheapest.
@@ -61,6 +63,9 @@ MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's
 EFFICIENCY_BAND = 0.03           # types this close in price per unit of demand count as equally efficient
 SWAP_ROUNDS = 6                  # rounds of swapping and shrinking
 SWAP_ATTEMPTS = 40000            # the swapping's work bound (pods looked for a partner, over all rounds)
+EVEN_OUT_TRADES = 64             # trades a node may make towards a cheaper type before they are undone
+EVEN_OUT_PARTNERS = 128          # the nodes with the most room in what it sheds that a node trades with, per trade
+EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this many times more room idle than it must shed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,14 +110,15 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     best, best_cost, best_remaining = nodes, total_cost(nodes, options.node_cost_per_hour), saved
     # the fill is a heuristic whose outcome turns on the order pods come in: small batches try several
     # (the order matters only where loose pods fill nodes that keep other pods)
-    orders: Sequence[str] = FILL_ORDERS[:1]
+    fills: Sequence[tuple[str, str]] = [(FILL_ORDERS[0], FILL_TIES[0])]
     if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] and \
             any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
-        orders = FILL_ORDERS
-    for order in orders:
+        fills = [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
+    for order, tie in fills:
         for key, t in templates.items():
             t.remaining = saved[key]
-        candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, started=started)
+        candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, tie=tie,
+                            started=started)
         if candidate is not None and total_cost(candidate, options.node_cost_per_hour) < best_cost - 1e-9:
             best, best_cost = candidate, total_cost(candidate, options.node_cost_per_hour)
             best_remaining = {key: t.remaining for key, t in templates.items()}
@@ -187,8 +193,11 @@ def _order(pod: PodInfo) -> tuple[int, int, str]:
 
 
 FILL_ORDERS = ("bulk", "cpu", "memory", "largest")   # orders the fill takes loose pods in, largest first by...
-# batches of this many pods try every order (a few pods come in much the same order whichever; past the upper
-# end the time is better spent on one), the others the first
+# how the fill chooses between anchored nodes whose growth costs the same: the one whose room covers the pod
+# most ("tightest"), or the one that strands the least room once grown (_stranded)
+FILL_TIES = ("tightest", "stranded")
+# batches of this many pods try every order with each tie-break (a few pods come in much the same order whichever;
+# past the upper end the time is better spent on one), the others the first
 PORTFOLIO_PODS = (200, 6000)
 
 
@@ -215,7 +224,7 @@ def _fill_order(loose: Sequence[_Loose], order: str) -> Callable[[_Loose], tuple
 
 
 def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-            options: PackingOptions, order: str, started: float) -> list[NewNode] | None:
+            options: PackingOptions, order: str, tie: str, started: float) -> list[NewNode] | None:
     # 1. lift the loose pods; the rest stay, on copies shrunk to what they still hold
     anchored: list[NewNode] = []
     loose: list[_Loose] = []
@@ -247,7 +256,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     loose.sort(key=_fill_order(loose, order))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
-    rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline)
+    rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline, tie=tie)
     # 3. new nodes for the rest, chosen by the integer program
     fresh: list[NewNode] = []
     groups: dict[tuple[str, str, str], list[_Loose]] = {}
@@ -267,8 +276,9 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     movable = {id(e.pod) for e in loose}
     _shrink(out, movable, topology, deadline=deadline)
     trades_left = [SWAP_ATTEMPTS]
+    unevened: set[tuple[str, float]] = set()
     for _ in range(SWAP_ROUNDS):
-        if not _swap(out, movable, topology, deadline=deadline, budget=trades_left):
+        if not _swap(out, movable, topology, deadline=deadline, budget=trades_left, unevened=unevened):
             break
         _shrink(out, movable, topology, deadline=deadline)
     for node in out:
@@ -371,8 +381,23 @@ class _Bins:
         self.refresh(i)
 
 
+def _stranded(node: NewNode, row: np.ndarray) -> float:
+    """What `node` would strand with `row` more: the gap between the shares of cpu and of memory in use on
+    the type it then needs, times that type's price (the dollars of room one resource keeps idle once the
+    other is full, if each resource paid its share). Of two growths that cost the same, the one stranding
+    less leaves room later pods can use."""
+    t = node.template
+    i = node.type_with(row)
+    offer = None if i is None else t.compatible(node.requirements)[2][i]
+    if offer is None or CPU not in t.resource_index or MEMORY not in t.resource_index:
+        return 0.0
+    used, alloc = node.used + row, t.allocatable[i]
+    cpu, memory = (float(used[t.resource_index[r]]) / max(float(alloc[t.resource_index[r]]), 1.0) for r in (CPU, MEMORY))
+    return abs(cpu - memory) * offer.price_per_hour
+
+
 def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology, *,
-                   node_cost: float = 0.0, deadline: float | None = None) -> list[_Loose]:
+                   node_cost: float = 0.0, deadline: float | None = None, tie: str = FILL_TIES[0]) -> list[_Loose]:
     """Put loose pods, largest first, on anchored nodes: into the room a node pays for anyway (the
     tightest such room), else onto the node whose price grows least, when that costs no more than a
     node of its own; returns the rest."""
@@ -426,13 +451,18 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
             found = np.flatnonzero(fits_grow & ~fits_free)
             if alone is not None and len(found):
                 excess = (np.maximum(need - bins.free[found], 0) / bins.unit).sum(axis=1)
-                best, best_growth, tried = None, alone + 1e-9, 0
+                best, best_growth, best_stranded, tried = None, alone + 1e-9, np.inf, 0
+                row = e.template.rows.of(e.pod)
                 for i in found[_smallest(excess, 4 * GROWTH_TRIES)].tolist():
                     if (kind, i) in rejected:
                         continue
-                    grown = anchored[i].price_with(e.template.rows.of(e.pod))
-                    if grown is not None and grown - bins.price[i] < best_growth - 1e-12:
-                        best, best_growth = i, grown - bins.price[i]
+                    grown = anchored[i].price_with(row)
+                    if grown is not None:
+                        growth = grown - bins.price[i]
+                        if growth < best_growth - 1e-12 or (growth <= best_growth + 1e-12 and best is not None):
+                            stranded = _stranded(anchored[i], row) if tie == "stranded" else 0.0  # type: ignore[arg-type]  # a pod the greedy placed has a row
+                            if growth < best_growth - 1e-12 or stranded < best_stranded:
+                                best, best_growth, best_stranded = i, growth, stranded
                     tried += 1
                     if tried >= GROWTH_TRIES:
                         break
@@ -447,12 +477,33 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
     return rest
 
 
-def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, smallest: bool) -> list[PodInfo] | None:
-    """Loose pods whose requests cover `deficit`: the largest (fewest moves) or the `smallest` first
-    (they find room elsewhere more easily), skipping pods that cover nothing still short; None when
-    all of them do not cover it."""
+SHED_ORDERS = ("largest", "smallest", "aligned")   # orders a node that shrinks tries its loose pods in
+
+
+def _shed_order(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, order: str) -> list[PodInfo]:
+    """The largest first (fewest moves), the smallest first (they find room elsewhere more easily), or
+    "aligned": the pods asking most for what the node is short of, relative to all they ask, first (a node
+    whose memory is full while its cpu idles sheds its memory-heavy pods, not the cpu-heavy ones the
+    others have no room for)."""
+    if order != "aligned":
+        return sorted(loose, key=_order, reverse=order == "smallest")
+    unit = np.maximum(np.median(estimate(t.allocatable).astype(float), axis=0), 1.0)
+    short = np.maximum(deficit, 0) / unit
+    weight = short / short.sum() if short.sum() > 0 else short
+
+    def key(p: PodInfo) -> tuple[float, float, str]:
+        need = estimate(t.rows.of(p)).astype(float) / unit  # type: ignore[arg-type]  # a pod the greedy placed has a row
+        total = float(need.sum())
+        return (-float(need @ weight) / total if total > 0 else 0.0, total, p.key)
+
+    return sorted(loose, key=key)
+
+
+def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, order: str) -> list[PodInfo] | None:
+    """Loose pods whose requests cover `deficit`, taken in `order` (see _shed_order), skipping pods that
+    cover nothing still short; None when all of them do not cover it."""
     shed = []
-    for p in sorted(loose, key=_order, reverse=smallest):
+    for p in _shed_order(loose, deficit, t, order):
         if (deficit <= 0).all():
             break
         need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]  # a pod the greedy placed has a row
@@ -557,8 +608,8 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 continue
             nearest = int(cheaper[np.lexsort((cheaper, -price[cheaper]))[0]])
             attempts += 1
-            for smallest in (False, True):
-                shed = _to_shed(loose, estimate(node.used - t.allocatable[nearest]).astype(float), t, smallest=smallest)
+            for order in SHED_ORDERS:
+                shed = _to_shed(loose, estimate(node.used - t.allocatable[nearest]).astype(float), t, order=order)
                 if shed is not None and _move_out(a, shed, bins):
                     changed = True
                     opened.append(a)
@@ -596,6 +647,8 @@ class _Swaps:
                     self.pods.append(p)
         self.need = np.array([self.row(p) for p in self.pods]).reshape(len(self.pods), width)
         self.owners = np.array([i for i, held in enumerate(self.held) for _ in held], dtype=np.int64)
+        # what pods ask differently (all alike, as the one pod slot each takes, trading evens nothing out)
+        self.varies = self.need.max(axis=0) > self.need.min(axis=0) if len(self.pods) else np.zeros(width, dtype=bool)
         for i in range(len(nodes)):
             self.refresh(i)
 
@@ -619,11 +672,27 @@ class _Swaps:
         self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
 
 
+# What a trade puts back when it does not go through: a node's pods and everything that follows from them.
+_Snapshot = tuple[list[PodInfo], np.ndarray, np.ndarray, Resources, Resources, frozenset[tuple[str, str, int]],
+                  dict[str, str], Requirements]
+
+
+def _snapshot(n: NewNode) -> _Snapshot:
+    return list(n.pods), n.used, n.options, n.reserved, n.requests, n.host_ports, dict(n.domains), n.requirements
+
+
+def _put_back(n: NewNode, saved: _Snapshot) -> None:
+    n.pods, n.used, n.options, n.reserved, n.requests, n.host_ports, n.domains, n.requirements = saved
+
+
 def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
-          budget: list[int]) -> bool:
+          budget: list[int], unevened: set[tuple[str, float]] | None = None) -> bool:
     """Local search: a node trades one loose pod for another node's when that lets it take a cheaper type and the
     other keeps its own; whether any trade was made. It evens out nodes that run out of one resource with room
-    left in another (a node full of memory-heavy pods, its cpu idle), which moving pods one way cannot."""
+    left in another (a node full of memory-heavy pods, its cpu idle), which moving pods one way cannot.
+    `unevened` holds the nodes (hostname, price) that failed to even out (_even_out): they are not tried
+    again at that price, in this or a later round."""
+    unevened = set() if unevened is None else unevened
     sets: dict[tuple[str, str], list[NewNode]] = {}
     for n in nodes:
         if n.template.remaining is None and any(id(p) in movable for p in n.pods):
@@ -638,10 +707,112 @@ def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadli
             while np.isfinite(swaps.short[a]).all():
                 if deadline is not None and time.monotonic() > deadline or budget[0] <= 0:
                     return traded
-                if not _trade_one(swaps, a, topology, budget):
+                if _trade_one(swaps, a, topology, budget):
+                    traded = True
+                    continue
+                tried = (swaps.nodes[a].hostname, float(swaps.worth[a]))
+                if tried in unevened or not _even_out(swaps, a, topology, budget):
+                    unevened.add(tried)
                     break
                 traded = True
     return traded
+
+
+def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> bool:
+    """Let node a take a cheaper type by several trades, each moving it closer: one of its loose pods for one of
+    another node's, giving more of what a must shed than it takes back, a and the other keeping their types.
+    A node whose memory is full while much of its cpu idles gives memory-heavy pods for cpu-heavy ones, a
+    little at a time to nodes with a little room each, which no single trade can do. The trades are planned on
+    the rooms alone and made only when the plan gets a there within EVEN_OUT_TRADES; all or nothing."""
+    short = swaps.short[a].copy()
+    over = short > 0
+    idle = ~over & swaps.varies         # room in what every pod asks alike (one pod slot each) evens nothing out
+    if not over.any() or not np.isfinite(short).all():
+        return False
+    # only a node with much more room idle than it must shed takes two pods back for one: it has room for them
+    pairs = (swaps.spare[a][idle] / swaps.unit[idle]).sum() >= EVEN_OUT_IDLE * (short[over] / swaps.unit[over]).sum()
+    others = np.arange(len(swaps.nodes)) != a
+    if (swaps.spare[others][:, over].sum(axis=0) < short[over]).any():
+        return False                    # all the others together have no room for what a must shed
+    spare, owners, mine = swaps.spare.copy(), swaps.owners.copy(), list(swaps.held[a])
+    plan: list[tuple[int, list[int]]] = []
+    while (short > 0).any():
+        if len(plan) >= EVEN_OUT_TRADES or budget[0] <= 0 or not mine:
+            return False
+        over = short > 0
+        firsts: dict[tuple[float, ...], int] = {}
+        for k in sorted(mine):
+            firsts.setdefault(tuple(swaps.need[k].tolist()), k)
+        given = np.array(list(firsts.values()), dtype=np.int64)
+        budget[0] -= len(given)
+        # one pod of another node for one of a's; failing that, on a node with much room idle, two of one node's
+        # the nodes with the most room in what a sheds (only they can take any of it)
+        roomiest = (np.maximum(spare[:, over], 0) / swaps.unit[over]).sum(axis=1)
+        roomiest[a] = 0.0
+        room = np.zeros(len(roomiest), dtype=bool)
+        room[_smallest(-roomiest, EVEN_OUT_PARTNERS)] = True
+        room &= roomiest > 0
+        single = np.flatnonzero(room[owners])
+        for theirs in (single[:, None], _pairs(owners, room, swaps.need) if pairs else np.zeros((0, 2), dtype=np.int64)):
+            if not len(theirs):
+                return False
+            diff = swaps.need[given][:, None, :] - swaps.need[theirs].sum(axis=1)[None, :, :]
+            owner = owners[theirs[:, 0]]
+            # a sheds more of what it is short of than it takes back, keeps within its own type and within the
+            # cheaper one in everything else; the other keeps its type
+            fits = (diff[:, :, over] >= 0).all(axis=2) & (diff[:, :, over] > 0).any(axis=2) & \
+                (-diff <= spare[a]).all(axis=2) & (short - diff <= np.where(over, np.inf, 0)).all(axis=2) & \
+                (diff <= spare[owner][None, :, :]).all(axis=2)
+            found = np.argwhere(fits)
+            if len(found):
+                break
+        else:
+            return False
+        gain = (np.minimum(diff[found[:, 0], found[:, 1]][:, over], short[over]) / swaps.unit[over]).sum(axis=1)
+        o, t = found[np.lexsort((found[:, 1], found[:, 0], -gain))[0]].tolist()
+        k, qs, b = int(given[o]), theirs[t].tolist(), int(owner[t])
+        spare[a] += diff[o, t]
+        spare[b] -= diff[o, t]
+        short -= diff[o, t]
+        owners[k] = b
+        owners[qs] = a
+        mine.remove(k)
+        mine += qs
+        plan.append((k, qs))
+    worth = swaps.worth[a]
+    saved: dict[int, _Snapshot] = {}
+    owners, held = swaps.owners.copy(), [list(h) for h in swaps.held]
+    for k, qs in plan:
+        for i in (a, int(swaps.owners[qs[0]])):
+            if i not in saved:
+                saved[i] = _snapshot(swaps.nodes[i])
+        if not _make_trade(swaps, a, [k], qs, topology, cheaper=False):
+            break
+    else:
+        if swaps.worth[a] < worth - 1e-9:
+            return True
+    for i, state in saved.items():
+        _put_back(swaps.nodes[i], state)
+    swaps.owners, swaps.held = owners, held
+    for i in saved:
+        swaps.refresh(i)
+    return False
+
+
+def _pairs(owners: np.ndarray, room: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """Two loose pods of one node that has `room` (of different requests, or the first two alike): what a node may
+    take back for one of its own, so a large pod can go for two smaller ones."""
+    out: list[list[int]] = []
+    by_owner: dict[int, list[int]] = {}
+    for k in np.flatnonzero(room[owners]).tolist():
+        by_owner.setdefault(int(owners[k]), []).append(k)
+    for b in sorted(by_owner):
+        firsts: dict[tuple[float, ...], list[int]] = {}
+        for k in by_owner[b]:
+            firsts.setdefault(tuple(need[k].tolist()), []).append(k)
+        distinct = list(firsts.values())
+        out += [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + [ks[:2] for ks in distinct if len(ks) > 1]
+    return np.array(out, dtype=np.int64).reshape(len(out), 2)
 
 
 def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> bool:
@@ -681,29 +852,30 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     return False
 
 
-def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int, topology: Topology) -> bool:
-    """Move pods `given` from node a to the owner of pod q and q to a, when a then costs less and the other no
-    more; all or nothing."""
-    b = int(swaps.owners[q])
+def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int | list[int], topology: Topology, *,
+                cheaper: bool = True) -> bool:
+    """Move pods `given` from node a to the owner of pod q (or pods q, all on one node) and q to a, when a then
+    costs less (no more, unless `cheaper`) and the other no more; all or nothing."""
+    taken = [q] if isinstance(q, int) else q
+    b = int(swaps.owners[taken[0]])
     first, second = swaps.nodes[a], swaps.nodes[b]
     out = [swaps.pods[k] for k in given]
-    back = swaps.pods[q]
-    saved = [(list(n.pods), n.used, n.options, n.reserved, n.requests, n.host_ports, dict(n.domains), n.requirements)
-             for n in (first, second)]
-    gone = {id(p) for p in out}
+    back = [swaps.pods[k] for k in taken]
+    saved = [_snapshot(n) for n in (first, second)]
+    gone, returned = {id(p) for p in out}, {id(p) for p in back}
     first.keep_only([p for p in first.pods if id(p) not in gone])
-    second.keep_only([p for p in second.pods if p is not back])
-    if first.add(back, topology) is None and all(second.add(p, topology) is None for p in out) and \
-            first.price() < swaps.worth[a] - 1e-9 and second.price() <= swaps.worth[b] + 1e-9:
+    second.keep_only([p for p in second.pods if id(p) not in returned])
+    if all(first.add(p, topology) is None for p in back) and all(second.add(p, topology) is None for p in out) and \
+            first.price() < swaps.worth[a] + (1e-9 if not cheaper else -1e-9) and second.price() <= swaps.worth[b] + 1e-9:
         for k in given:
             swaps.move(k, b)
-        swaps.move(q, a)
+        for k in taken:
+            swaps.move(k, a)
         swaps.refresh(a)
         swaps.refresh(b)
         return True
-    for n, (pods, used, options, reserved, requests, ports, domains, requirements) in zip((first, second), saved):
-        n.pods, n.used, n.options, n.reserved, n.requests = pods, used, options, reserved, requests
-        n.host_ports, n.domains, n.requirements = ports, domains, requirements
+    for n, state in zip((first, second), saved):
+        _put_back(n, state)
     return False
 
 
