@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from karpy.controller.provisioning.scheduling.bound import lower_bound
+from karpy.controller.provisioning.scheduling.bound import lower_bound, pattern_bound
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.patterns import cover
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
@@ -72,3 +72,29 @@ def test_patterns_cover_every_pod_within_each_type() -> None:
 
 def test_patterns_are_none_when_no_type_holds_a_class() -> None:
     assert cover(np.array([[9.0]]), np.array([1.0]), np.array([[4.0], [8.0]]), np.array([1.0, 2.0])) is None
+
+
+LOPSIDED = catalog(   # one type rich in cpu, one in memory, both cheap; the balanced one dearer
+    instance_type("cpu-heavy", cpu="8", memory="4Gi", pods="20", price=1.0),
+    instance_type("memory-heavy", cpu="2", memory="16Gi", pods="20", price=1.0),
+    instance_type("balanced", cpu="8", memory="16Gi", pods="20", price=3.0),
+)
+
+
+def test_the_pattern_bound_holds_each_pod_on_one_node(tmp_path: Path) -> None:
+    # four pods of 1.5 cpu / 3Gi: the lopsided types hold one each ($4 in all), the balanced type all four ($3);
+    # the resource LP takes cpu from the one and memory from the other, as no node can
+    s = scheduler(tmp_path, LOPSIDED, provisioner("default"), *[pod(f"p-{i}", cpu="1500m", memory="3Gi") for i in range(4)])
+    resources, patterns = lower_bound(s.templates[0], s.pending), pattern_bound(s.templates[0], s.pending)
+    plan = sum(n.offering.price_per_hour for n in s.solve().new_nodes)
+    assert resources < 1.5 < patterns
+    assert abs(patterns - 3.0) < 1e-9 and abs(plan - 3.0) < 1e-9
+
+
+def test_the_pattern_bound_is_never_above_a_plan(tmp_path: Path) -> None:
+    docs = [CATALOG, provisioner("default")] + [
+        pod(f"w-{i}", cpu=c, memory=m) for i, (c, m) in enumerate([("250m", "1Gi"), ("1500m", "512Mi"), ("3", "6Gi")] * 5)]
+    s = scheduler(tmp_path, *docs)
+    bound = pattern_bound(s.templates[0], s.pending)
+    assert lower_bound(s.templates[0], s.pending) <= bound + 1e-9
+    assert bound <= sum(n.offering.price_per_hour for n in s.solve().new_nodes) + 1e-9

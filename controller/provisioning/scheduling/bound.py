@@ -6,14 +6,20 @@ overhead already taken off) cover what the pods request, each type priced at the
 offering the provisioner allows; pods that a required hostname anti-affinity keeps apart
 (the largest set whose term selects them all) each get a node of their own that holds them.
 No packing can pay less: any plan is a feasible point of this program. Pure.
+
+`pattern_bound` is a tighter bound for pods with no constraint but their requests: the LP over packing
+patterns (how many pods of each shape one node of one type holds), solved by column generation with
+every type priced exactly. The resource LP lets one node lend its cpu and another its memory to the same
+pods; a pattern must hold its pods on one node.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import linprog
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 from scipy.sparse import coo_matrix
 
 from karpy.apis import labels as wk
@@ -83,3 +89,70 @@ def lower_bound(template: NodeTemplate, pods: Sequence[PodInfo]) -> float:
     b_eq = np.array([alone[k] for k in shapes], dtype=float) if shapes else None
     result = linprog(cost, A_ub=a_ub, b_ub=-demand, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
     return float(result.fun) if result.status == 0 else float("inf")
+
+
+PATTERN_ROUNDS = 200             # pricing rounds at most; the bound is valid (if looser) when they run out
+
+
+def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: int = PATTERN_ROUNDS) -> float:
+    """The pattern LP bound (see the module) for `pods` on new nodes of `template`, for pods constrained by
+    their requests alone; inf when some pod fits no type. Each round prices every type exactly (a small
+    integer knapsack over the shapes); the value returned is the LP's at convergence, or Farley's bound
+    (the LP's value over the best ratio of a column's worth to its price) when the rounds run out."""
+    _, order, offers = template.compatible(template.requirements)
+    types = order.tolist()
+    if not pods:
+        return 0.0
+    columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
+    shapes = Counter(tuple(float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES if r in template.rows.index)
+                     for pod in pods)
+    need = np.array(sorted(shapes))                                   # shapes x resources
+    count = np.array([shapes[tuple(row)] for row in need], dtype=float)
+    alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types]).reshape(len(types), len(columns))
+    price = np.array([offers[i].price_per_hour for i in types])
+    # a type another beats on every resource at no more cost never helps
+    useful = [j for j in range(len(types)) if not any(
+        k != j and (alloc[k] >= alloc[j]).all() and price[k] <= price[j] and
+        ((alloc[k] > alloc[j]).any() or price[k] < price[j] or k < j) for k in range(len(types)))]
+    alloc, price = alloc[useful], price[useful]
+    if not all((alloc >= row).all(axis=1).any() for row in need):
+        return float("inf")
+    patterns: list[tuple[int, np.ndarray]] = []
+    for j in range(len(alloc)):                                        # one shape alone, as many as fit
+        for c, row in enumerate(need):
+            most = min(int(count[c]), int(np.floor(min(alloc[j][r] / row[r] for r in range(len(row)) if row[r] > 0))))
+            if most > 0:
+                pattern = np.zeros(len(need))
+                pattern[c] = most
+                patterns.append((j, pattern))
+    best = 0.0
+    for _ in range(rounds):
+        a = np.array([p for _, p in patterns]).T
+        cost = np.array([price[j] for j, _ in patterns])
+        result = linprog(cost, A_ub=-a, b_ub=-count, bounds=(0, None), method="highs")
+        if result.status != 0:
+            return float("inf")
+        duals = -result.ineqlin.marginals
+        worth, added = 0.0, 0
+        for j in range(len(alloc)):
+            value, pattern = _knapsack(duals, need, count, alloc[j])
+            worth = max(worth, value / price[j])
+            if value > price[j] * (1 + 1e-9) + 1e-12:
+                patterns.append((j, pattern))
+                added += 1
+        best = max(best, float(result.fun) / max(worth, 1.0))
+        if not added:
+            return float(result.fun)
+    return best
+
+
+def _knapsack(value: np.ndarray, need: np.ndarray, count: np.ndarray, room: np.ndarray) -> tuple[float, np.ndarray]:
+    """The pattern of the greatest total `value` one node with `room` holds (at most `count` of each shape)."""
+    scale = np.where(room > 0, room, 1.0)
+    result = milp(-value, integrality=np.ones(len(value)), bounds=Bounds(0, count),
+                  constraints=LinearConstraint(need.T / scale[:, None], -np.inf, room / scale + 1e-9),
+                  options={"disp": False, "presolve": False})
+    if result.x is None:
+        return 0.0, np.zeros(len(value))
+    pattern = np.round(result.x)
+    return float(value @ pattern), pattern
