@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import json
@@ -11,7 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -74,6 +75,21 @@ def certs_inject_ca(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def native_stdout_to_stderr() -> Iterator[None]:
+    """While it runs, what native code writes to the process's standard output goes to standard error instead.
+    HiGHS (the packer's solver) prints a debug line from its MIP solver now and then, whatever its options
+    (ERGO-Code/HiGHS#2783); on stdout it would corrupt `karpy plan -o json`."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def plan(args: argparse.Namespace) -> int:
     from karpy.controller.consolidation.decisions import Consolidator
     from karpy.controller.provisioning.scheduling.optimize import PackingOptions
@@ -96,8 +112,9 @@ def plan(args: argparse.Namespace) -> int:
         if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
             raise UsageError("--consolidation-budget-seconds must be positive")
         started = time.monotonic()
-        consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
-                                     budget_seconds=args.consolidation_budget_seconds).plan()
+        with native_stdout_to_stderr():
+            consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
+                                         budget_seconds=args.consolidation_budget_seconds).plan()
         decided = time.monotonic() - started
         if args.output == "json":
             doc = consolidation_json(consolidation)
@@ -107,7 +124,8 @@ def plan(args: argparse.Namespace) -> int:
         else:
             print(consolidation_table(consolidation))
         return 0
-    results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour)).solve()
+    with native_stdout_to_stderr():
+        results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour)).solve()
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":

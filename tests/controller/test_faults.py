@@ -33,11 +33,14 @@ def launches() -> float:
 
 def restart(env: Env) -> Provisioner:
     """What a restarted controller does first: finish every claim, then provision. Its cache is listed after
-    the kill, so it holds every bind the killed process made (here: the shared cache catches up first)."""
-    bound = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["spec"].get("nodeName")
-             for p in env.client.get(path_of("v1", "pods"))["items"]}
-    env.settle(lambda: all((env.state.pods.get(*key) or {}).get("spec", {}).get("nodeName") == node
-                           for key, node in bound.items()))
+    the kill, so it holds every bind the killed process made (here: the shared cache catches up first, with the
+    binds the killed launch still had in flight on its other bind workers, which a SystemExit in one does not stop)."""
+    def caught_up() -> bool:
+        bound = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["spec"].get("nodeName")
+                 for p in env.client.get(path_of("v1", "pods"))["items"]}
+        return all((env.state.pods.get(*key) or {}).get("spec", {}).get("nodeName") == node for key, node in bound.items())
+
+    env.settle(caught_up)
     launcher = Launcher(env.state, env.cloud, lambda: CATALOG)
     launcher.reconcile()
     fresh = Provisioner(env.state, env.cloud, CATALOG, launcher=launcher)

@@ -115,3 +115,16 @@ def test_unsupported_but_harmless_kinds_are_ignored_with_a_warning(plan: Plan) -
 def test_no_provisioner_means_every_pod_is_unschedulable(plan: Plan) -> None:
     run = plan(pod("p"))
     assert run.json["unschedulable"] == [{"pod": "default/p", "reason": "no provisioner can launch nodes"}]
+
+
+def test_what_native_code_prints_while_planning_goes_to_stderr_not_into_the_json() -> None:
+    # HiGHS writes a debug line to the process's stdout (file descriptor 1) now and then: as a C library does
+    script = ("import os, sys\n"
+              "from karpy.commands import native_stdout_to_stderr\n"
+              "print('before', flush=True)\n"
+              "with native_stdout_to_stderr():\n"
+              "    os.write(1, b'solver noise\\n')\n"
+              "print('after', flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["before", "after"]
+    assert "solver noise" in done.stderr

@@ -95,19 +95,23 @@ PATTERN_ROUNDS = 200             # pricing rounds at most; the bound is valid (i
 
 
 def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: int = PATTERN_ROUNDS) -> float:
-    """The pattern LP bound (see the module) for `pods` on new nodes of `template`, for pods constrained by
-    their requests alone; inf when some pod fits no type. Each round prices every type exactly (a small
-    integer knapsack over the shapes); the value returned is the LP's at convergence, or Farley's bound
-    (the LP's value over the best ratio of a column's worth to its price) when the rounds run out."""
+    """The pattern LP bound (see the module) for `pods` on new nodes of `template`; inf when some pod fits no
+    type. Of the pods' constraints it keeps only the largest set a hostname anti-affinity keeps apart (at most
+    one of them per node): dropping the others can only make the optimum cheaper, so the bound holds for any
+    pods. Each round prices every type exactly (a small integer knapsack over the shapes); the value returned
+    is the LP's at convergence, or Farley's bound (the LP's value over the best ratio of a column's worth to
+    its price) when the rounds run out."""
     _, order, offers = template.compatible(template.requirements)
     types = order.tolist()
     if not pods:
         return 0.0
     columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
-    shapes = Counter(tuple(float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES if r in template.rows.index)
-                     for pod in pods)
-    need = np.array(sorted(shapes))                                   # shapes x resources
-    count = np.array([shapes[tuple(row)] for row in need], dtype=float)
+    alone = {id(pod) for pod in apart(pods)}
+    shapes = Counter((id(pod) in alone, tuple(float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES
+                                              if r in template.rows.index)) for pod in pods)
+    keys = sorted(shapes)
+    need = np.array([row for _, row in keys])                         # shapes x resources
+    count = np.array([shapes[k] for k in keys], dtype=float)
     alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types]).reshape(len(types), len(columns))
     price = np.array([offers[i].price_per_hour for i in types])
     # a type another beats on every resource at no more cost never helps
@@ -115,6 +119,9 @@ def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: in
         k != j and (alloc[k] >= alloc[j]).all() and price[k] <= price[j] and
         ((alloc[k] > alloc[j]).any() or price[k] < price[j] or k < j) for k in range(len(types)))]
     alloc, price = alloc[useful], price[useful]
+    # one more resource, of which every node has one and each pod kept apart takes it: one of them a node
+    need = np.column_stack([need, [1.0 if apart_ else 0.0 for apart_, _ in keys]])
+    alloc = np.column_stack([alloc, np.ones(len(alloc))])
     if not all((alloc >= row).all(axis=1).any() for row in need):
         return float("inf")
     patterns: list[tuple[int, np.ndarray]] = []
@@ -140,18 +147,18 @@ def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: in
             if value > price[j] * (1 + 1e-9) + 1e-12:
                 patterns.append((j, pattern))
                 added += 1
-        best = max(best, float(result.fun) / max(worth, 1.0))
+        best = max(best, float(result.fun) / max(worth, 1.0))   # at convergence worth is 1: the LP's value
         if not added:
-            return float(result.fun)
+            break
     return best
 
 
-def _knapsack(value: np.ndarray, need: np.ndarray, count: np.ndarray, room: np.ndarray) -> tuple[float, np.ndarray]:
-    """The pattern of the greatest total `value` one node with `room` holds (at most `count` of each shape)."""
+def _knapsack(value: np.ndarray, need: np.ndarray, most: np.ndarray, room: np.ndarray) -> tuple[float, np.ndarray]:
+    """The pattern of the greatest total `value` one node with `room` holds (at most `most` of each shape)."""
     scale = np.where(room > 0, room, 1.0)
-    result = milp(-value, integrality=np.ones(len(value)), bounds=Bounds(0, count),
+    result = milp(-value, integrality=np.ones(len(value)), bounds=Bounds(0, most),
                   constraints=LinearConstraint(need.T / scale[:, None], -np.inf, room / scale + 1e-9),
-                  options={"disp": False, "presolve": False})
+                  options={"disp": False, "presolve": False, "mip_rel_gap": 0.0})
     if result.x is None:
         return 0.0, np.zeros(len(value))
     pattern = np.round(result.x)

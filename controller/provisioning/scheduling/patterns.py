@@ -23,8 +23,9 @@ MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern
 EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
 MIP_NODE_LIMIT = 2000
 MIP_REL_GAP = 1e-4
-# HiGHS's presolve prints a debug line to stdout when it maps a solution back (a known HiGHS bug),
-# which would corrupt `karpy plan -o json`; these programs are small enough to solve without it
+# HiGHS prints a debug line to stdout when it maps a solution back (ERGO-Code/HiGHS#2783), mostly after its
+# presolve: these programs are small enough to solve without it, and `karpy plan` sends what native code prints
+# to stderr while it plans (commands.native_stdout_to_stderr), so the line never corrupts `-o json`
 
 
 @dataclasses.dataclass(frozen=True)
