@@ -19,12 +19,13 @@ from collections import Counter
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from karpy.apis import labels as wk
 from karpy.apis.resources import CPU, MEMORY, PODS
 from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
+from karpy.controller.provisioning.scheduling.patterns import fill, knapsack
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 
 BOUND_RESOURCES = (CPU, MEMORY, PODS)
@@ -41,17 +42,24 @@ def apart(pods: Sequence[PodInfo]) -> list[PodInfo]:
     return max(sets.values(), key=len, default=[])
 
 
-def lower_bound(template: NodeTemplate, pods: Sequence[PodInfo]) -> float:
-    """The LP bound (see the module) for `pods` on new nodes of `template`; inf when none holds them."""
+def _priced_types(template: NodeTemplate) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The columns of BOUND_RESOURCES, and the allocatable of those (types x columns) and price of each type
+    the template's requirements allow, at its cheapest allowed offering."""
     _, order, offers = template.compatible(template.requirements)
     types = order.tolist()
+    columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
+    alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types]).reshape(len(types), len(columns))
+    return columns, alloc, np.array([offers[i].price_per_hour for i in types])
+
+
+def lower_bound(template: NodeTemplate, pods: Sequence[PodInfo]) -> float:
+    """The LP bound (see the module) for `pods` on new nodes of `template`; inf when none holds them."""
     if not pods:
         return 0.0
-    if not types:
+    columns, alloc, price = _priced_types(template)
+    if not len(price):
         return float("inf")
-    columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
-    alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types])
-    price = np.array([offers[i].price_per_hour for i in types])
+    types = range(len(price))
     demand = np.zeros(len(columns))
     for pod in pods:
         demand += [float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES if r in template.rows.index]
@@ -101,40 +109,30 @@ def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: in
     pods. Each round prices every type exactly (a small integer knapsack over the shapes); the value returned
     is the LP's at convergence, or Farley's bound (the LP's value over the best ratio of a column's worth to
     its price) when the rounds run out."""
-    _, order, offers = template.compatible(template.requirements)
-    types = order.tolist()
     if not pods:
         return 0.0
-    columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
+    columns, alloc, price = _priced_types(template)
     alone = {id(pod) for pod in apart(pods)}
     shapes = Counter((id(pod) in alone, tuple(float(pod.requests.get(r, 0)) for r in BOUND_RESOURCES
                                               if r in template.rows.index)) for pod in pods)
     keys = sorted(shapes)
     need = np.array([row for _, row in keys])                         # shapes x resources
     count = np.array([shapes[k] for k in keys], dtype=float)
-    alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types]).reshape(len(types), len(columns))
-    price = np.array([offers[i].price_per_hour for i in types])
     # a type another beats on every resource at no more cost never helps
-    useful = [j for j in range(len(types)) if not any(
+    useful = [j for j in range(len(price)) if not any(
         k != j and (alloc[k] >= alloc[j]).all() and price[k] <= price[j] and
-        ((alloc[k] > alloc[j]).any() or price[k] < price[j] or k < j) for k in range(len(types)))]
+        ((alloc[k] > alloc[j]).any() or price[k] < price[j] or k < j) for k in range(len(price)))]
     alloc, price = alloc[useful], price[useful]
     # one more resource, of which every node has one and each pod kept apart takes it: one of them a node
     need = np.column_stack([need, [1.0 if apart_ else 0.0 for apart_, _ in keys]])
     alloc = np.column_stack([alloc, np.ones(len(alloc))])
     if not all((alloc >= row).all(axis=1).any() for row in need):
         return float("inf")
-    patterns: list[tuple[int, np.ndarray]] = []
-    for j in range(len(alloc)):                                        # one shape alone, as many as fit
-        for c, row in enumerate(need):
-            most = min(int(count[c]), int(np.floor(min(alloc[j][r] / row[r] for r in range(len(row)) if row[r] > 0))))
-            if most > 0:
-                pattern = np.zeros(len(need))
-                pattern[c] = most
-                patterns.append((j, pattern))
+    patterns = [(j, pattern) for j in range(len(alloc)) for c in range(len(need))       # one shape alone, as many as fit
+                if (pattern := fill([c], alloc[j], need, count)).any()]
     best = 0.0
     for _ in range(rounds):
-        a = np.array([p for _, p in patterns]).T
+        a = np.array([p for _, p in patterns], dtype=float).T
         cost = np.array([price[j] for j, _ in patterns])
         result = linprog(cost, A_ub=-a, b_ub=-count, bounds=(0, None), method="highs")
         if result.status != 0:
@@ -142,24 +140,17 @@ def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: in
         duals = -result.ineqlin.marginals
         worth, added = 0.0, 0
         for j in range(len(alloc)):
-            value, pattern = _knapsack(duals, need, count, alloc[j])
+            column = knapsack(duals, alloc[j], need, count, seconds=None)
+            if column is None:
+                if (duals > 1e-12).any():
+                    return best                 # a type not priced: only the rounds before are sure
+                continue
+            value = float(duals @ column)
             worth = max(worth, value / price[j])
             if value > price[j] * (1 + 1e-9) + 1e-12:
-                patterns.append((j, pattern))
+                patterns.append((j, column))
                 added += 1
         best = max(best, float(result.fun) / max(worth, 1.0))   # at convergence worth is 1: the LP's value
         if not added:
             break
     return best
-
-
-def _knapsack(value: np.ndarray, need: np.ndarray, most: np.ndarray, room: np.ndarray) -> tuple[float, np.ndarray]:
-    """The pattern of the greatest total `value` one node with `room` holds (at most `most` of each shape)."""
-    scale = np.where(room > 0, room, 1.0)
-    result = milp(-value, integrality=np.ones(len(value)), bounds=Bounds(0, most),
-                  constraints=LinearConstraint(need.T / scale[:, None], -np.inf, room / scale + 1e-9),
-                  options={"disp": False, "presolve": False, "mip_rel_gap": 0.0})
-    if result.x is None:
-        return 0.0, np.zeros(len(value))
-    pattern = np.round(result.x)
-    return float(value @ pattern), pattern

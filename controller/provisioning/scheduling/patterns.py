@@ -37,7 +37,7 @@ class Choice:
     nodes: int
 
 
-def _fill(order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray) -> np.ndarray:
+def fill(order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """Greedily the most pods of each class in `order` that `room` holds, at most `cap` of each."""
     counts = np.zeros(len(need), dtype=np.int64)
     for c in order:
@@ -50,17 +50,21 @@ def _fill(order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray)
     return counts
 
 
-def _knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndarray, seconds: float) -> np.ndarray | None:
-    """The pattern of the greatest total `value` that `room` holds, solved exactly (None if the solver fails)."""
+def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndarray, *,
+             seconds: float | None) -> np.ndarray | None:
+    """The pattern of the greatest total `value` that `room` holds, at most `cap` of each class, solved by HiGHS
+    within `seconds` and a node limit (the best found then), or with `seconds` None to proven optimality (for a
+    bound); None when no class is worth anything or the solver fails."""
     useful = np.flatnonzero(value > 1e-12)
     if not len(useful):
         return None
     a = need[useful].T
     scale = np.where(room > 0, room, 1.0)
+    limits = {"mip_rel_gap": 0.0} if seconds is None else {"time_limit": seconds, "node_limit": 200}
     result = milp(-value[useful], integrality=np.ones(len(useful)), bounds=Bounds(0, cap[useful]),
                   constraints=LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
-                  options={"time_limit": seconds, "node_limit": 200, "disp": False, "presolve": False})
-    if result.x is None:
+                  options={**limits, "disp": False, "presolve": False})
+    if result.x is None or (seconds is None and result.status != 0):
         return None
     out = np.zeros(len(value), dtype=np.int64)
     out[useful] = np.round(result.x).astype(np.int64)
@@ -98,7 +102,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     for j in range(k):
         for c in range(m):
             if fits[c, j]:
-                add(j, _fill([c] + [d for d in by_size if d != c], alloc[j].astype(float), need, count))
+                add(j, fill([c] + [d for d in by_size if d != c], alloc[j].astype(float), need, count))
     duals = np.zeros(m)
     for _ in range(MAX_ROUNDS):
         if time.monotonic() - started > seconds / 2:
@@ -114,7 +118,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             best, best_value = None, 0.0
             for density in (duals / np.maximum(weight.max(axis=1), 1e-12), duals / np.maximum(weight.sum(axis=1), 1e-12)):
                 order = [c for c in sorted(range(m), key=lambda c: (-density[c], c)) if duals[c] > 1e-12 and fits[c, j]]
-                pattern = _fill(order, room, need, count)
+                pattern = fill(order, room, need, count)
                 value = float(duals @ pattern)
                 if value > best_value + 1e-12:
                     best, best_value = pattern, value
@@ -127,7 +131,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         # exact pricing for the types the greedy found most promising (with one class the greedy's pattern, as
         # many pods as fit, is already exact)
         for _, j, _ in candidates[:EXACT_PRICING if m > 1 else 0]:
-            exact = _knapsack(duals, alloc[j].astype(float), need, count, seconds=max(0.05, seconds / 100))
+            exact = knapsack(duals, alloc[j].astype(float), need, count, seconds=max(0.05, seconds / 100))
             if exact is not None and price[j] - float(duals @ exact) < -1e-9 and add(j, exact):
                 added += 1
         if not added:
