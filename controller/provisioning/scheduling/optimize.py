@@ -672,17 +672,18 @@ class _Swaps:
         self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
 
 
-# What a trade puts back when it does not go through: a node's pods and everything that follows from them.
-_Snapshot = tuple[list[PodInfo], np.ndarray, np.ndarray, Resources, Resources, frozenset[tuple[str, str, int]],
-                  dict[str, str], Requirements]
+# What a trade puts back when it does not go through: a node's pods (a trade takes some away, so they are kept
+# whole, not counted as _state counts those an addition appends to) and the rest of its _state.
+_Snapshot = tuple[list[PodInfo], "_State"]
 
 
 def _snapshot(n: NewNode) -> _Snapshot:
-    return list(n.pods), n.used, n.options, n.reserved, n.requests, n.host_ports, dict(n.domains), n.requirements
+    return list(n.pods), _state(n)
 
 
 def _put_back(n: NewNode, saved: _Snapshot) -> None:
-    n.pods, n.used, n.options, n.reserved, n.requests, n.host_ports, n.domains, n.requirements = saved
+    n.pods, state = saved
+    _restore(n, state)
 
 
 def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
