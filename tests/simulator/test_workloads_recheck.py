@@ -51,10 +51,16 @@ def children(client: RawClient, plural: str, app: str) -> list[Obj]:
     return [o for o in items if (o["metadata"].get("labels") or {}).get("app") == app]
 
 
+def deleted(client: RawClient, plural: str, obj: Obj) -> Obj:
+    """Create `obj` and delete it at once: the object as a lagging cache still holds it."""
+    created: Obj = client.create(path_of("apps/v1", plural, "default"), obj)
+    client.delete(path_of("apps/v1", plural, "default", obj["metadata"]["name"]))
+    return created
+
+
 def test_a_deleted_deployment_still_in_the_cache_gets_no_new_replicaset(kube: Kube) -> None:
     client = RawClient(kube.api_client)
-    d = client.create(path_of("apps/v1", "deployments", "default"), deployment("recheck-d"))
-    client.delete(path_of("apps/v1", "deployments", "default", "recheck-d"))
+    d = deleted(client, "deployments", deployment("recheck-d"))
     Workloads(client, caches(deployments=[d])).reconcile()
     assert children(client, "replicasets", "recheck-d") == []
 
@@ -69,16 +75,14 @@ def test_a_deployment_the_api_server_has_gets_its_replicaset(kube: Kube) -> None
 
 def test_a_deleted_replicaset_still_in_the_cache_gets_no_new_pods(kube: Kube) -> None:
     client = RawClient(kube.api_client)
-    rs = client.create(path_of("apps/v1", "replicasets", "default"), replicaset("recheck-rs"))
-    client.delete(path_of("apps/v1", "replicasets", "default", "recheck-rs"))
+    rs = deleted(client, "replicasets", replicaset("recheck-rs"))
     Workloads(client, caches(replicasets=[rs])).reconcile()
     assert children(client, "pods", "recheck-rs") == []
 
 
 def test_a_replicaset_recreated_under_the_same_name_is_not_taken_for_the_cached_one(kube: Kube) -> None:
     client = RawClient(kube.api_client)
-    old = client.create(path_of("apps/v1", "replicasets", "default"), replicaset("recheck-same"))
-    client.delete(path_of("apps/v1", "replicasets", "default", "recheck-same"))
+    old = deleted(client, "replicasets", replicaset("recheck-same"))
     client.create(path_of("apps/v1", "replicasets", "default"), replicaset("recheck-same") | {"spec": {
         **replicaset("recheck-same")["spec"], "replicas": 0}})
     Workloads(client, caches(replicasets=[old])).reconcile()
