@@ -325,15 +325,13 @@ class Consolidator:
         left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
         packing = PackingOptions(max_seconds=left_seconds)
         if self._limited:                 # the scheduler counts the limits from the nodes that stay
-            lifted = [p.copy(node_name=None) for p in pods]
-            self._keep += lifted
+            lifted = self._lifted(pods)
             others = [v for name, v in self.views.items() if name not in without]
             results = self._schedule(others, lifted, packing=packing)
             moves = [(p, e.name) for e in results.existing_nodes for p in e.pods]
         else:
             moves, left = self.packing.fit(pods, without)
-            lifted = [p.copy(node_name=None) for p in left]
-            self._keep += lifted
+            lifted = self._lifted(left)
             results = self._schedule([], lifted, packing=packing)
         priced = [self.planner.at_worst(p) for p in results.new_nodes]
         replacements = [r for r in priced if r is not None]
@@ -354,6 +352,13 @@ class Consolidator:
         moves = [(p, to) for p, to in moves if owner[p.key].name in gone]
         moves += [(p, r.planned.name) for r in replacements for p in r.planned.pods]
         return nodes, _Found(moves, replacements=replacements)
+
+    def _lifted(self, pods: list[PodInfo]) -> list[PodInfo]:
+        """`pods` as pending, for the scheduler to place again (still bound, it would not place them); kept, as
+        every pod the rows saw (see _keep)."""
+        lifted = [p.copy(node_name=None) for p in pods]
+        self._keep += lifted
+        return lifted
 
     def _left_rows(self) -> np.ndarray | None:
         return self.packing.needs(self._last_left) if self._last_left is not None else None
@@ -383,9 +388,7 @@ class Consolidator:
             if one is not None:
                 planned: Any = _Planned([one], {})
             else:
-                lifted = [p.copy(node_name=None) for p in left]   # still bound, the scheduler would not place them
-                self._keep += lifted
-                planned = self._schedule([], lifted)
+                planned = self._schedule([], self._lifted(left))
             return self._priced(moves, planned, left, price, one_node=one_node)
         return self._fit_full(nodes, without=without, price=price, one_node=one_node)
 
