@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from karpy.apis.labels import MIRROR_POD
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import PODS, Resources
 
@@ -24,6 +25,15 @@ def owned_by_daemonset(pod: Mapping[str, Any]) -> bool:
     the pod (no `controller: true`) would not put it back, so that pod is treated like any other."""
     ref = controller_of(pod)
     return ref is not None and ref.get("kind") == "DaemonSet"
+
+
+def evictable(pod: Mapping[str, Any]) -> bool:
+    """A pod a drain asks to leave: not a DaemonSet's or a mirror pod, and not finished."""
+    if owned_by_daemonset(pod):
+        return False
+    if MIRROR_POD in ((pod.get("metadata") or {}).get("annotations") or {}):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

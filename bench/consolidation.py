@@ -14,7 +14,8 @@ Deployment is scaled in by --scale-in (70%).
 Printed: $/h of karpy's nodes every few seconds after the scale-in, with its
 ratio to the same pods packed from scratch by `karpy plan` (the provisioner
 as it is after the scale-in, the same --node-cost-per-hour, the system node
-as it is); the time until the ratio is at most 1.05 (target: 300 s); the
+as it is); the time until the ratio is at most 1.05 with no pod pending (a pod
+without a node is capacity still to be paid for; target: 300 s); the
 actions and evictions the controller counted; the nodes it launched after
 the scale-in (consolidation's replacements, and nodes for pods that drains
 left without room: kube-scheduler places evicted pods by its own scores, not
@@ -260,7 +261,7 @@ class Convergence:
     def take(self, at: float, cost: float, count: int, deleting: int, pending: int) -> bool:
         """Record one sample; returns whether it is a line to show (every `every` s, and the first within target)."""
         ratio = cost / self.fresh if self.fresh else float("inf")
-        first = self.reached is None and ratio <= TARGET_RATIO
+        first = self.reached is None and ratio <= TARGET_RATIO and not pending   # pending pods still need nodes
         if first:
             self.reached = at
         show = at - self.last_shown >= self.every or first

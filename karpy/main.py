@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--registration-timeout", type=float, default=900.0,
                      help="seconds a launched node may take to become Ready before it is given up and its instance terminated")
     ctl.add_argument("--consolidation-max-disrupted", default="10%",
-                     help="nodes consolidation may disrupt at once: a count or a percentage of the nodes (at least 1)")
+                     help="nodes consolidation may disrupt at once: a count or a percentage of the nodes (at least 1); "
+                          "empty nodes do not count")
     ctl.add_argument("--consolidation-budget-seconds", type=float, default=10.0,
                      help="seconds one consolidation decision may search before acting on what it found")
     ctl.add_argument("--consolidation-pending-wait", type=float, default=300.0,

@@ -5,7 +5,7 @@ waiting for capacity hold consolidation back only for a stabilization
 window, as in v0.16, so one pod no provisioner can satisfy does not stop it
 for good), asks `Consolidator` for every action it finds within the
 decision time budget and takes the first ones that together disrupt at most
-`max_disrupted` nodes and no more pods of any PodDisruptionBudget than it
+`max_disrupted` nodes (an empty node disrupts none) and no more pods of any PodDisruptionBudget than it
 allows. The actions are only proposed: after the stabilization wait they are
 decided again against fresh state, and the longest run of them that comes
 out the same (the same kind over the same nodes) goes ahead as decided
@@ -43,7 +43,7 @@ from prometheus_client import Counter
 
 from karpy.apis import disruption
 from karpy.apis.conditions import initialized, ready
-from karpy.apis.pods import object_key
+from karpy.apis.pods import evictable, object_key
 from karpy.apis.timestamps import rfc3339
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
@@ -74,7 +74,7 @@ class Settings:
     stabilization_seconds: float = 15.0      # between deciding and re-validating
     min_node_age_seconds: float = 60.0       # younger nodes were just launched: leave them
     poll_seconds: float = 10.0               # how often to look when nothing happens
-    max_disrupted: str = "10%"               # nodes disrupted at once: a count or a share of karpy's nodes
+    max_disrupted: str = "10%"               # nodes drained at once: a count or a share of karpy's nodes
     budget_seconds: float = 10.0             # how long one decision may search
     pending_wait_seconds: float = 300.0      # v0.16's stabilization window while pods are pending
 
@@ -135,9 +135,21 @@ def launching(state: ClusterState) -> str | None:
 
 
 def disrupting(state: ClusterState) -> list[str]:
-    """The karpy nodes being deleted (draining): they count against the disruption budget."""
+    """The karpy nodes being deleted."""
     return sorted(n["metadata"]["name"] for n in state.nodes.items()
                   if state.ours(n) is not None and n["metadata"].get("deletionTimestamp"))
+
+
+def draining(state: ClusterState) -> list[str]:
+    """The karpy nodes being deleted that still have pods to move: these count against the disruption budget.
+    An empty node disrupts no workload; as in v0.16, every empty node goes at once."""
+    return [name for name in disrupting(state)
+            if any(evictable(p) and not p["metadata"].get("deletionTimestamp") for p in state.pods_on(name))]
+
+
+def disrupted(action: Action) -> int:
+    """The nodes `action` counts against the disruption budget: none for a delete of empty nodes."""
+    return len(action.nodes) if action.pods else 0
 
 
 def fewer_launches(action: Action, replaced: dict[str, Action]) -> bool:
@@ -228,8 +240,8 @@ class Consolidation:
         return disruption_budget(self.settings.max_disrupted, len(ours))
 
     def budget(self) -> int:
-        """How many more nodes may be disrupted now: the budget less the karpy nodes being deleted."""
-        return self.full_budget() - len(disrupting(self.state))
+        """How many more nodes may be disrupted now: the budget less the karpy nodes being drained."""
+        return self.full_budget() - len(draining(self.state))
 
     def select(self, actions: list[Action], *, budget: int | None = None) -> list[Action]:
         """The first actions that together disrupt at most `budget` (default `budget()`) nodes, and no more
@@ -244,7 +256,8 @@ class Consolidation:
         for action in actions:
             moving = [by_key[k] for k in action.pods if k in by_key]
             uses = {id(pdb): sum(1 for p in moving if disruption.selects(pdb, p)) for pdb in pdbs}
-            if (chosen or budget <= 0) and (sum(len(a.nodes) for a in chosen) + len(action.nodes) > budget
+            if (chosen or budget <= 0) and disrupted(action) \
+                    and (sum(disrupted(a) for a in chosen) + disrupted(action) > budget
                            or any(n > left[i] for i, n in uses.items() if n)):
                 break
             chosen.append(action)
@@ -300,8 +313,8 @@ class Consolidation:
         while the cluster is not settled or drains use the disruption budget."""
         head = self._proposals[0]
         hold = self.unsettled()
-        if hold is None and (going := disrupting(self.state)) and self.budget() < len(head.nodes):
-            hold = f"{len(going)} node(s) being deleted use the disruption budget ({going[0]}, ...)"
+        if hold is None and (going := draining(self.state)) and self.budget() < sum(disrupted(a) for a in head.actions):
+            hold = f"{len(going)} node(s) being drained use the disruption budget ({going[0]}, ...)"
         if hold is not None and late < self.settings.stabilization_seconds:
             if hold != self._waiting_logged:
                 self._waiting_logged = hold

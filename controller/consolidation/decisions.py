@@ -52,9 +52,13 @@ class Action:
     pods: tuple[str, ...] = ()                # the pods that move ("ns/name")
     replacements: tuple[Replacement, ...] = ()
     moves: tuple[tuple[str, str], ...] = ()   # (pod, node it goes to: an existing node or a replacement's name)
+    provisioned: tuple[Replacement, ...] = ()  # nodes provisioning will launch for pods kube-scheduler leaves without room
 
     def describe(self) -> str:
         saving = f"saving ${self.savings_per_hour:.4f}/h"
+        if self.provisioned:
+            saving += (f" with {len(self.provisioned)} node(s) provisioning will launch for pods kube-scheduler "
+                       f"leaves without room")
         if not self.replacements:
             return f"delete {', '.join(self.nodes)} ({len(self.pods)} pod(s) move; {saving})"
         launched = " and ".join(f"{r.instance_type} {r.capacity_type} in {r.zone} at ${r.price_per_hour:.4f}/h"
@@ -145,6 +149,7 @@ class Consolidator:
         # the scheduler's resource rows are cached per pod object: every pod they saw is kept alive,
         # so a later object never takes a dropped one's identity (and its cached row)
         self._keep: list[PodInfo] = []
+        self._stranded: list[PodInfo] = []          # what kube-scheduler would leave without room, last we looked
 
     def _out_of_time(self) -> bool:
         return self._deadline is not None and self._timer() >= self._deadline
@@ -182,7 +187,8 @@ class Consolidator:
         for start in range(0, len(empty), self.max_nodes):
             group = empty[start:start + self.max_nodes]
             actions.append(Action(DELETE, tuple(n.name for n in group), round(sum(n.price or 0 for n in group), 6)))
-            self._apply(list(group), [], [])
+            for n in group:
+                self._drop(n)
         remaining = sorted((n for n in candidates if n.pods), key=lambda n: n.order)
         reasons: dict[str, str] = {}
         self._undeletable: set[str] = set()         # failed deletes and replaces stay failed until capacity
@@ -258,7 +264,13 @@ class Consolidator:
                 self._unreplaceable.add(node.name)
                 self._left[node.name] = self._left_rows()
                 continue
-            return self._commit([node], found)
+            action = self._commit([node], found)
+            if action is None:
+                reasons[node.name] = self._stranded_reason()
+                self._unreplaceable.add(node.name)
+                self._left[node.name] = self.packing.needs(self._stranded)
+                continue
+            return action
         return None
 
     def _replace_many(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
@@ -281,10 +293,9 @@ class Consolidator:
                 hi = mid - 1
             else:
                 best, lo = (nodes, found), mid + 1
-        if best is None:
-            self._many_failed = True
-            return None
-        return self._commit(*best)
+        action = self._commit(*best) if best is not None else None
+        self._many_failed = action is None
+        return action
 
     def _repack(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """Several nodes for several cheaper ones: the on-demand candidates that could save the most (their
@@ -303,11 +314,13 @@ class Consolidator:
             group, pool = pool[:self.max_nodes], pool[self.max_nodes:]
             nodes = sorted((n for _, n in group), key=lambda n: n.order)
             repacked = self._repacked(nodes)
-            if repacked is not None:
-                action = self._commit(*repacked)
+            action = self._commit(*repacked, at_least=self._enough(repacked[0])) if repacked is not None else None
+            if action is not None:
                 return action if action.replacements else dataclasses.replace(action, kind=DELETE)
+            why = self._stranded_reason() if repacked is not None else \
+                "no cheaper fit: packing its pods again with other nodes' costs no less"
             for n in nodes:
-                reasons.setdefault(n.name, "no cheaper fit: packing its pods again with other nodes' costs no less")
+                reasons.setdefault(n.name, why)
                 self._unrepackable.add(n.name)
         self._repack_failed = not self._out_of_time()
         return None
@@ -316,10 +329,8 @@ class Consolidator:
         """Where the pods of `nodes` go when they are packed again: the room other nodes have, then new nodes
         the optimiser chooses; a node whose pods all go to one new node of its price or more stays as it is.
         The nodes that go and their pods' moves, or None unless they save REPACK_MIN_SHARE of their price."""
-        price = sum(n.price or 0.0 for n in nodes)
         pods = [p for n in nodes for p in n.pods]
-        enough = max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * price)
-        if price - self.planner.lower_bound(pods) < enough:
+        if sum(n.price or 0.0 for n in nodes) - self.planner.lower_bound(pods) < self._enough(nodes):
             return None
         without = {n.name for n in nodes}
         left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
@@ -346,12 +357,17 @@ class Consolidator:
                 nodes = [m for m in nodes if m is not n]
                 self._unrepackable.add(n.name)
         price = sum(n.price or 0.0 for n in nodes)
-        if len(nodes) < 2 or price - sum(r.price_per_hour for r in replacements) < max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * price):
+        if len(nodes) < 2 or price - sum(r.price_per_hour for r in replacements) < self._enough(nodes):
             return None                                   # one node alone is replace_one's to find
         gone = {n.name for n in nodes}
         moves = [(p, to) for p, to in moves if owner[p.key].name in gone]
         moves += [(p, r.planned.name) for r in replacements for p in r.planned.pods]
         return nodes, _Found(moves, replacements=replacements)
+
+    @staticmethod
+    def _enough(nodes: list[NodeView]) -> float:
+        """What a repack of `nodes` must save, $/h."""
+        return max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * sum(n.price or 0.0 for n in nodes))
 
     def _lifted(self, pods: list[PodInfo]) -> list[PodInfo]:
         """`pods` as pending, for the scheduler to place again (still bound, it would not place them); kept, as
@@ -446,13 +462,48 @@ class Consolidator:
         return _Found(moves, replacements=replacements)
 
     # --- applying -----------------------------------------------------------------------------
-    def _commit(self, nodes: list[NodeView], found: _Found) -> Action:
-        existing = [(p, to) for p, to in found.moves if to in self.views]
-        self._move(existing)
+    def _commit(self, nodes: list[NodeView], found: _Found, *, at_least: float = 0.0) -> Action | None:
+        """The replace of `nodes` by `found.replacements`, applied with the pods where kube-scheduler will put
+        them once the nodes drain: the replacements start empty and it ranks them as it ranks every node
+        (`Packing.spread`), so the optimiser's packing is only what it plans. The pods it would leave
+        without room wait for the nodes provisioning will launch for them, and those count against the
+        saving. None, with nothing applied, when that leaves a saving of no more than `at_least` $/h."""
+        replacements: list[Replacement] = list(found.replacements)
+        provisioned: list[Replacement] | None = []
+        launched = [self._launching(r) for r in replacements]
+        moves, left = found.moves, list[PodInfo]()
+        if self._simple(nodes):                       # the others were placed by the full scheduler
+            moves, left = self.packing.spread([p for n in nodes for p in n.pods], {n.name for n in nodes})
+            provisioned = self._for_stranded(left) if left else []
+            launched += [self._launching(r) for r in provisioned or []]
+        new_price = sum(r.price_per_hour for r in replacements + (provisioned or []))
+        saving = sum(n.price or 0.0 for n in nodes) - new_price
+        if provisioned is None or saving <= 0 or saving < at_least:
+            for name in launched:
+                self.views.pop(name)
+                self.packing.remove(name)
+            self._stranded = left
+            return None
+        moves = moves + [(p, r.planned.name) for r in provisioned for p in r.planned.pods]
+        self._move(moves)
         for n in nodes:
             self._drop(n)
-        self._apply([], [], found.replacements)
-        return self._action(REPLACE, nodes, found.moves, found.replacements)
+        return dataclasses.replace(self._action(REPLACE, nodes, moves, replacements),
+                                   savings_per_hour=round(saving, 6), provisioned=tuple(provisioned))
+
+    def _for_stranded(self, pods: list[PodInfo]) -> list[Replacement] | None:
+        """New nodes for `pods` as provisioning would plan them, priced at worst case; None when there are none."""
+        results = self._schedule([], self._lifted(pods))
+        priced = [self.planner.at_worst(p) for p in results.new_nodes]
+        if results.unschedulable or not priced or any(r is None for r in priced):
+            return None
+        return [r for r in priced if r is not None]
+
+    def _stranded_reason(self) -> str:
+        if not self._stranded:
+            return "no cheaper fit: packing its pods again with other nodes' costs no less"
+        return (f"no cheaper fit: kube-scheduler, placing its pods by its own scores, would leave pod "
+                f"{self._stranded[0].key} without room, and a node for it costs more than the move saves")
 
     def _move(self, moves: Sequence[tuple[PodInfo, str]]) -> None:
         self.packing.move(moves)
@@ -465,22 +516,16 @@ class Consolidator:
         self.views.pop(node.name, None)
         self.packing.remove(node.name)
 
-    def _apply(self, gone: list[NodeView], moves: list[tuple[PodInfo, str]], replacements: list[Replacement]) -> None:
-        """The state after an action: `gone` deleted, the moved pods placed, each replacement launching."""
-        self._move(moves)
-        for n in gone:
-            self._drop(n)
-        for r in replacements:
-            p, t = r.planned, self.types[r.instance_type]
-            raw = launching_node_manifest(p, t, r.zone, r.capacity_type)
-            pods = [pod.copy(node_name=p.name) for pod in p.pods]
-            self.views[p.name] = view(raw, pods, types=self.types, provisioners=self.provisioners, now=self.now)
-            template = self.templates.get(p.provisioner)
-            used = Resources(template.daemon_overhead) if template else Resources()
-            for pod in pods:
-                used = used + pod.requests
-            taints = template.taints if template else list(p.taints)
-            self.packing.append(p.name, raw["metadata"]["labels"], taints, t.allocatable - used)
+    def _launching(self, r: Replacement) -> str:
+        """A replacement as a node being launched: no pods yet, its room what a pod may use of it."""
+        p, t = r.planned, self.types[r.instance_type]
+        raw = launching_node_manifest(p, t, r.zone, r.capacity_type)
+        self.views[p.name] = view(raw, [], types=self.types, provisioners=self.provisioners, now=self.now)
+        template = self.templates.get(p.provisioner)
+        room = t.allocatable - Resources(template.daemon_overhead) if template else t.allocatable
+        taints = template.taints if template else list(p.taints)
+        self.packing.append(p.name, raw["metadata"]["labels"], taints, room, room)
+        return p.name
 
     def _action(self, kind: str, nodes: list[NodeView], moves: list[tuple[PodInfo, str]],
                 replacements: list[Replacement]) -> Action:

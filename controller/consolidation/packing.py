@@ -9,7 +9,13 @@ pods, labels, taints, in its order), and a pod is placed with the checks
 the scheduler's node order, largest pod first. Pods those checks do not
 cover (topology spread, pod (anti-)affinity, host ports, preferences that
 relax, unknown resources) are not `simple()`: the caller simulates them with
-the full scheduler. Pure.
+the full scheduler.
+
+`spread()` places pods where kube-scheduler will once they are evicted and
+created again: in the order they come, each on the node its default
+resource score (NodeResourcesFit, LeastAllocated) ranks first, the one with
+the most cpu and memory left. A plan whose pods kube-scheduler would leave
+without room launches nodes for them instead of saving. Pure.
 """
 
 from __future__ import annotations
@@ -36,21 +42,25 @@ class Packing:
         self._labels: list[Mapping[str, str]] = []
         self._taints: list[Sequence[Taint]] = []
         self.free = np.zeros((max(len(existing), 1) * 2, len(rows.index)), dtype=np.int64)
+        self.allocatable = np.zeros_like(self.free)              # what kube-scheduler scores room against
+        self._scored = [rows.index[r] for r in ("cpu", "memory") if r in rows.index]
         self.gone = np.ones(len(self.free), dtype=bool)         # deleted, or a row not used yet
         self._kinds: dict[int, tuple[str, str]] = {}
         self._alive: list[PodInfo] = []
         self._allowed: dict[tuple[str, str], tuple[np.ndarray, list, Requirements]] = {}
         for n in existing:
-            self.append(n.name, n.labels, n.taints, n.available)
+            self.append(n.name, n.labels, n.taints, n.available, n.allocatable)
 
     def __len__(self) -> int:
         return len(self.names)
 
-    def append(self, name: str, labels: Mapping[str, str], taints: Sequence[Taint], available: Resources) -> None:
+    def append(self, name: str, labels: Mapping[str, str], taints: Sequence[Taint], available: Resources,
+               allocatable: Resources | None = None) -> None:
         """A node that joins the cluster (a replacement being launched): capacity for what follows."""
         i = len(self.names)
         if i == len(self.free):
             self.free = np.concatenate([self.free, np.zeros_like(self.free)])
+            self.allocatable = np.concatenate([self.allocatable, np.zeros_like(self.allocatable)])
             self.gone = np.concatenate([self.gone, np.ones_like(self.gone)])
             self._allowed = {k: (np.concatenate([m, np.zeros_like(m)]), t, r) for k, (m, t, r) in self._allowed.items()}
         self.names.append(name)
@@ -58,6 +68,7 @@ class Packing:
         self._labels.append(dict(labels))
         self._taints.append(list(taints))
         self.free[i] = self.rows.row(available)
+        self.allocatable[i] = self.rows.row(allocatable if allocatable is not None else available)
         self.gone[i] = False
         for mask, tolerations, reqs in self._allowed.values():
             mask[i] = not untolerated(tolerations, taints) and reqs.allows_labels(labels)
@@ -89,6 +100,17 @@ class Packing:
     def fit(self, pods: Iterable[PodInfo], without: Iterable[str] = ()) -> tuple[list[tuple[PodInfo, str]], list[PodInfo]]:
         """Where each of `pods` would go (largest first, each on the first node in the scheduler's
         order with room), the nodes in `without` excluded; and the pods that fit nowhere."""
+        return self._place(sorted(pods, key=sort_key), without, least_allocated=False)
+
+    def spread(self, pods: Iterable[PodInfo], without: Iterable[str] = ()) -> tuple[list[tuple[PodInfo, str]], list[PodInfo]]:
+        """Where kube-scheduler would put each of `pods`, in the order given: on the node with room whose
+        share of cpu and memory left after the pod is largest (the first in the scheduler's order among
+        equal scores, which kube-scheduler rounds to whole points of 100); the nodes in `without`
+        excluded. And the pods it would leave without room."""
+        return self._place(list(pods), without, least_allocated=True)
+
+    def _place(self, pods: list[PodInfo], without: Iterable[str], *,
+               least_allocated: bool) -> tuple[list[tuple[PodInfo, str]], list[PodInfo]]:
         excluded = [self.index[n] for n in without if n in self.index]
         blocked = self.gone.copy()
         blocked[excluded] = True
@@ -97,7 +119,7 @@ class Packing:
         left: list[PodInfo] = []
         n = len(self.names)
         open_ = ~blocked[:n]
-        for pod in sorted(pods, key=sort_key):
+        for pod in pods:
             need = self.rows.of(pod)
             assert need is not None
             cols = np.flatnonzero(need)
@@ -109,10 +131,25 @@ class Packing:
             if not len(found):
                 left.append(pod)
                 continue
-            i = int(found[0])
+            i = int(found[self._most_left(found, need, touched)]) if least_allocated else int(found[0])
             touched[i] = touched.get(i, self.free[i]) - need
             moves.append((pod, self.names[i]))
         return moves, left
+
+    def _most_left(self, found: np.ndarray, need: np.ndarray, touched: Mapping[int, np.ndarray]) -> int:
+        """The position in `found` of the node kube-scheduler's LeastAllocated score ranks first for `need`."""
+        if not self._scored:
+            return 0
+        rooms = self.free[found][:, self._scored]
+        for i, room in touched.items():                 # `found` is sorted
+            at = int(np.searchsorted(found, i))
+            if at < len(found) and found[at] == i:
+                rooms[at] = room[self._scored]
+        total = self.allocatable[found][:, self._scored]
+        shares = np.where(total > 0, (rooms - need[self._scored]) / np.maximum(total, 1), 0.0)
+        counted = np.maximum((total > 0).sum(axis=1), 1)
+        scores = np.floor(100 * shares.sum(axis=1) / counted)
+        return int(np.argmax(scores))
 
     def move(self, moves: Sequence[tuple[PodInfo, str]]) -> None:
         """Commit `moves`: the pods now use their destinations' room."""

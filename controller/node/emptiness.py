@@ -13,10 +13,10 @@ from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
+from karpy.apis.pods import evictable
 from karpy.apis.timestamps import parse_time, rfc3339
 from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
-from karpy.controller.termination.controller import evictable
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.node")

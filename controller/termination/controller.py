@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from karpy.apis import labels as wk
-from karpy.apis.pods import object_key, owned_by_daemonset
+from karpy.apis.pods import evictable, object_key
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -36,15 +36,6 @@ class DrainPlan:
     evict: tuple[dict[str, Any], ...]        # pods to ask to leave
     waiting: int                             # pods still on their way out
     blocked_by: str | None                   # a do-not-evict pod holding the node
-
-
-def evictable(pod: dict[str, Any]) -> bool:
-    meta = pod["metadata"]
-    if owned_by_daemonset(pod):
-        return False
-    if wk.MIRROR_POD in (meta.get("annotations") or {}):
-        return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def plan_drain(pods: list[dict[str, Any]]) -> DrainPlan:

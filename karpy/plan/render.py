@@ -80,7 +80,7 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         "summary": {"actions": len(actions), "savingsPerHour": round(sum(a.savings_per_hour for a in plan.actions), 6),
                     "pricePerHourBefore": plan.price_before, "pricePerHourAfter": plan.price_after,
                     "nodesRemoved": sum(len(a.nodes) for a in plan.actions),
-                    "nodesLaunched": sum(len(a.replacements) for a in plan.actions),
+                    "nodesLaunched": sum(len(a.replacements) + len(a.provisioned) for a in plan.actions),
                     "actionsByKind": by_kind, "complete": plan.complete},
     }
 
@@ -93,8 +93,12 @@ def _kind_of(a: Action) -> str:
 
 
 def _destination(a: Action, to: str) -> str:
-    """`to` as DESIGN.md names it: an existing node, `replacement`, or `replacement-N` when several launch."""
+    """`to` as the docs name it: an existing node, `replacement`, or `replacement-N` when several launch;
+    `provisioned-N`: the N-th node provisioning launches for pods kube-scheduler leaves without room."""
     names = [r.planned.name for r in a.replacements]
+    provisioned = [r.planned.name for r in a.provisioned]
+    if to in provisioned:
+        return f"provisioned-{provisioned.index(to) + 1}"
     if to not in names:
         return to
     return "replacement" if len(names) == 1 else f"replacement-{names.index(to) + 1}"
@@ -129,12 +133,15 @@ def _nodes_cell(nodes: tuple[str, ...]) -> str:
 
 
 def _replacements_json(action: Action) -> dict[str, Any]:
-    """An action's `replacement` (the first or only new node) and, when it launches several, `replacements`."""
+    """An action's `replacement` (the first or only new node) and, when it launches several, `replacements`;
+    `provisioned` when it leaves pods that provisioning launches nodes for."""
     out: dict[str, Any] = {}
     if action.replacement is not None:
         out["replacement"] = _replacement_json(action.replacement)
     if len(action.replacements) > 1:
         out["replacements"] = [_replacement_json(r) for r in action.replacements]
+    if action.provisioned:
+        out["provisioned"] = [_replacement_json(r) for r in action.provisioned]
     return out
 
 

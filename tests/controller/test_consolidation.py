@@ -305,16 +305,30 @@ def test_a_proposal_whose_turn_comes_while_a_drain_uses_the_budget_waits_for_it(
     going = karpy_node("going")
     going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
     env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("full"),
-              karpy_node("empty"), pod("big", cpu="7", node_name="full"))
+              karpy_node("half"), pod("big", cpu="6", node_name="full"), pod("ph", cpu="1", node_name="half"),
+              pod("draining", cpu="1", node_name="going"))
     env.client.delete(path_of("v1", "nodes", name="going"))
     env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
     c.reconcile()                                    # proposed while the drain goes on
-    assert c._proposal is not None and c._proposal.nodes == ("empty",)
+    assert c._proposal is not None and c._proposal.nodes == ("half",)
     env.clock.step(15)
-    assert c.reconcile() == 1.0                      # its turn, but the node being deleted uses the budget
-    assert "empty" in live_nodes(env) and c._proposal is not None
+    assert c.reconcile() == 1.0                      # its turn, but the node being drained uses the budget
+    assert "half" in live_nodes(env) and c._proposal is not None
     env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
     env.settle(lambda: env.state.nodes.get("", "going") is None)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"full"})
+
+
+def test_empty_nodes_all_go_at_once_whatever_the_disruption_budget(env: Env) -> None:
+    """An empty node disrupts no pod: a budget of one node does not make a scale-in's empty nodes go one by one."""
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, max_disrupted="1")
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("full"),
+              pod("big", cpu="6", node_name="full"), *(karpy_node(f"empty{i}") for i in range(3)))
+    c.reconcile()
+    assert c._proposal is not None and set(c._proposal.nodes) == {"empty0", "empty1", "empty2"}
+    env.clock.step(15)
     c.reconcile()
     env.settle(lambda: set(live_nodes(env)) == {"full"})
 
@@ -325,13 +339,14 @@ def test_a_proposal_held_past_another_window_is_dropped(env: Env) -> None:
     going = karpy_node("going")
     going["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
     env.apply(provisioner("default", consolidation={"enabled": True}), going, karpy_node("full"),
-              karpy_node("empty"), pod("big", cpu="7", node_name="full"))
+              karpy_node("half"), pod("big", cpu="6", node_name="full"), pod("ph", cpu="1", node_name="half"),
+              pod("draining", cpu="1", node_name="going"))
     env.client.delete(path_of("v1", "nodes", name="going"))
     env.settle(lambda: (env.state.nodes.get("", "going") or {"metadata": {}})["metadata"].get("deletionTimestamp"))
     c.reconcile()
     env.clock.step(30)                               # the drain never ends within a second window
     c.reconcile()
-    assert c._proposal is None and "empty" in live_nodes(env)
+    assert c._proposal is None and "half" in live_nodes(env)
     env.client.patch(path_of("v1", "nodes", name="going"), {"metadata": {"finalizers": None}})
 
 

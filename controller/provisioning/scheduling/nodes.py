@@ -178,11 +178,13 @@ class ExistingNode:
     """A Node that exists (or is being launched): what is left of it for pending pods."""
 
     def __init__(self, *, name: str, labels: Mapping[str, str], taints: Sequence[Taint], available: Resources,
-                 host_ports: frozenset[tuple[str, str, int]], provisioner: str | None) -> None:
+                 host_ports: frozenset[tuple[str, str, int]], provisioner: str | None,
+                 allocatable: Resources | None = None) -> None:
         self.name = name
         self.labels = dict(labels)
         self.taints = list(taints)
         self.available = available
+        self.allocatable = allocatable if allocatable is not None else available   # before any pod
         self.host_ports = host_ports
         self.provisioner = provisioner
         self.pods: list[PodInfo] = []

@@ -347,7 +347,8 @@ class Scheduler:
                 ports = ports | pod.host_ports
             launching = template is not None and not up
             out.append((launching, ExistingNode(name=name, labels=labels, taints=taints, available=allocatable - used,
-                                                host_ports=ports, provisioner=template.name if template else None)))
+                                                host_ports=ports, provisioner=template.name if template else None,
+                                                allocatable=allocatable)))
         # nodes that are up and running first, then the ones still being launched
         return [node for _, node in sorted(out, key=lambda e: (e[0], e[1].name))]
 
