@@ -116,9 +116,11 @@ class Consolidator:
     def __init__(self, snapshot: ClusterSnapshot, pdbs: Sequence[Mapping[str, Any]], *, now: dt.datetime,
                  min_age_seconds: float = 0.0, name_node: Callable[[str, int], str] = node_name,
                  budget_seconds: float | None = None, timer: Callable[[], float] = time.monotonic,
-                 max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True) -> None:
+                 max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True,
+                 as_kube_scheduler_places: bool = True) -> None:
         """`incremental=False` simulates every candidate with a scheduler of its own (the reference
-        the packing state is checked against)."""
+        the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
+        instead of placing the pods as kube-scheduler will (see `_commit`)."""
         self.snapshot = snapshot
         self.pdbs = list(pdbs)
         self.now = now
@@ -129,6 +131,7 @@ class Consolidator:
         self._deadline = timer() + budget_seconds if budget_seconds is not None else None
         self.max_nodes = max(1, max_nodes_per_action)
         self._incremental = incremental
+        self._as_kube_scheduler_places = as_kube_scheduler_places
         self.provisioners = {p.name: p for p in snapshot.provisioners if not p.metadata.deletion_timestamp}
         self.types = {t.name: t for t in snapshot.catalog.instance_types()}
         # nodes being deleted and their pods are termination's business: not capacity, not candidates
@@ -472,7 +475,7 @@ class Consolidator:
         provisioned: list[Replacement] | None = []
         launched = [self._launching(r) for r in replacements]
         moves, left = found.moves, list[PodInfo]()
-        if self._simple(nodes):                       # the others were placed by the full scheduler
+        if self._as_kube_scheduler_places and self._simple(nodes):   # the others: placed by the full scheduler
             moves, left = self.packing.spread([p for n in nodes for p in n.pods], {n.name for n in nodes})
             provisioned = self._for_stranded(left) if left else []
             launched += [self._launching(r) for r in provisioned or []]

@@ -171,3 +171,24 @@ def test_pod_deletion_cost_and_priority_make_a_node_dearer_to_disrupt() -> None:
     assert consolidate(*docs, important, pod("plain", cpu="2", node_name="young"))["actions"][0]["nodes"] == ["young"]
     assert consolidate(*docs, pod("a", cpu="2", node_name="old"),
                        pod("b", cpu="2", node_name="young"))["actions"][0]["nodes"] == ["old"]
+
+
+def kept_as_is(name: str, instance_type: str) -> dict[str, Any]:
+    n = karpy_node(name, instance_type)
+    n["metadata"]["annotations"] = {"karpenter.sh/do-not-consolidate": "true"}
+    return n
+
+
+def test_a_replace_moves_the_pods_where_kube_scheduler_will_put_them() -> None:
+    """First fit plans p1 (2 cpu) on idle and a small replacement for p0 and p2. kube-scheduler takes them as they
+    come: p0 to idle (equal shares left; the existing node first), p1 to the replacement (only it has 2 cpu left),
+    p2 to idle. Nothing is left over, so nothing more is launched."""
+    run = consolidate(consolidating(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                                   "values": ["on-demand"]}]),
+                      kept_as_is("idle", "small"), karpy_node("big", "large"),
+                      *(pod(f"p{i}", cpu=cpu, node_name="big") for i, cpu in enumerate(("1", "2", "1"))))
+    (action,) = run["actions"]
+    assert action["type"] == "replace" and "provisioned" not in action
+    assert action["replacement"]["instanceType"] == "small"
+    assert action["moves"] == [{"pod": "default/p0", "to": "idle"}, {"pod": "default/p1", "to": "replacement"},
+                               {"pod": "default/p2", "to": "idle"}]
