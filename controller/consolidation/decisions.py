@@ -482,9 +482,7 @@ class Consolidator:
         new_price = sum(r.price_per_hour for r in replacements + (provisioned or []))
         saving = sum(n.price or 0.0 for n in nodes) - new_price
         if provisioned is None or saving <= 0 or saving < at_least:
-            for name in launched:
-                self.views.pop(name)
-                self.packing.remove(name)
+            self._forget(launched)
             self._stranded = left
             return None
         moves = moves + [(p, r.planned.name) for r in provisioned for p in r.planned.pods]
@@ -518,6 +516,12 @@ class Consolidator:
         self._keep += node.pods + node.fixed
         self.views.pop(node.name, None)
         self.packing.remove(node.name)
+
+    def _forget(self, launched: list[str]) -> None:
+        """Undo `_launching` for these replacements: they are not launched after all."""
+        for name in launched:
+            self.views.pop(name)
+            self.packing.remove(name)
 
     def _launching(self, r: Replacement) -> str:
         """A replacement as a node being launched: no pods yet, its room what a pod may use of it."""
