@@ -13,7 +13,10 @@ is sought. Every node that is not acted on is kept with the reason.
 Placements are judged on one packing state built from the scheduler's own
 view of the cluster (`packing.Packing`); pods with constraints it does not
 judge go through the full scheduler, which also plans every replacement, so
-consolidation never plans what provisioning would not do. A time budget
+consolidation never plans what provisioning would not do. A replace is then
+judged the way kube-scheduler will carry it out (`_commit`): its pods go
+where kube-scheduler's default score puts them, and a pod that finds no
+room there is priced as the node provisioning would launch for it. A time budget
 stops the search and returns the actions found so far. Pure: no I/O; the
 clock is `now`, the budget's timer is given.
 """
