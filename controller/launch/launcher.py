@@ -124,6 +124,10 @@ class Launcher:
         self.pause = Pause()                   # the provisioner pauses the workers while it plans a batch's first chunk
 
     # --- entry points --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Wait for the binds already sent, and take no more: after this, nothing of this launcher reaches the API."""
+        self._binds.shutdown(wait=True, cancel_futures=True)
+
     def launch(self, planned: PlannedNode, *, bind: bool = True) -> str | None:
         """Launch a node for `planned` (and bind its pods unless `bind` is False: replacements, whose pods still
         run elsewhere). Returns the Node's name, or None when nothing was launched (Events on the pods say why)."""

@@ -31,10 +31,13 @@ def launches() -> float:
     return REGISTRY.get_sample_value("karpy_nodes_created_total", {"provisioner": "default"}) or 0.0
 
 
-def restart(env: Env) -> Provisioner:
+def restart(env: Env, dead: Provisioner | None = None) -> Provisioner:
     """What a restarted controller does first: finish every claim, then provision. Its cache is listed after
     the kill, so it holds every bind the killed process made (here: the shared cache catches up first, with the
-    binds the killed launch still had in flight on its other bind workers, which a SystemExit in one does not stop)."""
+    binds the killed launch still had in flight on its other bind workers, which a SystemExit in one does not stop;
+    `dead`'s workers are waited for, as a process killed for real has none left to land a bind later)."""
+    if dead is not None:
+        dead.launcher.close()
     def caught_up() -> bool:
         bound = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["spec"].get("nodeName")
                  for p in env.client.get(path_of("v1", "pods"))["items"]}
@@ -58,7 +61,7 @@ def test_a_launch_killed_at_any_point_is_finished_by_the_next_process_without_du
         dying.reconcile()
     claims = env.client.get(path_of(api.GROUP_VERSION, api.PLURAL))["items"]
     assert len(claims) == 1                                            # the intent was written before the cloud call
-    restart(env)
+    restart(env, dying)
     assert launches() - counted == 1     # an instance the restarted launch finds and adopts is not counted again
     nodes = env.client.get(path_of("v1", "nodes"))["items"]
     assert [n["metadata"]["name"] for n in nodes] == [claims[0]["metadata"]["name"]]
