@@ -6,7 +6,7 @@ a container's limits stand in for requests it does not state. Pure.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from karpy.apis.labels import MIRROR_POD
 from karpy.apis.quantity import QuantityError
@@ -34,6 +34,11 @@ def evictable(pod: Mapping[str, Any]) -> bool:
     if MIRROR_POD in ((pod.get("metadata") or {}).get("annotations") or {}):
         return False
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def busy(pods: Iterable[Mapping[str, Any]]) -> bool:
+    """Some workload runs among `pods` (a node's): a pod a drain would evict that is not already leaving."""
+    return any(evictable(p) and not (p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

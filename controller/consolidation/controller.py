@@ -43,7 +43,7 @@ from prometheus_client import Counter
 
 from karpy.apis import disruption
 from karpy.apis.conditions import initialized, ready
-from karpy.apis.pods import evictable, object_key
+from karpy.apis.pods import busy, object_key
 from karpy.apis.timestamps import rfc3339
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
@@ -143,8 +143,7 @@ def disrupting(state: ClusterState) -> list[str]:
 def draining(state: ClusterState) -> list[str]:
     """The karpy nodes being deleted that still have pods to move: these count against the disruption budget.
     An empty node disrupts no workload; as in v0.16, every empty node goes at once."""
-    return [name for name in disrupting(state)
-            if any(evictable(p) and not p["metadata"].get("deletionTimestamp") for p in state.pods_on(name))]
+    return [name for name in disrupting(state) if busy(state.pods_on(name))]
 
 
 def disrupted(action: Action) -> int:

@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
-from karpy.apis.pods import evictable
+from karpy.apis.pods import busy
 from karpy.apis.timestamps import parse_time, rfc3339
 from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
@@ -42,11 +42,6 @@ def decide(*, ttl: float | None, initialized: bool, busy: bool, marked_at: dt.da
         return Verdict(mark=rfc3339(now), requeue_after=ttl)
     left = ttl - (now - marked_at).total_seconds()
     return Verdict(delete=True) if left <= 0 else Verdict(requeue_after=left)
-
-
-def busy(pods: list[dict[str, Any]]) -> bool:
-    """Some workload runs here (daemonset pods do not count)."""
-    return any(evictable(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
 
 
 class Emptiness:
