@@ -111,45 +111,36 @@ class Packing:
 
     def _place(self, pods: list[PodInfo], without: Iterable[str], *,
                least_allocated: bool) -> tuple[list[tuple[PodInfo, str]], list[PodInfo]]:
-        excluded = [self.index[n] for n in without if n in self.index]
-        blocked = self.gone.copy()
-        blocked[excluded] = True
-        touched: dict[int, np.ndarray] = {}
+        n = len(self.names)
+        open_ = ~self.gone[:n]
+        open_[[self.index[name] for name in without if name in self.index]] = False
+        free = self.free[:n].copy()                     # the room as this placement uses it
         moves: list[tuple[PodInfo, str]] = []
         left: list[PodInfo] = []
-        n = len(self.names)
-        open_ = ~blocked[:n]
         for pod in pods:
             need = self.rows.of(pod)
             assert need is not None
             cols = np.flatnonzero(need)
             ok = self._mask(pod)[:n] & open_
-            ok &= (self.free[:n, cols] >= need[cols]).all(axis=1)
-            for i, room in touched.items():
-                ok[i] = ok[i] and bool((room >= need).all())
+            ok &= (free[:, cols] >= need[cols]).all(axis=1)
             found = np.flatnonzero(ok)
             if not len(found):
                 left.append(pod)
                 continue
-            i = int(found[self._most_left(found, need, touched)]) if least_allocated else int(found[0])
-            touched[i] = touched.get(i, self.free[i]) - need
+            i = int(found[self._most_left(free[found], self.allocatable[found], need)]) if least_allocated \
+                else int(found[0])
+            free[i] -= need
             moves.append((pod, self.names[i]))
         return moves, left
 
-    def _most_left(self, found: np.ndarray, need: np.ndarray, touched: Mapping[int, np.ndarray]) -> int:
-        """The position in `found` of the node kube-scheduler's LeastAllocated score ranks first for `need`."""
+    def _most_left(self, rooms: np.ndarray, allocatable: np.ndarray, need: np.ndarray) -> int:
+        """Which of the nodes with these rooms kube-scheduler's LeastAllocated score ranks first for `need`."""
         if not self._scored:
             return 0
-        rooms = self.free[found][:, self._scored]
-        for i, room in touched.items():                 # `found` is sorted
-            at = int(np.searchsorted(found, i))
-            if at < len(found) and found[at] == i:
-                rooms[at] = room[self._scored]
-        total = self.allocatable[found][:, self._scored]
-        shares = np.where(total > 0, (rooms - need[self._scored]) / np.maximum(total, 1), 0.0)
+        total = allocatable[:, self._scored]
+        shares = np.where(total > 0, (rooms[:, self._scored] - need[self._scored]) / np.maximum(total, 1), 0.0)
         counted = np.maximum((total > 0).sum(axis=1), 1)
-        scores = np.floor(100 * shares.sum(axis=1) / counted)
-        return int(np.argmax(scores))
+        return int(np.argmax(np.floor(100 * shares.sum(axis=1) / counted)))
 
     def move(self, moves: Sequence[tuple[PodInfo, str]]) -> None:
         """Commit `moves`: the pods now use their destinations' room."""
