@@ -492,8 +492,7 @@ class Consolidator:
         self._move(moves)
         for n in nodes:
             self._drop(n)
-        return dataclasses.replace(self._action(REPLACE, nodes, moves, replacements),
-                                   savings_per_hour=round(saving, 6), provisioned=tuple(provisioned))
+        return self._action(REPLACE, nodes, moves, replacements, provisioned)
 
     def _for_stranded(self, pods: list[PodInfo]) -> list[Replacement] | None:
         """New nodes for `pods` as provisioning would plan them, priced at worst case; None when there are none."""
@@ -538,10 +537,10 @@ class Consolidator:
         return p.name
 
     def _action(self, kind: str, nodes: list[NodeView], moves: list[tuple[PodInfo, str]],
-                replacements: list[Replacement]) -> Action:
-        price = sum(n.price or 0 for n in nodes) - sum(r.price_per_hour for r in replacements)
+                replacements: list[Replacement], provisioned: Sequence[Replacement] = ()) -> Action:
+        price = sum(n.price or 0 for n in nodes) - sum(r.price_per_hour for r in [*replacements, *provisioned])
         return Action(kind, tuple(n.name for n in nodes), round(price, 6),
                       replacement=replacements[0] if replacements else None,
                       pods=tuple(sorted(p.key for n in nodes for p in n.pods)),
                       replacements=tuple(replacements),
-                      moves=tuple(sorted((p.key, to) for p, to in moves)))
+                      moves=tuple(sorted((p.key, to) for p, to in moves)), provisioned=tuple(provisioned))
