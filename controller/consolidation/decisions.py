@@ -44,6 +44,7 @@ DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
 REPACK_MIN_SAVING = 0.001                     # $/h a repack of several nodes must at least save,
 REPACK_MIN_SHARE = 0.02                       # and this share of their price: not many nodes disrupted for little
+REPACK_NO_CHEAPER = "no cheaper fit: packing its pods again with other nodes' costs no less"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,8 +324,7 @@ class Consolidator:
             action = self._commit(*repacked, at_least=self._enough(repacked[0])) if repacked is not None else None
             if action is not None:
                 return action if action.replacements else dataclasses.replace(action, kind=DELETE)
-            why = self._stranded_reason() if repacked is not None else \
-                "no cheaper fit: packing its pods again with other nodes' costs no less"
+            why = self._stranded_reason() if repacked is not None else REPACK_NO_CHEAPER
             for n in nodes:
                 reasons.setdefault(n.name, why)
                 self._unrepackable.add(n.name)
@@ -504,7 +504,7 @@ class Consolidator:
 
     def _stranded_reason(self) -> str:
         if not self._stranded:
-            return "no cheaper fit: packing its pods again with other nodes' costs no less"
+            return REPACK_NO_CHEAPER
         return (f"no cheaper fit: kube-scheduler, placing its pods by its own scores, would leave pod "
                 f"{self._stranded[0].key} without room, and a node for it costs more than the move saves")
 
