@@ -49,6 +49,7 @@ POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # karpy's own node annotations
 PRICE_PER_HOUR = "karpy.dev/price-per-hour"      # what the launched offering costs
 LAUNCHED_FOR = "karpy.dev/launched-for"          # the pods ("ns/name,...") karpy launched the node for
+MOVING_IN = "karpy.dev/moving-in"                # pods consolidation moves here, by owner (apis/moving_in.py)
 
 # the Event reason the scheduler extender reports a pod it left without a node with
 CAPACITY_GAP_REASON = "CapacityGap"

@@ -37,7 +37,12 @@ evicts past the budget, a node deleted under its pods, or a pod deleted
 instead of evicted all show. The smallest margin (healthy - desired) seen
 is printed too.
 
-    python3 bench/consolidation.py [--nodes 300] [--scale-in 0.7] [--stabilization 15] [--min-node-age 60]
+With --steering the local cluster's scheduler calls `karpy extender`
+(manifests/extender/scheduler-config.yaml, as a real kube-scheduler would be
+configured) and the controller runs with --consolidation-steering: drained
+pods land where consolidation planned them.
+
+    python3 bench/consolidation.py [--nodes 300] [--scale-in 0.7] [--stabilization 15] [--min-node-age 60] [--steering]
 """
 
 from __future__ import annotations
@@ -52,13 +57,15 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from bench.e2e import deployment
-from bench.measure import cluster_with_crds, free_port, metric, stop_all
+from bench.measure import cluster_with_crds, free_port, metric, stop_all, wait_for
 from karpy.apis import disruption
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.catalog import built_in
@@ -127,12 +134,14 @@ def launches(port: int) -> tuple[int, int]:
             int(sum(metric(port, "karpy_consolidation_nodes_created_total").values())))
 
 
-def offline_plan(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
+def offline_plan(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *,
+                 steering: bool) -> dict[str, Any]:
     """What `karpy plan --consolidate` would still do with the cluster as it is (min node age 0)."""
     path = work / "final.json"
     live = [p for p in pods if not p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName")]
     path.write_text("\n---\n".join(json.dumps(d) for d in [spec, *nodes, *live]))
-    done = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "--consolidate", "-f", str(path), "-o", "json"],
+    done = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "--consolidate", "-f", str(path), "-o", "json",
+                           *(["--consolidation-steering"] if steering else [])],
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -241,6 +250,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--max-disrupted", default="10%", help="the controller's --consolidation-max-disrupted")
     parser.add_argument("--node-cost-per-hour", type=float, default=0.0, help="the controller's and karpy plan's")
     parser.add_argument("--watch", type=float, default=420.0, help="seconds to follow the cluster after the scale-in")
+    parser.add_argument("--steering", action="store_true",
+                        help="run karpy's extender in the scheduler and the controller with --consolidation-steering")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between the $/h lines printed")
     return parser.parse_args()
 
@@ -282,12 +293,21 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # stop the cluster and controller on the way out
     work = Path(tempfile.mkdtemp(prefix="karpy-consolidation-"))
     kubeconfig = work / "kubeconfig"
-    port, metrics_port = free_port(), free_port()
-    processes = [subprocess.Popen([sys.executable, "-m", "karpy.main", "sim", "--port", str(port), "--kubeconfig-out",
-                                   str(kubeconfig), "--system-nodes", "1", "--boot-delay", "1"],
-                                  stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
+    port, metrics_port, extender_port = free_port(), free_port(), free_port()
+    sim = [sys.executable, "-m", "karpy.main", "sim", "--port", str(port), "--kubeconfig-out", str(kubeconfig),
+           "--system-nodes", "1", "--boot-delay", "1"]
+    if args.steering:
+        sim += ["--scheduler-config", str(ROOT / "manifests" / "extender" / "scheduler-config.yaml"),
+                "--extender-url", f"http://127.0.0.1:{extender_port}/scheduler"]
+    processes = [subprocess.Popen(sim, stdout=open(work / "sim.log", "w"), stderr=subprocess.STDOUT)]
     try:
         client = cluster_with_crds(kubeconfig)
+        if args.steering:
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "karpy.main", "extender", "--port", str(extender_port), "--kubeconfig", str(kubeconfig)],
+                stdout=open(work / "extender.log", "w"), stderr=subprocess.STDOUT))
+            wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{extender_port}/healthz", timeout=1).status == 200,
+                     30, "the extender")
         prov_path = path_of("karpenter.sh/v1alpha5", "provisioners", name="default")
         client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), provisioner(TYPES[:1], ZONES[:1], False))
         processes.append(subprocess.Popen(
@@ -295,7 +315,7 @@ def main() -> int:
              "--metrics-port", str(metrics_port), "--health-port", "0",
              "--node-cost-per-hour", str(args.node_cost_per_hour),
              "--consolidation-stabilization", str(args.stabilization), "--consolidation-min-node-age", str(args.min_node_age),
-             "--consolidation-max-disrupted", args.max_disrupted],
+             "--consolidation-max-disrupted", args.max_disrupted, *(["--consolidation-steering"] if args.steering else [])],
             stdout=open(work / "controller.log", "w"), stderr=subprocess.STDOUT))
         observer = BudgetObserver(PDBS)
         pods_seen = Informer(client, "v1", "pods")
@@ -378,7 +398,7 @@ def main() -> int:
         stop.set()
         final_nodes = [n for n in nodes_seen.items() if ours(n)]
         final = price_of(final_nodes)
-        offline = offline_plan(work, final_spec, nodes_seen.items(), pods_seen.items())
+        offline = offline_plan(work, final_spec, nodes_seen.items(), pods_seen.items(), steering=args.steering)
         actions = metric(metrics_port, "karpy_consolidation_actions_performed_total")
         cancelled = metric(metrics_port, "karpy_consolidation_actions_cancelled_total")
         evictions = metric(metrics_port, "karpy_evictions_total")
@@ -402,6 +422,8 @@ def main() -> int:
         for line in observer.violations[:5]:
             print("  violation:", line)
         print(f"logs in {work}")
+        for informer in (pods_seen, nodes_seen):
+            informer.stop()                  # before the cluster goes, or they report it unreachable
         return 0
     finally:
         stop_all(processes)

@@ -10,7 +10,11 @@ launched, $/h before and after, and $/h of packing the same pods from
 scratch with `karpy plan` (the ratio's target is at most 1.05). Targets for
 the decision: 1,000 nodes in at most 5 s, 5,000 in at most 30 s.
 
-    python3 bench/consolidation_scale.py [--nodes 1000 5000] [--seed 1]
+--steering judges as the controller does with --consolidation-steering
+(the drained pods land as planned, not where kube-scheduler's own scores
+would put them).
+
+    python3 bench/consolidation_scale.py [--nodes 1000 5000] [--seed 1] [--steering]
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--budget", type=float, default=None, help="pass --consolidation-budget-seconds")
+    parser.add_argument("--steering", action="store_true", help="pass --consolidation-steering")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="karpy-consolidation-scale-"))
     for n in args.nodes:
@@ -96,6 +101,7 @@ def main() -> int:
         path = work / f"cluster-{n}.json"
         path.write_text("\n---\n".join(json.dumps(d) for d in [PROVISIONER, *nodes, *pods]))
         extra = ("--consolidation-budget-seconds", str(args.budget)) if args.budget else ()
+        extra += ("--consolidation-steering",) if args.steering else ()
         plan, wall = run_plan(path, "--consolidate", *extra)
         fresh_path = work / f"fresh-{n}.json"
         for p in pods:

@@ -6,10 +6,12 @@ node's NoSchedule/NoExecute taints and `spec.unschedulable`, and resource
 fit (allocatable minus the requests of the pods bound there, when the
 extender watches the cluster). karpy also knows which nodes it is about to
 remove (expiry due within the horizon, emptiness within seconds, or
-draining) and which capacity on a launching node it promised to the pods it
-launched that node for. A node that fails here fails with a reason
-kube-scheduler shows; a pod no node is left for is a capacity gap at once.
-Pure: no I/O, no clock.
+draining), which capacity on a launching node it promised to the pods it
+launched that node for, and where consolidation means the pods it drains to
+land (apis/moving_in.py): a node waiting for an owner's pods scores first for
+them, so kube-scheduler carries out the plan instead of spreading them by its
+own scores. A node that fails here fails with a reason kube-scheduler shows;
+a pod no node is left for is a capacity gap at once. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import datetime as dt
 from typing import Any, Mapping
 
 from karpy.apis import labels as wk
+from karpy.apis import moving_in
 from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources, share
@@ -62,6 +65,7 @@ class NodeFacts:          # built per node per call: a frozen dataclass would pa
     labels: Mapping[str, str] | None = None    # None: not known
     taints: tuple[Taint, ...] = ()             # the NoSchedule and NoExecute ones
     unschedulable: bool = False
+    awaits: frozenset[str] = frozenset()       # owners (uids) consolidation is moving pods of to this node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +77,7 @@ class PodNeeds:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     affinity_terms: tuple[Requirements, ...] = ()   # required node affinity: any one term must hold; () = no constraint
+    owner: str | None = None                   # the uid of its controller, which recreates it when it is evicted
 
     def selects(self, name: str, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.node_selector.items()):
@@ -102,7 +107,7 @@ def needs_of(pod: Mapping[str, Any]) -> PodNeeds:
     return PodNeeds(key=object_key(pod), requests=pod_requests(spec),
                     tolerations=tuple(t for t in spec.get("tolerations") or [] if isinstance(t, Mapping)),
                     node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
-                    affinity_terms=tuple(terms))
+                    affinity_terms=tuple(terms), owner=moving_in.owner_of(pod))
 
 
 def blocking_taints(raw: Any) -> tuple[Taint, ...]:
@@ -126,6 +131,7 @@ class NodeShape:
     created: dt.datetime | None = None
     empty_since: dt.datetime | None = None
     launched_for: tuple[str, ...] = ()
+    moving_in: moving_in.MovingIn | None = None
 
 
 def shape_of(node: Mapping[str, Any]) -> NodeShape:
@@ -142,17 +148,21 @@ def shape_of(node: Mapping[str, Any]) -> NodeShape:
         ours=provisioner is not None, provisioner=provisioner, deleting=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")), empty_since=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
         launched_for=tuple(k.strip() for k in str(annotations.get(wk.LAUNCHED_FOR, "")).split(",") if k.strip()),
+        moving_in=moving_in.parse(annotations.get(wk.MOVING_IN)),
     )
 
 
 def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pending: Mapping[str, Resources],
-             lifetimes: Lifetimes | None, now: dt.datetime, horizon: float = REMOVAL_HORIZON_SECONDS) -> NodeFacts:
+             lifetimes: Lifetimes | None, now: dt.datetime, horizon: float = REMOVAL_HORIZON_SECONDS,
+             held: Mapping[str, int] | None = None) -> NodeFacts:
     """Facts about one Node (its object, or its shape). `pending` holds the requests of unbound pods by "ns/name"
-    (those karpy launched this node for count as promised); `lifetimes` are its provisioner's TTLs, if known."""
+    (those karpy launched this node for count as promised); `lifetimes` are its provisioner's TTLs, if known;
+    `held` counts the pods bound to it by owner (uid), against which consolidation's moves are weighed."""
     shape = node if isinstance(node, NodeShape) else shape_of(node)
+    awaits = shape.moving_in.open_to(held or {}, now) if shape.moving_in is not None else frozenset()
     if not (shape.deleting or shape.ours or shape.launched_for):     # most nodes: nothing depends on the moment
         return NodeFacts(shape.name, None, shape.allocatable, used, {}, False, shape.labels, shape.taints,
-                         shape.unschedulable)
+                         shape.unschedulable, awaits)
     removal = None
     expires_in = None
     if shape.deleting:
@@ -170,7 +180,7 @@ def facts_of(node: Mapping[str, Any] | NodeShape, *, used: Resources | None, pen
         expires_in <= min(NEAR_EXPIRY_SECONDS, lifetimes.until_expired / 10)
     return NodeFacts(name=shape.name, removal=removal, allocatable=shape.allocatable, used=used,
                      promised=promised, near_expiry=near_expiry,
-                     labels=shape.labels, taints=shape.taints, unschedulable=shape.unschedulable)
+                     labels=shape.labels, taints=shape.taints, unschedulable=shape.unschedulable, awaits=awaits)
 
 
 _FOR_GOOD = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
@@ -182,8 +192,9 @@ def steady_until(shape: NodeShape, facts: NodeFacts, *, lifetimes: Lifetimes | N
     """Until when `facts` (what `facts_of` said of `shape` at `now`) stay its answer, as long as the shape, the
     requests bound to the node and the provisioner's TTLs stay the same: the moment the node comes within a
     removal horizon or near its expiry. `now` itself when they may change sooner: a node launched for pods
-    (its promises follow the pending pods), or one whose removal message counts down the seconds."""
-    if shape.launched_for or (facts.removal is not None and not shape.deleting):
+    (its promises follow the pending pods), one waiting for moved pods until a deadline, or one whose removal
+    message counts down the seconds."""
+    if shape.launched_for or facts.awaits or (facts.removal is not None and not shape.deleting):
         return now
     if shape.deleting or not shape.ours or lifetimes is None:
         return _FOR_GOOD
@@ -286,7 +297,11 @@ def gap_reason(total: int, kinds: collections.Counter[str]) -> str:
 
 def score_nodes(pod: PodNeeds, nodes: list[NodeFacts]) -> dict[str, int]:
     """0..10 per node: 10 for the node karpy launched for this pod; then tighter packing scores higher (1..9),
-    so emptier nodes drain and go; nodes near expiry (or being removed) score 0."""
+    so emptier nodes drain and go; nodes near expiry (or being removed) score 0. A pod whose owner
+    consolidation moves pods of to some of the nodes: 10 for those, 0 for the others, which (weighted
+    above kube-scheduler's own 0..100) puts it where the plan did."""
+    if pod.owner is not None and any(pod.owner in f.awaits for f in nodes):
+        return {f.name: 10 if pod.owner in f.awaits else 0 for f in nodes}
     scores: dict[str, int] = {}
     cpu, memory = pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0)
     for facts in nodes:

@@ -12,6 +12,7 @@ Every replica watches the same API, so every replica gives the same answers.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import logging
 import threading
@@ -21,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
 from karpy.apis.conditions import unschedulable
+from karpy.apis.moving_in import owner_of
 from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
@@ -52,9 +54,10 @@ class ClusterView:
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
         self.gap_events = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
         self.informers = (self.nodes, self.pods, self.provisioners, self.gap_events)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()          # `_assume` holds it across the update it makes
         self._used: dict[str, Resources] = {}                 # node -> requests of the pods bound to it
-        self._where: dict[str, tuple[str, Resources]] = {}    # pod -> (node it is bound to, its requests)
+        self._where: dict[str, tuple[str, Resources, str | None]] = {}    # pod -> (node it is bound to, its requests, owner)
+        self._held: dict[str, collections.Counter[str]] = {}   # node -> pods bound to it by owner (uid)
         self._pending: dict[str, Resources] = {}              # unbound pods -> requests
         self._shapes: dict[str, NodeShape] = {}               # node -> what its object says, as of its last change
         self._lifetimes: dict[str, tuple[Obj, Lifetimes]] = {}    # provisioner -> (its object, its TTLs)
@@ -93,13 +96,17 @@ class ClusterView:
             old = self._where.pop(key, None)
             if old is not None:
                 self._used[old[0]] = self._used[old[0]] - old[1]
+                if old[2] is not None:
+                    self._held[old[0]][old[2]] -= 1
             self._pending.pop(key, None)
             if finished:
                 pass
             elif spec.get("nodeName"):
-                node, requests = spec["nodeName"], _requests(pod)
-                self._where[key] = (node, requests)
-                self._used[node] = self._used.get(node, Resources()) + requests
+                node, requests, owner = spec["nodeName"], _requests(pod), owner_of(pod)
+                self._where[key] = (node, requests, owner)
+                self._used[node] = self._used.get(node, Resources()) + requests   # a new object: kept facts see the change
+                if owner is not None:
+                    self._held.setdefault(node, collections.Counter())[owner] += 1
             elif not pod["metadata"].get("deletionTimestamp"):
                 self._pending[key] = _requests(pod)
         if finished or spec.get("nodeName"):
@@ -164,7 +171,8 @@ class ClusterView:
             if entry is not None and entry[0] is node and entry[1] is used and entry[2] is ttls and now < entry[3]:
                 result.append(entry[4])
                 continue
-            facts = facts_of(node, used=used or _NOTHING_USED, pending=self._pending, lifetimes=ttls, now=now)
+            facts = facts_of(node, used=used or _NOTHING_USED, pending=self._pending, lifetimes=ttls, now=now,
+                             held=self._held.get(name) if node.moving_in is not None else None)
             kept[name] = (node, used, ttls, steady_until(node, facts, lifetimes=ttls, now=now), facts)
             result.append(facts)
         return result
@@ -184,4 +192,16 @@ class ClusterView:
         except OSError as e:
             return f"binding {binding.pod_namespace}/{binding.pod_name} to {binding.node}: {e}"
         self.gaps.close(object_key({"metadata": {"namespace": binding.pod_namespace, "name": binding.pod_name}}))
+        self._assume(binding)
         return ""
+
+    def _assume(self, binding: BindingArgs) -> None:
+        """Count a pod this extender bound as bound at once, as kube-scheduler assumes a pod it binds: the
+        next pod is scheduled within milliseconds, before the watch reports the binding, and must see the
+        room it took and the moved pod a node waited for as arrived. The watch's event changes nothing more."""
+        pod = self.pods.get(binding.pod_namespace, binding.pod_name)
+        if pod is None or (binding.pod_uid and pod["metadata"].get("uid") != binding.pod_uid):
+            return
+        with self._lock:                      # still waiting, as far as the watch has told: not gone, not bound
+            if object_key(pod) in self._pending:
+                self._on_pod("MODIFIED", {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": binding.node}})

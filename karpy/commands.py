@@ -114,7 +114,8 @@ def plan(args: argparse.Namespace) -> int:
         started = time.monotonic()
         with native_stdout_to_stderr():
             consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
-                                         budget_seconds=args.consolidation_budget_seconds).plan()
+                                         budget_seconds=args.consolidation_budget_seconds,
+                                         as_kube_scheduler_places=not args.consolidation_steering).plan()
         decided = time.monotonic() - started
         if args.output == "json":
             doc = consolidation_json(consolidation)
@@ -208,7 +209,8 @@ def controller(args: argparse.Namespace) -> int:
                                                             min_node_age_seconds=args.consolidation_min_node_age,
                                                             max_disrupted=args.consolidation_max_disrupted,
                                                             budget_seconds=args.consolidation_budget_seconds,
-                                                            pending_wait_seconds=args.consolidation_pending_wait),
+                                                            pending_wait_seconds=args.consolidation_pending_wait,
+                                                            steer=args.consolidation_steering),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
                                                max_seconds=args.packing_budget_seconds))
     try:
@@ -271,7 +273,7 @@ def explain_node(args: argparse.Namespace) -> int:
             print(f"karpy explain: node {args.name!r} not found", file=sys.stderr)
             return 1
         plan = decide(state, catalog, Clock().now(), min_age_seconds=args.consolidation_min_node_age,
-                      name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False)
+                      name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering)
         doc = explain_node_json(plan, args.name)
         if waiting := unsettled(state):
             if waiting == "pods are waiting for capacity":

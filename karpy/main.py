@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--consolidation-min-node-age", type=float, default=0.0,
                       help="with --consolidate: nodes younger than this many seconds are not candidates "
                            "(the controller's default is 60)")
+    plan.add_argument("--consolidation-steering", action="store_true",
+                      help="with --consolidate: judge actions with moved pods landing as planned, as the controller "
+                           "does with --consolidation-steering (default: where kube-scheduler's own scores put them)")
     plan.set_defaults(run=commands.plan)
 
     sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")
@@ -106,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds one consolidation decision may search before acting on what it found")
     ctl.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                      help="seconds consolidation waits while pods are pending before it goes on (v0.16's stabilization window)")
+    ctl.add_argument("--consolidation-steering", action="store_true",
+                     help="kube-scheduler calls karpy's extender: mark the nodes drained pods should go to, so the "
+                          "extender steers them there, and judge actions with the pods landing as planned")
     ctl.set_defaults(run=commands.controller)
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")
@@ -118,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the controller's setting of the same name")
     explain_node.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                               help="the controller's --consolidation-pending-wait, to say how long consolidation waits")
+    explain_node.add_argument("--consolidation-steering", action="store_true",
+                              help="the controller's setting of the same name")
     explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")
     explain_node.set_defaults(run=commands.explain_node)
 

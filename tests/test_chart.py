@@ -126,6 +126,16 @@ def test_the_chart_with_matching_values_renders_the_plain_manifests() -> None:
     assert scheduler == yaml.safe_load((ROOT / "manifests" / "extender" / "scheduler-config.yaml").read_text())
 
 
+def test_consolidation_is_steered_only_when_asked_and_the_extender_is_installed() -> None:
+    def controller_args(**values: Any) -> list[str]:
+        objects, _ = render(clusterName="c", **values)
+        return objects[("Deployment", "karpy-controller")]["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    assert "--consolidation-steering" in controller_args(extender__enabled=True, extender__steerConsolidation=True)
+    assert "--consolidation-steering" not in controller_args(extender__enabled=True)
+    assert "--consolidation-steering" not in controller_args(extender__steerConsolidation=True)
+
+
 def test_every_pod_and_container_runs_locked_down() -> None:
     objects, _ = render(clusterName="c", extender__enabled=True)
     deployments = [d for d in objects.values() if d["kind"] == "Deployment"]

@@ -28,10 +28,18 @@ Ready and initialized; if one never gets there, the replacements are
 deleted and the old nodes uncordoned. A delete that moves pods onto a
 replacement waits for it the same way. Every skipped candidate gets an Event
 and a log line when its reason changes.
+
+kube-scheduler places the drained pods by its own scores, which spread them
+out, so by default an action is judged with the pods placed that way. With
+`steer` (kube-scheduler calls karpy's extender), each receiving node is
+marked, before the drain, with how many pods of each owner it waits for
+(apis/moving_in.py); the extender scores it first for those owners' pods, so
+the pods land where the plan put them and actions are judged as planned.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import logging
@@ -41,7 +49,8 @@ from typing import Any, Callable, Iterable
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
-from karpy.apis import disruption
+from karpy.apis import disruption, moving_in
+from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized, ready
 from karpy.apis.pods import busy, object_key
 from karpy.apis.timestamps import rfc3339
@@ -67,6 +76,9 @@ REPORT_NODE_EVERY = dt.timedelta(minutes=2)     # and a node's changed reason no
 SETTLE_CHECK_SECONDS = 2.0                   # while an action completes, look again this soon
 PROPOSALS_IN_FLIGHT = 3                      # proposals waiting out their stabilization windows at once
 EVENTS_PER_PASS = 20                         # Unconsolidatable Events sent per pass; the rest on later passes
+# how long a receiving node waits for the pods moved to it: drains wait for PodDisruptionBudgets, but a plan
+# the cluster has moved on from should not steer pods for long
+STEER_FOR = dt.timedelta(minutes=5)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +89,7 @@ class Settings:
     max_disrupted: str = "10%"               # nodes drained at once: a count or a share of karpy's nodes
     budget_seconds: float = 10.0             # how long one decision may search
     pending_wait_seconds: float = 300.0      # v0.16's stabilization window while pods are pending
+    steer: bool = False                      # kube-scheduler calls karpy's extender: moved pods go where planned
 
 
 def disruption_budget(max_disrupted: str, nodes: int) -> int:
@@ -103,9 +116,13 @@ class _Proposal:
 
 @dataclasses.dataclass
 class _Replacing:
-    old: tuple[str, ...]
+    action: Action
     new: tuple[str, ...]
     deadline: dt.datetime
+
+    @property
+    def old(self) -> tuple[str, ...]:
+        return self.action.nodes
 
 
 def pending_pods(state: ClusterState) -> list[str]:
@@ -164,11 +181,12 @@ def fewer_launches(action: Action, replaced: dict[str, Action]) -> bool:
 def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_seconds: float,
            name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
            first_only: bool = True, budget_seconds: float | None = None,
-           max_nodes_per_action: int | None = None, going: Iterable[str] = ()) -> ConsolidationPlan:
+           max_nodes_per_action: int | None = None, going: Iterable[str] = (), steer: bool = False) -> ConsolidationPlan:
     """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
     when given); every action, one after another, with `first_only=False`. Pods waiting for capacity
     are in the snapshot: the nodes they would go to are theirs (nominated), not candidates. The nodes
-    in `going` (those of proposals decided before) are judged as if already being deleted."""
+    in `going` (those of proposals decided before) are judged as if already being deleted. With `steer`
+    the moved pods are taken to land as planned, else where kube-scheduler's own scores put them."""
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
     if going := set(going):
@@ -178,7 +196,7 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
             if n["metadata"]["name"] in going else n for n in snapshot.nodes])
     extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
-                                budget_seconds=budget_seconds, **extra)
+                                budget_seconds=budget_seconds, as_kube_scheduler_places=not steer, **extra)
     return consolidator.plan(first_only=first_only, only=only)
 
 
@@ -194,6 +212,7 @@ class Consolidation:
         self._proposals: list[_Proposal] = []      # oldest first
         self._replacing: list[_Replacing] = []
         self._deferred: list[Action] = []          # deletes that move pods onto a replacement not up yet
+        self._launched_as: dict[str, str] = {}     # a replacement's planned name -> its Node's name, while in flight
         self._reasons: dict[str, dict[str, dt.datetime]] = {}   # per kept node: each reason given, and when
         self._pending_since: dt.datetime | None = None
         self._waiting_logged: str | None = None
@@ -231,7 +250,8 @@ class Consolidation:
         time a proposal's turn comes, and `select` cuts what the budget does not allow then."""
         return decide(self.state, self._catalog(), self.clock.now(), min_age_seconds=self.settings.min_node_age_seconds,
                       name_node=self._name_node, only=only, first_only=first_only, going=going,
-                      budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.full_budget())
+                      budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.full_budget(),
+                      steer=self.settings.steer)
 
     def full_budget(self) -> int:
         """The nodes `max_disrupted` allows of karpy's nodes."""
@@ -383,6 +403,7 @@ class Consolidation:
                     self._cordon(name, True)          # its pods go to a replacement: it waits for it
                 self._deferred.append(action)
                 return 1.0
+            self._steer(action)
             for name in action.nodes:
                 self.state.delete_node(name)
             ACTIONS.labels(action.kind).inc()
@@ -402,7 +423,8 @@ class Consolidation:
             log.info("Launched replacement %s for node(s) %s", new, ", ".join(action.nodes))
             CREATED.inc()
             launched.append(new)
-        self._replacing.append(_Replacing(action.nodes, tuple(launched), self.clock.now() + REPLACEMENT_TIMEOUT))
+            self._launched_as[replacement.planned.name] = new
+        self._replacing.append(_Replacing(action, tuple(launched), self.clock.now() + REPLACEMENT_TIMEOUT))
         return 1.0
 
     def _await_replacements(self) -> float | None:
@@ -411,6 +433,7 @@ class Consolidation:
                      for name in r.new)
             if up:
                 log.info("Replacement(s) %s ready; deleting node(s) %s", ", ".join(r.new), ", ".join(r.old))
+                self._steer(r.action)
                 for name in r.old:
                     self.state.delete_node(name)
                 ACTIONS.labels(REPLACE).inc()
@@ -431,10 +454,12 @@ class Consolidation:
                     self._deferred.remove(action)
         if not self._replacing:
             for action in self._deferred:
+                self._steer(action)
                 for name in action.nodes:
                     self.state.delete_node(name)
                 ACTIONS.labels(action.kind).inc()
             self._deferred = []
+            self._launched_as = {}
             return SETTLE_CHECK_SECONDS
         return 1.0
 
@@ -463,6 +488,28 @@ class Consolidation:
         live = {n["metadata"]["name"] for n in self.state.nodes.items()}
         for name in set(self._reasons) - live:
             del self._reasons[name]
+
+    def _steer(self, action: Action) -> None:
+        """With `steer`, mark each node the action's pods move to with the owners it waits for, before the
+        drain evicts them: recreated pods have new names, so they are steered by owner. A mark that cannot be
+        written only leaves those pods to kube-scheduler's own scores."""
+        if not self.settings.steer or not action.moves:
+            return
+        now = self.clock.now()
+        moving = moving_in.by_owner(action.moves, self.state.pods.items(), renamed=self._launched_as)
+        for name, owners in moving.items():
+            node = self.state.nodes.get("", name)
+            if node is None:
+                continue
+            held = collections.Counter(o for p in self.state.pods_on(name) if (o := moving_in.owner_of(p)) is not None)
+            before = moving_in.parse(((node["metadata"].get("annotations")) or {}).get(wk.MOVING_IN))
+            mark = moving_in.merged(before, held, owners, now=now, until=now + STEER_FOR)
+            try:
+                self.state.client.patch(path_of("v1", "nodes", name=name),
+                                        {"metadata": {"annotations": {wk.MOVING_IN: mark.encode()}}})
+            except ApiException as e:
+                if e.status != 404:
+                    log.warning("Could not mark node %s with the pods moving to it: %s %s", name, e.status, e.reason)
 
     def _cordon(self, name: str, on: bool) -> None:
         try:

@@ -120,6 +120,52 @@ def test_a_repack_launches_every_replacement_and_deletes_the_old_nodes_once_all_
     env.settle(lambda: set(live_nodes(env)) == new)
 
 
+def moving_in_mark(env: Env, name: str) -> dict[str, Any] | None:
+    text = (live_nodes(env)[name]["metadata"].get("annotations") or {}).get(wk.MOVING_IN)
+    return json.loads(text) if text else None
+
+
+def test_with_steering_the_node_a_delete_moves_pods_to_is_marked_with_their_owners_before_the_drain(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, steer=True)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
+              pod("web-1", cpu="1", node_name="a", owner=("ReplicaSet", "web")),
+              pod("web-2", cpu="1", node_name="b", owner=("ReplicaSet", "web")),
+              pod("api-1", cpu="5", node_name="b", owner=("ReplicaSet", "api")))
+    web = env.state.pods.get("default", "web-1")["metadata"]["ownerReferences"][0]["uid"]
+    c.reconcile()
+    assert c._proposal is not None and c._proposal.action.nodes == ("a",)
+    assert moving_in_mark(env, "b") is None                    # proposed only: nothing is steered yet
+    env.clock.step(15)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"b"})
+    mark = moving_in_mark(env, "b")
+    assert mark is not None and mark["owners"] == {web: 2}    # the web pod it holds, and the one on its way
+    until = dt.datetime.fromisoformat(mark["until"].replace("Z", "+00:00"))
+    assert dt.timedelta(minutes=4) < until - env.clock.now() <= dt.timedelta(minutes=5)
+
+
+def test_with_steering_a_replacement_is_marked_under_its_launched_name_once_ready(env: Env) -> None:
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, steer=True)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("big"),
+              pod("p", cpu="1", node_name="big", owner=("ReplicaSet", "web")))
+    web = env.state.pods.get("default", "p")["metadata"]["ownerReferences"][0]["uid"]
+    c.reconcile()
+    env.clock.step(15)
+    c.reconcile()                                  # launches the replacement
+    assert "default-new0" in live_nodes(env) and moving_in_mark(env, "default-new0") is None
+    initialization = Initialization(env.state, env.clock)
+
+    def initialized() -> bool:
+        initialization.reconcile()
+        return (env.state.nodes.get("", "default-new0") or {"metadata": {}})["metadata"].get("labels", {}).get(wk.INITIALIZED) == "true"
+    env.settle(initialized)
+    c.reconcile()
+    env.settle(lambda: set(live_nodes(env)) == {"default-new0"})
+    assert moving_in_mark(env, "default-new0")["owners"] == {web: 1}
+
+
 def test_a_blocked_node_gets_an_event_naming_the_blocker(env: Env) -> None:
     c = consolidation(env)
     env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),

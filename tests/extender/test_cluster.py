@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -129,3 +132,65 @@ def test_filter_with_full_nodes_subtracts_the_pods_bound_there(cluster: tuple[Ku
 
     kube.core.delete_namespaced_pod("tenant", "default", grace_period_seconds=0)     # facts kept between calls follow
     eventually(lambda: judged("2")["FailedNodes"] == {}, timeout=10)
+
+
+def test_pods_of_an_owner_consolidation_moves_go_to_the_node_waiting_for_them_until_it_holds_its_count(
+        cluster: tuple[Kube, Extender]) -> None:
+    """kube-scheduler's own score (least allocated) prefers the empty, larger node; the node consolidation
+    marked for two of the owner's pods gets those two, and the third goes where kube-scheduler would put it."""
+    kube, _ = cluster
+    kube.core.create_node(node("roomy", allocatable={"cpu": "16", "memory": "64Gi", "pods": "50"}))
+    planned = node("planned", allocatable={"cpu": "6", "memory": "16Gi", "pods": "50"})
+    first = pod("web-0", cpu="1", owner=("ReplicaSet", "web"))
+    owner = first["metadata"]["ownerReferences"][0]["uid"]
+    until = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    planned["metadata"]["annotations"] = {"karpy.dev/moving-in": json.dumps({"until": until, "owners": {owner: 2}})}
+    kube.core.create_node(planned)
+    kube.core.create_namespaced_pod("default", pod("base", cpu="2", memory="8Gi", owner=("ReplicaSet", "base"),
+                                                   node_name="planned"))
+
+    def placed(name: str) -> str | None:
+        return kube.core.read_namespaced_pod(name, "default").spec.node_name
+
+    kube.core.create_namespaced_pod("default", pod("other", cpu="1", owner=("ReplicaSet", "other")))
+    assert eventually(lambda: placed("other"), timeout=15) == "roomy"     # not its owner's mark: the usual scores
+    kube.core.create_namespaced_pod("default", first)
+    assert eventually(lambda: placed("web-0"), timeout=15) == "planned"
+    kube.core.create_namespaced_pod("default", pod("web-1", cpu="1", owner=("ReplicaSet", "web")))
+    assert eventually(lambda: placed("web-1"), timeout=15) == "planned"
+    # the node holds the two it waited for (the extender counts them from its watch) and has room for a
+    # third: no more steering
+    eventually(lambda: len([p for p in kube.core.list_namespaced_pod("default").items
+                            if p.spec.node_name == "planned"]) == 3, timeout=15)
+    time.sleep(1)
+    kube.core.create_namespaced_pod("default", pod("web-2", cpu="1", owner=("ReplicaSet", "web")))
+    assert eventually(lambda: placed("web-2"), timeout=15) == "roomy"
+
+
+def test_pods_scheduled_faster_than_the_watch_reports_bindings_do_not_overfill_a_waiting_node(
+        cluster: tuple[Kube, Extender]) -> None:
+    """The node waits for one pod of the owner; three come at once. The extender counts each pod it binds at
+    once (kube-scheduler binds the next within milliseconds), so one goes there and the others go by the
+    usual scores."""
+    kube, extender = cluster
+    kube.core.create_node(node("roomy", allocatable={"cpu": "32", "memory": "128Gi", "pods": "50"}))
+    planned = node("planned", allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"})
+    burst = [pod(f"web-{i}", cpu="1", owner=("ReplicaSet", "web")) for i in range(3)]
+    owner = burst[0]["metadata"]["ownerReferences"][0]["uid"]
+    until = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    planned["metadata"]["annotations"] = {"karpy.dev/moving-in": json.dumps({"until": until, "owners": {owner: 1}})}
+    kube.core.create_node(planned)
+    kube.core.create_namespaced_pod("default", pod("base", cpu="4", memory="8Gi", owner=("ReplicaSet", "base"),
+                                                   node_name="planned"))
+    def steered() -> bool:                      # the extender has seen the mark and the pod bound there
+        scores = requests.post(extender.url + "/scheduler/prioritize", timeout=5, json={
+            "Pod": pod("probe", cpu="1", owner=("ReplicaSet", "web")), "Nodes": None, "NodeNames": ["planned", "roomy"]}).json()
+        return {h["Host"]: h["Score"] for h in scores} == {"planned": 10, "roomy": 0}
+    eventually(steered, timeout=15)
+    for p in burst:
+        kube.core.create_namespaced_pod("default", p)
+
+    def placed() -> list[str | None]:
+        return [kube.core.read_namespaced_pod(p["metadata"]["name"], "default").spec.node_name for p in burst]
+    eventually(lambda: all(placed()), timeout=15)
+    assert sorted(placed()) == ["planned", "roomy", "roomy"]

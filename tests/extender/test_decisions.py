@@ -92,6 +92,30 @@ def test_scores_put_the_promised_node_first_then_tighter_packing_and_near_expiry
     assert all(0 <= s <= 10 for s in scores.values())
 
 
+def test_a_pod_goes_first_to_the_nodes_waiting_for_its_owners_pods_until_they_hold_them_or_the_mark_lapses() -> None:
+    big = {"cpu": "8", "memory": "32Gi", "pods": "50"}
+    mark = '{"until": "2026-11-23T12:05:00Z", "owners": {"web-uid": 2}}'
+    waiting = karpy_node("waiting", annotations={"karpy.dev/moving-in": mark}, allocatable=big, created=at(60))
+    others = [facts(karpy_node("busy", allocatable=big, created=at(60)), used="6"),
+              facts(node("plain", allocatable=big), lives=None)]
+    web = PodNeeds("default/web-new", Resources.of(cpu="1"), owner="web-uid")
+
+    def scores(held: dict[str, int], now: dt.datetime = NOW) -> dict[str, int]:
+        waiting_facts = facts_of(waiting, used=Resources.of(cpu="1"), pending={}, lifetimes=LIVES, now=now, held=held)
+        return score_nodes(web, [waiting_facts, *others])
+
+    assert scores({"web-uid": 1}) == {"waiting": 10, "busy": 0, "plain": 0}
+    unsteered = score_nodes(PodNeeds("default/api", Resources.of(cpu="1"), owner="api-uid"),
+                            [facts_of(waiting, used=Resources.of(cpu="1"), pending={}, lifetimes=LIVES, now=NOW,
+                                      held={"web-uid": 1}), *others])
+    assert unsteered["busy"] > unsteered["waiting"] >= 1              # other owners' pods: scored as always
+    assert scores({"web-uid": 2})["busy"] > scores({"web-uid": 2})["waiting"] >= 1     # it holds them all now
+    lapsed = scores({"web-uid": 1}, now=NOW + dt.timedelta(minutes=5))
+    assert lapsed["busy"] > lapsed["waiting"] >= 1
+    waiting_facts = facts_of(waiting, used=Resources.of(cpu="1"), pending={}, lifetimes=LIVES, now=NOW, held={})
+    assert steady_until(shape_of(waiting), waiting_facts, lifetimes=LIVES, now=NOW) == NOW     # never kept while waiting
+
+
 def test_names_alone_pass_and_score_in_the_middle() -> None:
     only_names = [NodeFacts(name="n1"), NodeFacts(name="n2")]
     assert filter_nodes(PodNeeds("default/web", Resources.of(cpu="1")), only_names)[0] == ["n1", "n2"]

@@ -162,6 +162,22 @@ def test_table_output_names_actions_and_reasons(plan: Plan) -> None:
     assert "delete" in run.out and "Nodes kept:" in run.out and "no cheaper fit" in run.out
 
 
+def test_with_steering_a_replace_moves_the_pods_as_planned(plan: Plan) -> None:
+    """The cluster of the test above: steered by karpy's extender, p1 stays where first fit put it (idle) and p0
+    and p2 go to the replacement."""
+    docs = (CATALOG, consolidating(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]),
+            kept_as_is("idle", "small"), karpy_node("big", "large"),
+            *(pod(f"p{i}", cpu=cpu, node_name="big") for i, cpu in enumerate(("1", "2", "1"))))
+    run = plan(*docs, args=("--consolidate", "--consolidation-steering"))
+    assert run.code == 0, run.err
+    (action,) = run.json["actions"]
+    assert action["type"] == "replace" and action["replacement"]["instanceType"] == "small"
+    assert action["moves"] == [{"pod": "default/p0", "to": "replacement"}, {"pod": "default/p1", "to": "idle"},
+                               {"pod": "default/p2", "to": "replacement"}]
+    unsteered = plan(*docs, args=("--consolidate",)).json["actions"][0]["moves"]
+    assert unsteered != action["moves"]
+
+
 def test_pod_deletion_cost_and_priority_make_a_node_dearer_to_disrupt() -> None:
     """Two equal nodes (only one may go): the one whose pod is cheaper to delete goes, though it is younger."""
     docs = [consolidating(), karpy_node("old", created="2023-01-01T00:00:00Z"), karpy_node("young", created="2024-06-01T00:00:00Z")]
