@@ -100,8 +100,8 @@ def main() -> int:
         nodes, pods = cluster(n, args.seed)
         path = work / f"cluster-{n}.json"
         path.write_text("\n---\n".join(json.dumps(d) for d in [PROVISIONER, *nodes, *pods]))
-        extra = ("--consolidation-budget-seconds", str(args.budget)) if args.budget else ()
-        extra += ("--consolidation-steering",) if args.steering else ()
+        extra = [*(("--consolidation-budget-seconds", str(args.budget)) if args.budget else ()),
+                 *(("--consolidation-steering",) if args.steering else ())]
         plan, wall = run_plan(path, "--consolidate", *extra)
         fresh_path = work / f"fresh-{n}.json"
         for p in pods:

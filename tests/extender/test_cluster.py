@@ -190,7 +190,7 @@ def test_pods_scheduled_faster_than_the_watch_reports_bindings_do_not_overfill_a
     for p in burst:
         kube.core.create_namespaced_pod("default", p)
 
-    def placed() -> list[str | None]:
-        return [kube.core.read_namespaced_pod(p["metadata"]["name"], "default").spec.node_name for p in burst]
+    def placed() -> list[str]:
+        return [kube.core.read_namespaced_pod(p["metadata"]["name"], "default").spec.node_name or "" for p in burst]
     eventually(lambda: all(placed()), timeout=15)
     assert sorted(placed()) == ["planned", "roomy", "roomy"]
