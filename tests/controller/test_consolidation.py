@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Collection
 
 import pytest
 import yaml
@@ -39,6 +39,17 @@ def consolidation(env: Env) -> Consolidation:
 def live_nodes(env: Env) -> dict[str, dict[str, Any]]:
     return {n["metadata"]["name"]: n for n in env.client.get(path_of("v1", "nodes"))["items"]
             if not n["metadata"].get("deletionTimestamp")}
+
+
+def settle_initialized(env: Env, names: Collection[str]) -> None:
+    """Run node initialization until every one of `names` (launched replacements) is initialized."""
+    initialization = Initialization(env.state, env.clock)
+
+    def initialized() -> bool:
+        initialization.reconcile()
+        return all((env.state.nodes.get("", n) or {"metadata": {}})["metadata"].get("labels", {}).get(wk.INITIALIZED)
+                   == "true" for n in names)
+    env.settle(initialized)
 
 
 def test_a_node_whose_pods_fit_elsewhere_is_deleted_after_the_wait(env: Env) -> None:
@@ -79,12 +90,7 @@ def test_a_replacement_is_ready_before_the_old_node_goes(env: Env) -> None:
     assert live_nodes(env)["big"]["spec"].get("unschedulable") is True
     c.reconcile()
     assert "big" in live_nodes(env)               # the replacement is not initialized yet: the old node stays
-    initialization = Initialization(env.state, env.clock)
-
-    def initialized() -> bool:
-        initialization.reconcile()
-        return (env.state.nodes.get("", "default-new0") or {"metadata": {}})["metadata"].get("labels", {}).get(wk.INITIALIZED) == "true"
-    env.settle(initialized)
+    settle_initialized(env, ["default-new0"])
     c.reconcile()
     env.settle(lambda: set(live_nodes(env)) == {"default-new0"})
 
@@ -109,13 +115,7 @@ def test_a_repack_launches_every_replacement_and_deletes_the_old_nodes_once_all_
     assert all(live_nodes(env)[n]["spec"].get("unschedulable") is True for n in "ab")
     c.reconcile()
     assert {"a", "b"} <= set(live_nodes(env))      # not every replacement is initialized yet: the old nodes stay
-    initialization = Initialization(env.state, env.clock)
-
-    def initialized() -> bool:
-        initialization.reconcile()
-        return all((env.state.nodes.get("", n) or {"metadata": {}})["metadata"].get("labels", {}).get(wk.INITIALIZED)
-                   == "true" for n in new)
-    env.settle(initialized)
+    settle_initialized(env, new)
     c.reconcile()
     env.settle(lambda: set(live_nodes(env)) == new)
 
@@ -155,12 +155,7 @@ def test_with_steering_a_replacement_is_marked_under_its_launched_name_once_read
     env.clock.step(15)
     c.reconcile()                                  # launches the replacement
     assert "default-new0" in live_nodes(env) and moving_in_mark(env, "default-new0") is None
-    initialization = Initialization(env.state, env.clock)
-
-    def initialized() -> bool:
-        initialization.reconcile()
-        return (env.state.nodes.get("", "default-new0") or {"metadata": {}})["metadata"].get("labels", {}).get(wk.INITIALIZED) == "true"
-    env.settle(initialized)
+    settle_initialized(env, ["default-new0"])
     c.reconcile()
     env.settle(lambda: set(live_nodes(env)) == {"default-new0"})
     assert moving_in_mark(env, "default-new0")["owners"] == {web: 1}
