@@ -502,7 +502,7 @@ class Consolidation:
             if node is None:
                 continue
             held = collections.Counter(o for p in self.state.pods_on(name) if (o := moving_in.owner_of(p)) is not None)
-            before = moving_in.parse(((node["metadata"].get("annotations")) or {}).get(wk.MOVING_IN))
+            before = moving_in.parse((node["metadata"].get("annotations") or {}).get(wk.MOVING_IN))
             mark = moving_in.merged(before, held, owners, now=now, until=now + STEER_FOR)
             try:
                 self.state.client.patch(path_of("v1", "nodes", name=name),
