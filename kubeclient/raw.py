@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import kubernetes
 import msgspec
+import urllib3
 import yaml
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
@@ -39,18 +40,32 @@ class RawClient:
                 content_type: str = "application/json", timeout: float | None = 30) -> Any:
         """Send one request; returns the decoded JSON. Raises ApiException on an error status."""
         response = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
-        data = response.read()
+        data = response.data
         if response.status >= 400:
-            raise ApiException(http_resp=response)
+            raise api_exception(response, data)
         return decode(data) if data else None
 
     def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any, content_type: str,
-              timeout: float | tuple[float, float] | None) -> Any:
-        _, url, headers, payload, _ = self.api_client.param_serialize(
-            method=method, resource_path=path, query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json", "Content-Type": content_type}, body=body)
+              timeout: float | tuple[float, float] | None, stream: bool = False) -> Any:
+        """One HTTP exchange through the client's own urllib3 pool (its TLS, client certificates, proxy and
+        retries), with its auth header; the urllib3 response comes back, unread when `stream`.
+        The generated client's request helpers are skipped: their signatures change between releases."""
+        configuration = self.api_client.configuration
+        url = configuration.host.rstrip("/") + path
+        if query:
+            url += "?" + urllib.parse.urlencode([(k, _query_value(v)) for k, v in query.items()])
+        headers = {"Accept": "application/json", "Content-Type": content_type,
+                   **{a["key"]: a["value"] for a in configuration.auth_settings().values()
+                      if a.get("in") == "header" and a.get("value")},
+                   **self.api_client.default_headers}
+        payload = None if body is None else body if isinstance(body, (bytes, str)) else msgspec.json.encode(body)
+        if isinstance(timeout, tuple):
+            request_timeout: Any = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        else:
+            request_timeout = urllib3.Timeout(total=timeout) if timeout else None
         try:
-            response = self.api_client.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
+            response = self.api_client.rest_client.pool_manager.request(
+                method, url, body=payload, headers=headers, timeout=request_timeout, preload_content=not stream)
         except (Urllib3Error, OSError) as e:        # no answer at all, after the bounded retries
             reason = reason_of(e)
             if self.outages is not None:
@@ -93,13 +108,14 @@ class RawClient:
         if field_selector:
             query["fieldSelector"] = field_selector
         response = self._send("GET", path, query=query, body=None, content_type="application/json",
-                              timeout=(10, timeout_seconds + 30))
+                              timeout=(10, timeout_seconds + 30), stream=True)
         if response.status >= 400:
-            response.read()
-            raise ApiException(http_resp=response)
+            data = response.read()
+            response.release_conn()
+            raise api_exception(response, data)
         buffer = b""
         try:
-            for chunk in response.response.stream(65536, decode_content=False):
+            for chunk in response.stream(65536, decode_content=False):
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
@@ -111,7 +127,20 @@ class RawClient:
                         raise ApiException(status=int(status.get("code") or 500), reason=status.get("message"))
                     yield event
         finally:
-            response.response.release_conn()
+            response.release_conn()
+
+
+def api_exception(response: Any, data: bytes) -> ApiException:
+    """The client's ApiException for an error answer, with its body and headers as the client fills them."""
+    error = ApiException(status=response.status, reason=response.reason)
+    error.body = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    error.headers = response.headers
+    return error
+
+
+def _query_value(value: Any) -> str:
+    # booleans as Kubernetes spells them (the client's own serializer does the same)
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def decode(data: bytes) -> Any:

@@ -1,6 +1,6 @@
 """The image's install, done here without a container engine: the Dockerfile's build context (minus what
 .dockerignore drops) is built into a wheel with `pip wheel --no-deps`, installed into a fresh virtualenv,
-and `karpy` runs from outside the checkout. The virtualenv sees the system's site-packages for the
+and `karpy` runs from outside the checkout. The virtualenv sees the test runner's site-packages for the
 dependencies (so no network is needed), never the checkout."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -27,6 +28,7 @@ metadata: {name: web, namespace: default}
 spec:
   containers: [{name: c, image: nginx, resources: {requests: {cpu: "1"}}}]
 """
+LENT = "lent-site-packages.pth"     # the test's own path file in the virtualenv (see `installed`)
 
 
 def build_context(dest: Path) -> Path:
@@ -65,10 +67,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         raise AssertionError(built.stdout + built.stderr)
     (wheel,) = (tmp / "wheels").glob("karpy-*.whl")
     venv = tmp / "venv"
-    # no pip inside (the system's pip installs into it), so site-packages starts empty
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True, env=env)
+    # no pip inside (the runner's pip installs into it), so site-packages starts empty but for one path file
+    # that lends it the runner's site-packages: `--system-site-packages` would lend the base interpreter's,
+    # which holds nothing when the tests run in a virtualenv
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=env)
+    (site_dir,) = venv.glob("lib/python*/site-packages")
+    (site_dir / LENT).write_text("\n".join(site.getsitepackages()) + "\n")
     # the second stage's install, extras and all; --no-index: every dependency (within its bounds) must
-    # already be satisfied by the system's site-packages, so nothing is fetched
+    # already be satisfied by the runner's site-packages, so nothing is fetched
     installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
                                 "--quiet", "--no-index", f"karpy[aws] @ {wheel.as_uri()}"], env=env, capture_output=True, text=True)
     assert installed.returncode == 0, installed.stdout + installed.stderr
@@ -86,8 +92,8 @@ def test_the_wheel_holds_the_karpy_package_alone(installed: tuple[Path, Path]) -
 
 def test_site_packages_gains_karpy_alone(installed: tuple[Path, Path]) -> None:
     venv, _ = installed
-    (site,) = venv.glob("lib/python*/site-packages")
-    assert {p.name for p in site.iterdir()} == {"karpy", "karpy-0.1.0.dist-info"}
+    (site_dir,) = venv.glob("lib/python*/site-packages")
+    assert {p.name for p in site_dir.iterdir()} - {LENT} == {"karpy", "karpy-0.1.0.dist-info"}
 
 
 def test_the_entrypoint_runs_from_the_installed_package_outside_the_checkout(installed: tuple[Path, Path], tmp_path: Path) -> None:
