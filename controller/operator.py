@@ -26,6 +26,7 @@ from karpy.controller.launch.launcher import Launcher
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
+from karpy.controller.node.finalizer import Finalizer
 from karpy.controller.node.garbagecollection import GarbageCollection
 from karpy.controller.node.initialization import Initialization
 from karpy.controller.provisioning.batcher import Batcher
@@ -89,11 +90,12 @@ class Operator:
         self.provisioner = Provisioner(self.state, self.cloud, source, launcher=self.launcher,
                                        packing=settings.packing, leading=self._leading)
         self.loops = [
-            Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
+            Loop("termination", Terminator(self.state, self.cloud, self.clock).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),
             # a pass reads every node, and a burst kicks it with each pod event: a fifth of the time at most
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5, busy_share=0.2),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
+            Loop("finalizer", Finalizer(self.state).reconcile, resync_seconds=30),
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
                                                         settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
@@ -165,7 +167,7 @@ class Operator:
         for loop in self.loops:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
-            if loop.name == "expiration":    # it reads nodes and provisioners: a burst's pod events are not its business
+            if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
                 self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners)
                 continue
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)

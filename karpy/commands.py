@@ -244,11 +244,10 @@ def explain_node(args: argparse.Namespace) -> int:
     import kubernetes
 
     from karpy.controller.clock import Clock
-    from karpy.controller.consolidation.controller import decide, unsettled
     from karpy.controller.state import ClusterState
+    from karpy.controller.termination.controller import draining
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
-    from karpy.plan.render import explain_node_json
 
     catalog = _catalog(args.catalog)
     try:
@@ -269,17 +268,12 @@ def explain_node(args: argparse.Namespace) -> int:
             print(f"karpy explain: the API server at {raw.server} did not list the cluster's objects within 20s",
                   file=sys.stderr)
             return 1
-        if state.nodes.get("", args.name) is None:
+        node = state.nodes.get("", args.name)
+        if node is None:
             print(f"karpy explain: node {args.name!r} not found", file=sys.stderr)
             return 1
-        plan = decide(state, catalog, Clock().now(), min_age_seconds=args.consolidation_min_node_age,
-                      name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering)
-        doc = explain_node_json(plan, args.name)
-        if waiting := unsettled(state):
-            if waiting == "pods are waiting for capacity":
-                waiting += (f" (consolidation waits for them at most --consolidation-pending-wait, "
-                            f"{args.consolidation_pending_wait:.0f}s, then goes on)")
-            doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
+        now = Clock().now()
+        doc = explain_drain(state, node, now) if draining(node) else explain_consolidation(state, catalog, args, now)
     finally:
         state.stop()
         client.close()
@@ -291,6 +285,36 @@ def explain_node(args: argparse.Namespace) -> int:
         if "waiting" in doc:
             print(doc["waiting"])
     return 0
+
+
+def explain_drain(state: Any, node: dict[str, Any], now: Any) -> dict[str, Any]:
+    """`explain node` for a node being deleted: what its drain waits for (the pod and the rule that hold it),
+    as the termination controller decides it."""
+    from karpy.controller.termination.controller import drain_status, plan_drain
+
+    name = node["metadata"]["name"]
+    plan = plan_drain(state.pods_on(name), now=now)
+    doc: dict[str, Any] = {"node": name, "verdict": "draining",
+                           "reason": drain_status(plan, pdbs=state.pdbs.items(), pods=state.pods.items())}
+    if plan.blocked_by:
+        doc["heldBy"] = plan.blocked_by
+    return doc
+
+
+def explain_consolidation(state: Any, catalog: Any, args: argparse.Namespace, now: Any) -> dict[str, Any]:
+    """`explain node` for a live node: what consolidation does with it now, and why."""
+    from karpy.controller.consolidation.controller import decide, unsettled
+    from karpy.plan.render import explain_node_json
+
+    plan = decide(state, catalog, now, min_age_seconds=args.consolidation_min_node_age,
+                  name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering)
+    doc = explain_node_json(plan, args.name)
+    if waiting := unsettled(state):
+        if waiting == "pods are waiting for capacity":
+            waiting += (f" (consolidation waits for them at most --consolidation-pending-wait, "
+                        f"{args.consolidation_pending_wait:.0f}s, then goes on)")
+        doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
+    return doc
 
 
 def _aws_provider(args: argparse.Namespace) -> Any:

@@ -2,8 +2,11 @@
 subresources (status, binding, eviction, scale) do to the store.
 
 Every write passes admission (webhooks), CRD schemas and the type's own
-rules; CRDs register and unregister resource types; deleting an owner
-deletes its dependents (ownerReferences, background propagation).
+rules; CRDs register and unregister resource types; an owner's dependents
+(ownerReferences) are deleted once the owner is really gone, not while its
+finalizers hold it (background propagation: a Node held by karpy's
+termination finalizer keeps its mirror pods until it goes); with
+propagationPolicy Orphan they lose their reference to it instead.
 """
 
 from __future__ import annotations
@@ -194,7 +197,10 @@ class API:
         if dry_run:
             return obj
         updated = self.store.update(t.key, obj)
-        self._after_write(t, updated)
+        if updated["metadata"].get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+            self._gone(t, updated)              # its last finalizer went: the deletion completes now
+        else:
+            self._after_write(t, updated)
         return updated
 
     def patch(self, t: ResourceType, namespace: str, name: str, patch: Any, content_type: str, *,
@@ -228,11 +234,18 @@ class API:
             grace = int(options.get("gracePeriodSeconds") or current["spec"].get("terminationGracePeriodSeconds") or 30)
         obj, gone = self.store.delete(t.key, ns, name, precondition_uid=preconditions.get("uid"),
                                       precondition_rv=preconditions.get("resourceVersion"), grace_period=grace)
-        if options.get("propagationPolicy") != "Orphan":
+        if options.get("propagationPolicy") == "Orphan":
+            self._orphan_dependents(t, obj)
+        elif options.get("propagationPolicy") == "Foreground":
             self._delete_dependents(t, obj)
         if gone:
-            self._after_delete(t, obj)
+            self._gone(t, obj)
         return obj, gone
+
+    def _gone(self, t: ResourceType, obj: Obj) -> None:
+        """What follows an object's removal from the store: the garbage collector deletes its dependents."""
+        self._delete_dependents(t, obj)
+        self._after_delete(t, obj)
 
     def _graceful(self, pod: Obj, options: dict[str, Any]) -> bool:
         """A pod that runs on a node is stopped by its kubelet before it goes (the kubelet deletes it
@@ -359,21 +372,37 @@ class API:
             except NotFound:
                 pass
 
-    def _delete_dependents(self, t: ResourceType, owner: Obj) -> None:
+    def _dependents(self, t: ResourceType, owner: Obj) -> list[tuple[ResourceType, Obj]]:
         if t.kind not in OWNER_KINDS and t.schema is None:     # any custom resource may own objects (a Provisioner its Nodes)
-            return
+            return []
         uid = owner["metadata"].get("uid")
         namespace = owner["metadata"].get("namespace")
+        out = []
         for rt in self.registry.all():
             if rt.namespaced and namespace is None and t.kind != "Node":
                 continue
             items, _ = self.store.list(rt.key, namespace if rt.namespaced and namespace else None,
                                        lambda o: any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or []))
-            for item in items:
-                try:
-                    self.delete(rt, item["metadata"].get("namespace", ""), item["metadata"]["name"])
-                except NotFound:
-                    pass
+            out += [(rt, item) for item in items]
+        return out
+
+    def _delete_dependents(self, t: ResourceType, owner: Obj) -> None:
+        for rt, item in self._dependents(t, owner):
+            try:
+                self.delete(rt, item["metadata"].get("namespace", ""), item["metadata"]["name"])
+            except NotFound:
+                pass
+
+    def _orphan_dependents(self, t: ResourceType, owner: Obj) -> None:
+        """What the garbage collector's orphan finalizer does: the dependents stay, without the reference."""
+        uid = owner["metadata"].get("uid")
+        for rt, item in self._dependents(t, owner):
+            refs = [r for r in item["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+            try:
+                self.store.update(rt.key, {**item, "metadata": {**item["metadata"], "ownerReferences": refs}},
+                                  check_version=False)
+            except NotFound:
+                pass
 
 
 def _selector_string(selector: dict[str, Any] | None) -> str:
