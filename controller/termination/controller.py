@@ -140,9 +140,9 @@ class Terminator:
             labels = node["metadata"].get("labels") or {}
             if not (node.get("spec") or {}).get("unschedulable") or \
                     labels.get(wk.EXCLUDE_FROM_LOAD_BALANCERS) != LOAD_BALANCER_EXCLUSION:
-                client.patch(path_of("v1", "nodes", name=name),
-                             {"metadata": {"labels": {wk.EXCLUDE_FROM_LOAD_BALANCERS: LOAD_BALANCER_EXCLUSION}},
-                              "spec": {"unschedulable": True}})
+                node = client.patch(path_of("v1", "nodes", name=name),      # the finalizer patch tests this version
+                                    {"metadata": {"labels": {wk.EXCLUDE_FROM_LOAD_BALANCERS: LOAD_BALANCER_EXCLUSION}},
+                                     "spec": {"unschedulable": True}})
                 log.info("Cordoned node %s", name)
             # 2. drain through the Eviction API
             plan = plan_drain(self.state.pods_on(name), now=self.clock.now())

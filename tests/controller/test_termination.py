@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from karpy.apis import labels as wk
@@ -10,6 +11,11 @@ from karpy.controller.termination.controller import Terminator, plan_drain
 from karpy.kubeclient.raw import path_of
 from tests.builders import pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
+
+
+# an owner the local cluster's garbage collector leaves alone (no such controller runs there), so the pods
+# stay until drained; a pod without any owner would hold its node (nothing would recreate it)
+OWNER = ("ReplicationController", "app")
 
 
 def launched(env: Env, *pods: dict[str, Any]) -> str:
@@ -26,7 +32,7 @@ def node_gone(env: Env, name: str) -> bool:
 
 
 def test_deleting_a_node_drains_it_then_terminates_it(env: Env) -> None:
-    name = launched(env, *[unschedulable_pod(f"web-{i}", cpu="500m") for i in range(2)])
+    name = launched(env, *[unschedulable_pod(f"web-{i}", cpu="500m", owner=OWNER) for i in range(2)])
     env.client.delete(path_of("v1", "nodes", name=name))           # a person's kubectl delete node
     terminator = Terminator(env.state, env.cloud)
     env.settle(lambda: env.state.nodes.get("", name)["metadata"].get("deletionTimestamp"))
@@ -36,7 +42,7 @@ def test_deleting_a_node_drains_it_then_terminates_it(env: Env) -> None:
 
 
 def test_a_pod_disruption_budget_holds_the_drain(env: Env) -> None:
-    pods = [unschedulable_pod(f"db-{i}", cpu="500m", labels={"app": "db"}) for i in range(2)]
+    pods = [unschedulable_pod(f"db-{i}", cpu="500m", labels={"app": "db"}, owner=OWNER) for i in range(2)]
     name = launched(env, *pods)
     env.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db", "namespace": "default"},
                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}})
@@ -55,8 +61,8 @@ def test_a_pod_disruption_budget_holds_the_drain(env: Env) -> None:
 
 def test_a_pod_the_eviction_api_refuses_holds_only_itself(env: Env) -> None:
     """Two budgets over one pod make the Eviction API answer 500; that pod stays, its neighbour still goes."""
-    pods = [unschedulable_pod("twice", cpu="500m", labels={"app": "db", "tier": "data"}),
-            unschedulable_pod("free", cpu="500m")]
+    pods = [unschedulable_pod("twice", cpu="500m", labels={"app": "db", "tier": "data"}, owner=OWNER),
+            unschedulable_pod("free", cpu="500m", owner=OWNER)]
     name = launched(env, *pods)
     for pdb, key in (("by-app", "app"), ("by-tier", "tier")):
         env.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": pdb, "namespace": "default"},
@@ -71,7 +77,7 @@ def test_a_pod_the_eviction_api_refuses_holds_only_itself(env: Env) -> None:
 
 
 def test_do_not_evict_pods_hold_their_node(env: Env) -> None:
-    name = launched(env, unschedulable_pod("precious", cpu="500m", annotations={wk.DO_NOT_EVICT: "true"}))
+    name = launched(env, unschedulable_pod("precious", cpu="500m", annotations={wk.DO_NOT_EVICT: "true"}, owner=OWNER))
     env.client.delete(path_of("v1", "nodes", name=name))
     env.settle(lambda: env.state.nodes.get("", name)["metadata"].get("deletionTimestamp"))
     Terminator(env.state, env.cloud).reconcile()
@@ -81,11 +87,11 @@ def test_do_not_evict_pods_hold_their_node(env: Env) -> None:
 
 def test_drain_plan_leaves_daemonset_mirror_and_finished_pods() -> None:
     daemon = pod("ds", owner=("DaemonSet", "agent"))
-    mirror = pod("static", owner=None, annotations={"kubernetes.io/config.mirror": "x"})
+    mirror = pod("static", owner=("Node", "n1"), annotations={"kubernetes.io/config.mirror": "x"})
     done = pod("job", phase="Succeeded")
     app = pod("app")
     leaving = pod("leaving")
     leaving["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-    plan = plan_drain([daemon, mirror, done, app, leaving])
+    plan = plan_drain([daemon, mirror, done, app, leaving], now=dt.datetime(2024, 1, 1, 0, 0, 30, tzinfo=dt.timezone.utc))
     assert [p["metadata"]["name"] for p in plan.evict] == ["app"]
     assert plan.waiting == 1 and plan.blocked_by is None
