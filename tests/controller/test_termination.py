@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
+import pytest
+
 from karpy.apis import labels as wk
+from karpy.controller.node.finalizer import Finalizer
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.termination.controller import Terminator, plan_drain
 from karpy.kubeclient.raw import path_of
-from tests.builders import pod, provisioner, unschedulable_pod
+from karpy.main import main
+from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 
 
@@ -95,3 +100,48 @@ def test_drain_plan_leaves_daemonset_mirror_and_finished_pods() -> None:
     plan = plan_drain([daemon, mirror, done, app, leaving], now=dt.datetime(2024, 1, 1, 0, 0, 30, tzinfo=dt.timezone.utc))
     assert [p["metadata"]["name"] for p in plan.evict] == ["app"]
     assert plan.waiting == 1 and plan.blocked_by is None
+
+
+def test_a_node_karpy_did_not_launch_gets_the_finalizer_and_is_drained_when_its_provisioner_goes(bare: Env) -> None:
+    bare.apply(provisioner("default"), node("by-hand", provisioner="default"))
+    web = pod("web", node_name="by-hand", owner=OWNER)
+    web["status"] = {"phase": "Running"}
+    bare.apply(web)
+    bare.sync()
+    Finalizer(bare.state).reconcile()
+    held = bare.client.get(path_of("v1", "nodes", name="by-hand"))
+    assert held["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
+    bare.client.delete(path_of("karpenter.sh/v1alpha5", "provisioners", name="default"))   # its nodes go with it
+    bare.settle(lambda: bare.client.get(path_of("v1", "nodes", name="by-hand"))["metadata"].get("deletionTimestamp"))
+    bare.sync()
+    Terminator(bare.state, bare.cloud, bare.clock).reconcile()
+    assert bare.client.get(path_of("v1", "pods", "default", "web"))["metadata"].get("deletionTimestamp")   # drained first
+    bare.client.delete(path_of("v1", "pods", "default", "web"), gracePeriodSeconds=0)   # its kubelet stops it
+    bare.sync()
+    Terminator(bare.state, bare.cloud, bare.clock).reconcile()
+    assert node_gone(bare, "by-hand")
+
+
+def test_karpy_explain_node_names_the_pod_and_the_rule_that_hold_a_drain(bare: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    n = node("draining")
+    n["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    loner, db = pod("loner", node_name="draining", owner=None), pod("db-0", node_name="draining", owner=OWNER, labels={"app": "db"})
+    for p in (loner, db):
+        p["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    bare.apply(n, loner, db, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                              "metadata": {"name": "db", "namespace": "default"},
+                              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    bare.client.delete(path_of("v1", "nodes", name="draining"))
+
+    def explain(*flags: str) -> str:
+        """The command line in this process (its startup is what a subprocess would add)."""
+        capsys.readouterr()
+        assert main(["explain", "node", "draining", "--kubeconfig", str(bare.kube.kubeconfig), "--catalog", "fake-400",
+                     *flags]) == 0
+        return str(capsys.readouterr().out)
+    assert json.loads(explain("-o", "json")) == {
+        "node": "draining", "verdict": "draining", "heldBy": "default/loner",
+        "reason": "cannot drain: pod default/loner does not have any owner references"}
+    bare.client.delete(path_of("v1", "pods", "default", "loner"), gracePeriodSeconds=0)
+    assert explain().strip() == ("node draining: draining: cannot evict: pod default/db-0 is held by "
+                                 "PodDisruptionBudget default/db (no disruption allowed now)")
