@@ -11,6 +11,7 @@ propagationPolicy Orphan they lose their reference to it instead.
 
 from __future__ import annotations
 
+import builtins
 import copy
 from typing import Any
 
@@ -372,7 +373,7 @@ class API:
             except NotFound:
                 pass
 
-    def _dependents(self, t: ResourceType, owner: Obj) -> list[tuple[ResourceType, Obj]]:
+    def _dependents(self, t: ResourceType, owner: Obj) -> builtins.list[tuple[ResourceType, Obj]]:  # `list` is a method here
         if t.kind not in OWNER_KINDS and t.schema is None:     # any custom resource may own objects (a Provisioner its Nodes)
             return []
         uid = owner["metadata"].get("uid")

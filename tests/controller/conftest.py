@@ -92,11 +92,12 @@ def _clean_up(env: Env) -> None:
     env.settle(lambda: not env.state.nodes.items() and not env.state.pods.items() and not env.state.provisioners.items())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """The local cluster's API server alone, as Karpenter's controller suites run on envtest: no scheduler,
     kubelets or workload controllers, so pods stay as a test writes them (an evicted pod stays terminating
-    until the test deletes it). Shared by a module's tests; `bare` cleans up after each."""
+    until the test deletes it). Started once and shared (its start is most of a short test's time); `bare`
+    cleans up after each test."""
     cluster, kube = start(tmp_path_factory.mktemp("bare"), system_nodes=0, controllers=False)
     kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
     client = RawClient(kube.api_client)
