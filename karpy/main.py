@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")
     explain_sub = explain.add_subparsers(dest="kind", required=True, metavar="KIND")
-    explain_node = explain_sub.add_parser("node", help="what consolidation does with a node now, and why")
+    explain_node = explain_sub.add_parser("node", help="what consolidation does with a node now, and why; for a node being deleted, what holds its drain")
     explain_node.add_argument("name", metavar="NAME")
     explain_node.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config)")
     explain_node.add_argument("--catalog", default="aws", help="the controller's instance types (aws, fake-400, or a file)")
