@@ -144,3 +144,14 @@ def test_karpy_explain_node_names_the_pod_and_the_rule_that_hold_a_drain(bare: E
     bare.client.delete(path_of("v1", "pods", "default", "loner"), gracePeriodSeconds=0)
     assert explain().strip() == ("node draining: draining: cannot evict: pod default/db-0 is held by "
                                  "PodDisruptionBudget default/db (no disruption allowed now)")
+
+
+def test_critical_pods_wait_while_an_ordinary_pod_is_held_by_its_budget() -> None:
+    """A pod a PDB refused is still there, not leaving: the critical pods stay until it has been let go."""
+    held = pod("held")
+    dns = pod("dns", priorityClassName="system-cluster-critical")
+    plan = plan_drain([held, dns], now=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc))
+    assert [p["metadata"]["name"] for p in plan.evict] == ["held"] and plan.waiting == 1 and not plan.drained
+    held["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    plan = plan_drain([held, dns], now=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc))
+    assert [p["metadata"]["name"] for p in plan.evict] == ["dns"] and plan.waiting == 1
