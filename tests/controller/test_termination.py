@@ -155,3 +155,15 @@ def test_critical_pods_wait_while_an_ordinary_pod_is_held_by_its_budget() -> Non
     held["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     plan = plan_drain([held, dns], now=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc))
     assert [p["metadata"]["name"] for p in plan.evict] == ["dns"] and plan.waiting == 1
+
+
+def test_a_node_cordoned_before_its_deletion_still_leaves_external_load_balancers(bare: Env) -> None:
+    """v0.16.3 labels only a node it cordons itself; karpy also labels one a person cordoned first."""
+    n = node("cordoned", unschedulable=True)
+    n["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    keep = pod("keep", node_name="cordoned", owner=OWNER, annotations={wk.DO_NOT_EVICT: "true"})   # holds it, to be read
+    bare.apply(n, keep)
+    bare.client.delete(path_of("v1", "nodes", name="cordoned"))
+    bare.sync()
+    Terminator(bare.state, bare.cloud, bare.clock).reconcile()
+    assert bare.client.get(path_of("v1", "nodes", name="cordoned"))["metadata"]["labels"][wk.EXCLUDE_FROM_LOAD_BALANCERS] == "karpenter"
