@@ -370,10 +370,11 @@ def extender(args: argparse.Namespace) -> int:
     import kubernetes
 
     from karpy.extender.app import create_app
-    from karpy.kubeclient.raw import load_configuration
+    from karpy.kubeclient.raw import kubeconfig_env_files, load_configuration
 
     certfile, keyfile = _tls_files(Path(args.cert_dir)) if args.cert_dir else (None, None)
-    watched = bool(args.kubeconfig or args.in_cluster or os.environ.get("KUBECONFIG"))
+    # a $KUBECONFIG whose files are all missing leaves no cluster (with client-go's warning): serve without one
+    watched = bool(args.kubeconfig or args.in_cluster or kubeconfig_env_files())
     cluster = "no cluster"
     if watched:                               # fail here, once, rather than in every worker
         try:
