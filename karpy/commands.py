@@ -245,7 +245,7 @@ def explain_node(args: argparse.Namespace) -> int:
 
     from karpy.controller.clock import Clock
     from karpy.controller.consolidation.controller import decide, unsettled
-    from karpy.controller.state import ClusterState
+    from karpy.controller.state import ClusterState, aws_defaults
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
     from karpy.plan.render import explain_node_json
@@ -263,7 +263,7 @@ def explain_node(args: argparse.Namespace) -> int:
         answer = str(e) if isinstance(e, ApiUnreachable) else f"the API server at {raw.server} answered {e.status} {e.reason}"
         print(f"karpy explain: {answer}", file=sys.stderr)
         return 1
-    state = ClusterState(raw)
+    state = ClusterState(raw, aws_defaults=aws_defaults("fake", catalog))     # read as the controller reads them
     try:
         if not state.start(timeout=20):
             print(f"karpy explain: the API server at {raw.server} did not list the cluster's objects within 20s",
