@@ -213,7 +213,7 @@ def test_a_node_that_pending_pods_are_headed_for_is_not_consolidated() -> None:
 
 
 def test_a_pod_no_provisioner_can_satisfy_does_not_stop_consolidation() -> None:
-    stuck = pod("stuck", cpu="1", node_selector={"topology.kubernetes.io/zone": "zone-nowhere"})
+    stuck = pod("stuck", cpu="1", nodeSelector={"topology.kubernetes.io/zone": "zone-nowhere"})
     run = consolidate(prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"),
                       pod("pa", cpu="1", node_name="a"), stuck)
     assert run["actions"][0]["nodes"] == ["b"]
