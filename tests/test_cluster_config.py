@@ -110,6 +110,7 @@ def test_a_named_file_that_fails_is_reported_not_skipped(nowhere: Path, monkeypa
         load_configuration(None, Configuration())
 
 
+@pytest.mark.slow      # starts karpy processes
 def test_extender_serves_without_a_cluster_when_kubeconfig_names_only_missing_files(
         nowhere: Path, monkeypatch: pytest.MonkeyPatch, cert_dir: Path) -> None:
     monkeypatch.setenv("KUBECONFIG", str(nowhere / "missing"))
@@ -127,6 +128,7 @@ def test_extender_serves_without_a_cluster_when_kubeconfig_names_only_missing_fi
 @pytest.mark.parametrize("command", [["controller", "--cloud-provider", "fake", "--catalog", "fake-400"],
                                      ["explain", "node", "n1", "--catalog", "fake-400"],
                                      ["extender", "--in-cluster", "--port", "0"]])
+@pytest.mark.slow      # starts karpy processes
 def test_commands_name_every_place_they_looked_when_no_cluster_is_found(nowhere: Path, command: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
     env["HOME"] = str(nowhere / "home")

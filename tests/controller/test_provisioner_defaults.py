@@ -21,6 +21,8 @@ from tests.controller.conftest import CATALOG, ROOT, Env
 from tests.expectations import expect_nodes
 from tests.simulator.conftest import start
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 AWS = built_in("aws")
 
 

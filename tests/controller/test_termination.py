@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from karpy.apis import labels as wk
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.termination.controller import Terminator, plan_drain
 from karpy.kubeclient.raw import path_of
 from tests.builders import pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 
 def launched(env: Env, *pods: dict[str, Any]) -> str:

@@ -237,6 +237,7 @@ def _load(cat: dict[str, Any], docs: list[dict[str, Any]]) -> Any:
 
 
 @pytest.mark.parametrize("seed", range(12))
+@pytest.mark.slow      # twelve seeded clusters, each planned twice
 def test_the_packing_state_decides_as_the_full_scheduler_does(seed: int) -> None:
     """Small random clusters: every action (its nodes, moves and replacement) is the same whether the
     candidates' pods are placed on the packing state or by a scheduler built for each candidate (both as
