@@ -204,8 +204,8 @@ def _parse_catalog_entry(item: Any, at: str, errors: list[FieldError]) -> BaseTy
         raw_offerings = []
     for j, o in enumerate(raw_offerings):
         oat = join(join(at, "offerings"), j)
-        if isinstance(o, Mapping) and (unknown := sorted(set(o) - {"zone", "capacityType", "price", "available"})):
-            errors += [FieldError(join(oat, str(k)), "unknown field") for k in unknown]
+        if isinstance(o, Mapping) and (stray := sorted(set(o) - {"zone", "capacityType", "price", "available"})):
+            errors += [FieldError(join(oat, str(k)), "unknown field") for k in stray]
             continue
         try:
             capacity_type = o.get("capacityType", wk.CAPACITY_TYPE_ON_DEMAND)
