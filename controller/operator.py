@@ -33,7 +33,7 @@ from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
-from karpy.controller.state import ClusterState
+from karpy.controller.state import ClusterState, aws_defaults
 from karpy.controller.termination.controller import Terminator
 from karpy.kubeclient.loop import Loop
 from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
@@ -75,7 +75,7 @@ class Operator:
                                      on_lost=exit_process) if settings.leader_elect else None
         self.client = (FencedClient(self.api_client, self.elector.still_leading) if self.elector
                        else RawClient(self.api_client))
-        self.state = ClusterState(self.client)
+        self.state = ClusterState(self.client, aws_defaults=aws_defaults(settings.cloud_provider, catalog))
         if cloud_factory is not None:
             self.cloud = cloud_factory(self.client, self.state)
             source: Catalog | Callable[[], Catalog] = self.cloud.catalog

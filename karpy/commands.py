@@ -244,7 +244,7 @@ def explain_node(args: argparse.Namespace) -> int:
     import kubernetes
 
     from karpy.controller.clock import Clock
-    from karpy.controller.state import ClusterState
+    from karpy.controller.state import ClusterState, aws_defaults
     from karpy.controller.termination.controller import draining
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
@@ -262,7 +262,7 @@ def explain_node(args: argparse.Namespace) -> int:
         answer = str(e) if isinstance(e, ApiUnreachable) else f"the API server at {raw.server} answered {e.status} {e.reason}"
         print(f"karpy explain: {answer}", file=sys.stderr)
         return 1
-    state = ClusterState(raw)
+    state = ClusterState(raw, aws_defaults=aws_defaults("fake", catalog))     # read as the controller reads them
     try:
         if not state.start(timeout=20):
             print(f"karpy explain: the API server at {raw.server} did not list the cluster's objects within 20s",
@@ -394,10 +394,11 @@ def extender(args: argparse.Namespace) -> int:
     import kubernetes
 
     from karpy.extender.app import create_app
-    from karpy.kubeclient.raw import load_configuration
+    from karpy.kubeclient.raw import kubeconfig_env_files, load_configuration
 
     certfile, keyfile = _tls_files(Path(args.cert_dir)) if args.cert_dir else (None, None)
-    watched = bool(args.kubeconfig or args.in_cluster or os.environ.get("KUBECONFIG"))
+    # a $KUBECONFIG whose files are all missing leaves no cluster (with client-go's warning): serve without one
+    watched = bool(args.kubeconfig or args.in_cluster or kubeconfig_env_files())
     cluster = "no cluster"
     if watched:                               # fail here, once, rather than in every worker
         try:

@@ -8,6 +8,7 @@ does not pay for Flask, and `karpy webhook` can prepare the environment
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import signal
@@ -22,10 +23,12 @@ LOG_FORMAT = "%(asctime)s.%(msecs)03dZ\t%(levelname)s\t%(name)s\t%(message)s"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="karpy", description="Karpenter, the just-in-time node autoscaler, in Python.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('karpy')}")
+    # not required: without one, main() prints the help that lists them (argparse would print the usage line only)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     certs = sub.add_parser("certs", help="TLS certificates for the webhook and extender")
-    certs_sub = certs.add_subparsers(dest="certs_command", required=True, metavar="ACTION")
+    certs_sub = certs.add_subparsers(dest="certs_command", metavar="ACTION")
     gen = certs_sub.add_parser("generate", help="write ca.crt, tls.crt and tls.key")
     gen.add_argument("--out-dir", required=True, help="directory to write the PEM files into")
     gen.add_argument(
@@ -149,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--host", help="address to listen on (default: all interfaces in a pod, 127.0.0.1 elsewhere)")
     ext.add_argument("--cert-dir", help="directory holding tls.crt and tls.key (HTTPS); plain HTTP without it")
     ext.add_argument("--kubeconfig", help="the cluster to watch and bind in; without it, $KUBECONFIG when set "
-                                            "(and no cluster at all when neither is: every verb still answers)")
+                                            "naming an existing file (and no cluster at all otherwise: every verb still answers)")
     ext.add_argument("--in-cluster", action="store_true",
                      help="watch the cluster found as the controller finds it ($KUBECONFIG, in-cluster, ~/.kube/config)")
     ext.add_argument("--workers", type=int, default=1, help="gunicorn worker processes (each watches the cluster)")
@@ -166,11 +169,36 @@ def _read_timeouts(server: argparse.ArgumentParser, *, body: float) -> None:
                         help="seconds a client has to send a request's body after its headers before 408")
 
 
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse `argv`; exits 2, as argparse does on any usage error, with the usage of the command that was
+    given the stray argument (argparse leaves those to the top level), or with the help that lists the
+    commands when none was named (`karpy`, `karpy certs`)."""
+    _remember_parsers(parser)
+    args, extras = parser.parse_known_args(argv)
+    command: argparse.ArgumentParser = args.parser
+    if extras:
+        command.error(f"unrecognized arguments: {' '.join(extras)}")
+    if not hasattr(args, "run"):
+        command.print_help(sys.stderr)
+        missing = next(a.metavar for a in command._actions if isinstance(a, argparse._SubParsersAction))
+        command.exit(2, f"{command.prog}: error: the following arguments are required: {missing}\n")
+    return args
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Each (sub)command records its own parser in the namespace; the innermost one named wins."""
+    parser.set_defaults(parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _remember_parsers(child)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     level = os.environ.get("KARPY_LOG_LEVEL", "info").upper()    # the chart's logLevel
     logging.basicConfig(level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO", format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
     logging.Formatter.converter = time.gmtime
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the same way on SIGTERM and ^C
     run: Callable[[argparse.Namespace], int] = args.run
     try:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow      # builds the wheel and installs it into a virtualenv
+
 ROOT = Path(__file__).resolve().parent.parent
 PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
 kind: Provisioner

@@ -21,6 +21,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import CATALOG_DOC, Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 SETTINGS = Settings(stabilization_seconds=15, min_node_age_seconds=0, poll_seconds=10)
 
 

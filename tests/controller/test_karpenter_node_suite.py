@@ -24,6 +24,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, random_name
 from tests.controller.conftest import Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 FAKE_FINALIZER = "fake.com/finalizer"
 
 

@@ -20,6 +20,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, random_name
 from tests.controller.conftest import Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 OWNER = ("ReplicationController", "rs")       # defaultOwnerRefs: an owner the local cluster does not collect
 UNSCHEDULABLE = {"key": wk.TAINT_UNSCHEDULABLE, "operator": "Exists", "effect": "NoSchedule"}
 

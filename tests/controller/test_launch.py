@@ -9,6 +9,7 @@ import inspect
 from pathlib import Path
 
 import boto3
+import pytest
 
 from karpy.apis import labels as wk
 from karpy.apis import nodeclaim as api
@@ -22,6 +23,8 @@ from karpy.kubeclient.raw import path_of
 from tests.aws.conftest import SETTINGS, TEMPLATE
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, ROOT, Env
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
 

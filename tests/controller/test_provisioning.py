@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.fake import Faults
 from karpy.controller.provisioning.batcher import Batch
@@ -11,6 +13,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 from tests.expectations import expect_events, expect_nodes, expect_not_scheduled, expect_scheduled
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 
 def test_launches_a_node_and_binds_the_pods_at_once(env: Env) -> None:

@@ -17,6 +17,8 @@ from karpy.main import main
 from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 # an owner the local cluster's garbage collector leaves alone (no such controller runs there), so the pods
 # stay until drained; a pod without any owner would hold its node (nothing would recreate it)
 OWNER = ("ReplicationController", "app")

@@ -213,7 +213,7 @@ def test_a_node_that_pending_pods_are_headed_for_is_not_consolidated() -> None:
 
 
 def test_a_pod_no_provisioner_can_satisfy_does_not_stop_consolidation() -> None:
-    stuck = pod("stuck", cpu="1", node_selector={"topology.kubernetes.io/zone": "zone-nowhere"})
+    stuck = pod("stuck", cpu="1", nodeSelector={"topology.kubernetes.io/zone": "zone-nowhere"})
     run = consolidate(prices(0.1, 0.2, 0.4), karpy_node("a"), karpy_node("b"),
                       pod("pa", cpu="1", node_name="a"), stuck)
     assert run["actions"][0]["nodes"] == ["b"]
@@ -237,6 +237,7 @@ def _load(cat: dict[str, Any], docs: list[dict[str, Any]]) -> Any:
 
 
 @pytest.mark.parametrize("seed", range(12))
+@pytest.mark.slow      # twelve seeded clusters, each planned twice
 def test_the_packing_state_decides_as_the_full_scheduler_does(seed: int) -> None:
     """Small random clusters: every action (its nodes, moves and replacement) is the same whether the
     candidates' pods are placed on the packing state or by a scheduler built for each candidate (both as

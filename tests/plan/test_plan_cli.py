@@ -19,6 +19,7 @@ def karpy_plan(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
                           input=stdin, timeout=60)
 
 
+@pytest.mark.slow      # runs karpy plan as a process
 def test_plan_from_files_and_stdin_as_a_user_would(tmp_path: Path) -> None:
     (tmp_path / "provisioner.yaml").write_text(yaml.safe_dump(provisioner("default")))
     (tmp_path / "app.json").write_text(json.dumps(deployment("web", replicas=3, cpu="1")))
@@ -63,6 +64,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("documents", "message"), BAD)
+@pytest.mark.slow      # runs karpy plan as a process
 def test_invalid_input_is_one_line_per_problem_and_exit_2(tmp_path: Path, documents: list[dict], message: str) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
@@ -81,6 +83,7 @@ def test_invalid_input_is_one_line_per_problem_and_exit_2(tmp_path: Path, docume
         pytest.param(b"\xff\xfe\x00", "not UTF-8", id="binary"),
     ],
 )
+@pytest.mark.slow      # runs karpy plan as a process
 def test_unreadable_files_are_named(tmp_path: Path, content: str | bytes, message: str) -> None:
     path = tmp_path / "plan.yaml"
     path.write_bytes(content.encode() if isinstance(content, str) else content)
@@ -89,6 +92,7 @@ def test_unreadable_files_are_named(tmp_path: Path, content: str | bytes, messag
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow      # runs karpy plan as a process
 def test_missing_file_and_unknown_catalog_are_named(tmp_path: Path) -> None:
     result = karpy_plan("-f", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2 and "nope.yaml: No such file or directory" in result.stderr

@@ -16,6 +16,8 @@ from kubernetes.client.exceptions import ApiException
 from tests.builders import pod
 from tests.simulator.conftest import Kube
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
