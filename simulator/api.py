@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from karpy.kubeclient.raw import now_rfc3339
-from karpy.simulator import admission, disruption, podspec, schema
+from karpy.simulator import admission, cel, disruption, podspec, schema
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
@@ -79,8 +79,9 @@ class API:
         if t.namespaced and self.store.peek("namespaces", "", namespace) is None:
             raise NotFound(f'namespaces "{namespace}" not found', details={"name": namespace, "kind": "namespaces"})
 
-    def _check(self, t: ResourceType, obj: Obj, *, strict: bool) -> Obj:
-        """Apply the CRD schema (prune, default, validate) or the built-in type's minimal rules."""
+    def _check(self, t: ResourceType, obj: Obj, *, strict: bool, old: Obj | None = None) -> Obj:
+        """Apply the CRD schema (prune, default, validate, and its CEL rules against `old` on update) or the
+        built-in type's minimal rules."""
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
         if t.schema is not None:
             admitted, errors = schema.admit(obj, t.schema)
@@ -89,10 +90,15 @@ class API:
                 if unknown:
                     raise BadRequest(f'{t.kind} in version "{t.version}" cannot be handled as a {t.kind}: strict decoding error: '
                                      + ", ".join(f'unknown field "{u}"' for u in unknown))
-            if errors:
-                raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + ", ".join(errors),
-                              details={"name": name, "group": t.group, "kind": t.kind,
-                                       "causes": [{"message": e, "field": e.split(":", 1)[0]} for e in errors]})
+            causes = [{"message": e, "field": e.split(":", 1)[0]} for e in errors]
+            if not errors:
+                causes = [{"reason": v.reason, "message": v.message, "field": v.field}
+                          for v in cel.violations(admitted, old, t.schema)]
+            if causes:
+                messages = [c["message"] for c in causes]
+                listed = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+                raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + listed,
+                              details={"name": name, "group": t.group, "kind": t.kind, "causes": causes})
             obj = admitted
         if t.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
             raise Invalid(f'Pod "{name}" is invalid: spec.containers: Required value', details={"name": name, "kind": "pods"})
@@ -186,11 +192,11 @@ class API:
             obj = merged
         elif "status" in t.subresources:
             obj["status"] = current.get("status")
-        obj = self._check(t, obj, strict=strict)
+        obj = self._check(t, obj, strict=strict, old=current)
         if subresource is None:
             obj = admission.admit(configs=self._webhook_configs, t=t, operation="UPDATE", obj=obj, old=current,
                                   namespace=namespace if t.namespaced else "", name=name, dry_run=dry_run) or obj
-            obj = self._check(t, obj, strict=False)
+            obj = self._check(t, obj, strict=False, old=current)
         if dry_run:
             return obj
         updated = self.store.update(t.key, obj)

@@ -7,6 +7,7 @@ API server's words. Pure.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -74,7 +75,8 @@ def _object(value: dict[str, Any], schema: dict[str, Any], path: str, errors: li
         # else: pruned, as the API server prunes unknown fields
     for key, child_schema in props.items():
         if key not in out and "default" in child_schema:
-            out[key] = child_schema["default"]
+            # a default is itself defaulted (a NodePool's `disruption: {consolidateAfter: 0s}` gains its budgets)
+            out[key] = _walk(copy.deepcopy(child_schema["default"]), child_schema, f"{path}.{key}" if path else key, errors)
     for key in schema.get("required") or []:
         if key not in out:
             errors.append(f'{path + "." if path else ""}{key}: Required value')
