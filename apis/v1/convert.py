@@ -13,12 +13,15 @@ v1's shapes:
 - labels -> `template.metadata.labels`; taints, startup taints and
   requirements -> `template.spec`; `limits.resources` -> `limits`;
   `providerRef` (or the inline `provider`, which becomes an EC2NodeClass
-  named after the Provisioner) -> `nodeClassRef` with group and kind;
+  named after the Provisioner; with neither, the NodePool refers to an
+  EC2NodeClass of its own name, left to write) -> `nodeClassRef` with group
+  and kind;
 - `kubeletConfiguration` -> the EC2NodeClass's `kubelet`, where v1 keeps
   it: Provisioners that share an AWSNodeTemplate must agree on it, and the
   template must be among the inputs;
 - selectors -> selector terms (`aws-ids`/`aws::ids`, `aws::name`,
-  `aws::owners` and comma-separated values expand into several terms);
+  `aws::owners` and comma-separated values expand into several terms; ids
+  stand alone, as v1 asks);
   no `amiSelector` -> the alias `<family>@latest`; the node role is left as
   the placeholder `$KARPENTER_NODE_ROLE` unless an instance profile is named.
 
@@ -110,8 +113,9 @@ def _provisioner(body: Mapping[str, Any], index: int,
         if kubelet:
             node_class["spec"]["kubelet"] = kubelet
         return [_node_pool(provisioner, provisioner.name), node_class], []
-    assert spec.provider_ref is not None       # validation asks for exactly one of provider and providerRef
-    ref = spec.provider_ref.name
+    # Neither provider nor providerRef (v0.16 launched with its global AWS settings): an EC2NodeClass of the
+    # Provisioner's own name, which the user writes.
+    ref = spec.provider_ref.name if spec.provider_ref is not None else provisioner.name
     claims.setdefault(ref, []).append(_KubeletClaim(index, provisioner.name, kubelet))
     return [_node_pool(provisioner, ref)], []
 
@@ -192,8 +196,9 @@ def _node_class(name: str, meta: Mapping[str, Any], aws: AWSSettings, *, user_da
 
 
 def _terms(selector: Mapping[str, str], special: Mapping[str, str]) -> list[dict[str, Any]]:
-    """A v1alpha1 selector as v1 selector terms: each special key's comma-separated values and each tag's
-    comma-separated values multiply into one term per combination (karpenter-convert's expansion)."""
+    """A v1alpha1 selector as v1 selector terms: comma-separated values multiply into one term per combination
+    (karpenter-convert's expansion). Ids name resources exactly and v1 takes an id alone, so with `aws-ids` the
+    terms are the ids."""
     fields: dict[str, list[str]] = {}
     tag_sets: list[dict[str, str]] = [{}]
     for key in sorted(selector):
@@ -202,7 +207,9 @@ def _terms(selector: Mapping[str, str], special: Mapping[str, str]) -> list[dict
             fields[special[key]] = values
         else:
             tag_sets = [{**tags, key: v} for v in values for tags in tag_sets]
-    order = [f for f in ("owner", "id", "name") if f in fields]
+    if "id" in fields:
+        return [{"id": v} for v in fields["id"]]
+    order = [f for f in ("owner", "name") if f in fields]
     terms = []
     for combo in itertools.product(*(fields[f] for f in order)):
         for tags in tag_sets:
