@@ -90,13 +90,13 @@ class API:
                 if unknown:
                     raise BadRequest(f'{t.kind} in version "{t.version}" cannot be handled as a {t.kind}: strict decoding error: '
                                      + ", ".join(f'unknown field "{u}"' for u in unknown))
-            causes = [{"message": e, "field": e.split(":", 1)[0]} for e in errors]
             if not errors:
-                causes = [{"reason": v.reason, "message": v.message, "field": v.field}
-                          for v in cel.violations(admitted, old, t.schema)]
-            if causes:
-                messages = [c["message"] for c in causes]
-                listed = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+                errors = [v.message for v in cel.violations(admitted, old, t.schema)]
+            if errors:
+                # as the API server: the status message lists every error; each cause names its field apart
+                listed = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+                causes = [{"reason": _cause_reason(e), "message": e.split(": ", 1)[-1], "field": e.split(":", 1)[0]}
+                          for e in errors]
                 raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + listed,
                               details={"name": name, "group": t.group, "kind": t.kind, "causes": causes})
             obj = admitted
@@ -380,6 +380,14 @@ class API:
                     self.delete(rt, item["metadata"].get("namespace", ""), item["metadata"]["name"])
                 except NotFound:
                     pass
+
+
+def _cause_reason(error: str) -> str:
+    """The StatusCause reason of a field error, from the words that follow its path."""
+    words = error.split(": ", 2)[1] if ": " in error else ""
+    return {"Required value": "FieldValueRequired", "Forbidden": "FieldValueForbidden", "Too long": "FieldValueTooLong",
+            "Too many": "FieldValueTooMany", "Unsupported value": "FieldValueNotSupported",
+            "Duplicate value": "FieldValueDuplicate"}.get(words.split(":", 1)[0], "FieldValueInvalid")
 
 
 def _selector_string(selector: dict[str, Any] | None) -> str:

@@ -46,7 +46,6 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {"find": _find, "split": _split}
 class Violation:
     field: str          # e.g. spec.template.spec.requirements
     message: str        # e.g. spec.template.spec.requirements: Invalid value: "array": requirements with ...
-    reason: str         # the status cause's reason: FieldValueInvalid, FieldValueForbidden, ...
 
 
 @functools.cache
@@ -117,7 +116,7 @@ def _violation(rule: dict[str, Any], value: Any, schema: dict[str, Any], path: s
         text = f"{field}: {_REASON_WORDS[reason]}: {message}"
     else:
         text = f'{field}: Invalid value: "{_type_name(value, schema)}": {message}'
-    return Violation(field=field, message=text, reason=reason)
+    return Violation(field=field, message=text)
 
 
 def _rule_text(rule: str) -> str:

@@ -1,0 +1,136 @@
+"""Karpenter v1's CRDs on the local cluster, through the real kubectl: the getting-started NodePool and
+EC2NodeClass apply, an invalid NodePool is refused with the rule's message as an API server words it, and
+transition rules compare with the stored object. The bulk of the rules: tests/simulator/test_v1_validation.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from tests.simulator.conftest import Kube, start
+
+ROOT = Path(__file__).resolve().parents[2]
+# Karpenter v1.14's getting-started step (website/.../getting-started-with-karpenter/scripts/step12-add-nodepool.sh),
+# with CLUSTER_NAME=demo and ALIAS_VERSION=latest substituted as its envsubst would.
+GETTING_STARTED = """apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - key: kubernetes.io/arch
+          operator: In
+          values: ["amd64"]
+        - key: kubernetes.io/os
+          operator: In
+          values: ["linux"]
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+        - key: karpenter.k8s.aws/instance-category
+          operator: In
+          values: ["c", "m", "r"]
+        - key: karpenter.k8s.aws/instance-generation
+          operator: Gt
+          values: ["2"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+      expireAfter: 720h # 30 * 24h = 720h
+  limits:
+    cpu: 1000
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 1m
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: "KarpenterNodeRole-demo" # replace with your cluster name
+  amiSelectorTerms:
+    - alias: "al2023@latest"
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: "demo" # replace with your cluster name
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: "demo" # replace with your cluster name
+"""
+
+
+@pytest.fixture(scope="module")
+def v1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    cluster, kube = start(tmp_path_factory.mktemp("v1"), system_nodes=0, controllers=False)
+    kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+    yield kube
+    kube.api_client.close()
+    cluster.stop()
+
+
+def test_the_getting_started_nodepool_and_ec2nodeclass_apply_with_their_defaults(v1: Kube) -> None:
+    out = v1.kubectl("apply", "-f", "-", input=GETTING_STARTED).stdout
+    assert "nodepool.karpenter.sh/default created" in out and "ec2nodeclass.karpenter.k8s.aws/default created" in out
+    pool = json.loads(v1.kubectl("get", "nodepool", "default", "-o", "json").stdout)
+    assert pool["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}]          # defaulted, as on EKS
+    assert pool["spec"]["limits"] == {"cpu": 1000}
+    node_class = json.loads(v1.kubectl("get", "ec2nodeclass", "default", "-o", "json").stdout)
+    assert node_class["spec"]["metadataOptions"]["httpTokens"] == "required"
+    table = v1.kubectl("get", "nodepools").stdout.splitlines()
+    assert table[0].split() == ["NAME", "NODECLASS", "NODES", "READY", "AGE"]
+    assert table[1].split()[:2] == ["default", "default"]
+    # applying the same documents again changes nothing and breaks no transition rule
+    assert "unchanged" in v1.kubectl("apply", "-f", "-", input=GETTING_STARTED).stdout
+
+
+def test_an_invalid_nodepool_is_refused_with_the_rules_message(v1: Kube) -> None:
+    pool = next(yaml.safe_load_all(GETTING_STARTED))
+    pool["metadata"]["name"] = "bad"
+    pool["spec"]["template"]["spec"]["requirements"][0]["values"] = []
+    result = v1.kubectl("apply", "-f", "-", input=yaml.safe_dump(pool), check=False)
+    assert result.returncode == 1
+    assert ('The NodePool "bad" is invalid: spec.template.spec.requirements: Invalid value: "array": '
+            "requirements with operator 'In' must have a value defined") in result.stderr, result.stderr
+    assert v1.kubectl("get", "nodepool", "bad", check=False).returncode == 1
+
+
+def test_several_broken_rules_are_listed_together(v1: Kube) -> None:
+    pool = next(yaml.safe_load_all(GETTING_STARTED))
+    pool["metadata"]["name"] = "worse"
+    pool["spec"]["template"]["metadata"] = {"labels": {"karpenter.sh/nodepool": "x"}}
+    pool["spec"]["template"]["spec"]["requirements"][4]["values"] = ["-1"]
+    result = v1.kubectl("create", "-f", "-", input=yaml.safe_dump(pool), check=False)
+    assert result.returncode == 1
+    assert 'label "karpenter.sh/nodepool" is restricted' in result.stderr
+    assert "must have a single positive integer value" in result.stderr
+
+
+def test_a_transition_rule_refuses_changing_the_node_class_group(v1: Kube) -> None:
+    v1.kubectl("apply", "-f", "-", input=GETTING_STARTED)
+    result = v1.kubectl("patch", "nodepool", "default", "--type=merge", "-p",
+                        json.dumps({"spec": {"template": {"spec": {"nodeClassRef": {"group": "example.com"}}}}}),
+                        check=False)
+    assert result.returncode == 1
+    assert ('The NodePool "default" is invalid: spec.template.spec.nodeClassRef: Invalid value: "object": '
+            "nodeClassRef.group is immutable") in result.stderr, result.stderr
+    # a change the rules allow goes through
+    v1.kubectl("patch", "nodepool", "default", "--type=merge", "-p", json.dumps({"spec": {"weight": 10}}))
+    assert json.loads(v1.kubectl("get", "nodepool", "default", "-o", "json").stdout)["spec"]["weight"] == 10
+
+
+def test_an_ec2nodeclass_with_both_role_and_instance_profile_is_refused(v1: Kube) -> None:
+    node_class = list(yaml.safe_load_all(GETTING_STARTED))[1]
+    node_class["metadata"]["name"] = "both"
+    node_class["spec"]["instanceProfile"] = "KarpenterNodeInstanceProfile"
+    result = v1.kubectl("apply", "-f", "-", input=yaml.safe_dump(node_class), check=False)
+    assert result.returncode == 1
+    assert ('The EC2NodeClass "both" is invalid: spec: Invalid value: "object": '
+            "must specify exactly one of ['role', 'instanceProfile']") in result.stderr, result.stderr
