@@ -114,7 +114,7 @@ VALID = [
     pytest.param(nodepool(template={"metadata": {"labels": {"kops.k8s.io/instancegroup": "a",
                                                             "node.kubernetes.io/team": "b"}}}), id="labels-kops"),
     pytest.param(nodepool(replicas=0), id="static-zero"),
-    pytest.param(nodepool(replicas=5, limits={"nodes": 10}), id="static-nodes-limit"),
+    pytest.param(nodepool(replicas=5, limits={"nodes": "10"}), id="static-nodes-limit"),
     pytest.param(template(terminationGracePeriod="30s"), id="terminationGracePeriod"),
     pytest.param(nodeclaim(), id="nodeclaim"),
     pytest.param(nodeclass(), id="nodeclass"),
