@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from typing import Any, Callable
 
@@ -98,9 +99,16 @@ def _walk(value: Any, old: Any, has_old: bool, schema: dict[str, Any], path: str
 
 def _holds(rule: str, value: Any, old: Any, transition: bool) -> bool:
     """Whether the rule evaluates to true; an evaluation error fails the rule, as on the API server."""
-    activation = {"self": celpy.json_to_cel(value)}
-    if transition:
-        activation["oldSelf"] = celpy.json_to_cel(old)
+    return _holds_on_json(rule, json.dumps(value, sort_keys=True), json.dumps(old, sort_keys=True) if transition else None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _holds_on_json(rule: str, value: str, old: str | None) -> bool:
+    """Memoized by the values' JSON: cel-python interprets a rule in milliseconds, and controllers write the
+    same specs again and again."""
+    activation = {"self": celpy.json_to_cel(json.loads(value))}
+    if old is not None:
+        activation["oldSelf"] = celpy.json_to_cel(json.loads(old))
     try:
         result = _program(rule).evaluate(activation)
     except (celpy.CELEvalError, TypeError, ValueError, ArithmeticError):
