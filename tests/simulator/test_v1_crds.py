@@ -1,16 +1,19 @@
 """Karpenter v1's CRDs on the local cluster, through the real kubectl: the getting-started NodePool and
 EC2NodeClass apply, an invalid NodePool is refused with the rule's message as an API server words it, and
-transition rules compare with the stored object. The bulk of the rules: tests/simulator/test_v1_validation.py."""
+transition rules compare with the stored object; `karpy convert`'s output applies. The bulk of the rules: tests/simulator/test_v1_validation.py."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import yaml
 
+from tests.apis.test_convert import PROVISIONER
 from tests.simulator.conftest import Kube, start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,3 +137,14 @@ def test_an_ec2nodeclass_with_both_role_and_instance_profile_is_refused(v1: Kube
     assert result.returncode == 1
     assert ('The EC2NodeClass "both" is invalid: spec: Invalid value: "object": '
             "must specify exactly one of ['role', 'instanceProfile']") in result.stderr, result.stderr
+
+
+def test_karpy_convert_output_applies_with_kubectl(v1: Kube) -> None:
+    converted = subprocess.run([sys.executable, "-m", "karpy.main", "convert", "-f", "-"], input=PROVISIONER,
+                               capture_output=True, text=True, check=True).stdout
+    renamed = converted.replace("name: default", "name: converted").replace("$KARPENTER_NODE_ROLE", "KarpenterNodeRole-demo")
+    out = v1.kubectl("apply", "-f", "-", input=renamed).stdout
+    assert "nodepool.karpenter.sh/converted created" in out and "ec2nodeclass.karpenter.k8s.aws/converted created" in out
+    pool = json.loads(v1.kubectl("get", "nodepool", "converted", "-o", "json").stdout)
+    assert pool["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s",
+                                          "budgets": [{"nodes": "10%"}]}
