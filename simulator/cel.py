@@ -118,18 +118,13 @@ def _holds_on_json(rule: str, value: str, old: str | None) -> bool:
 
 def _violation(rule: dict[str, Any], value: Any, schema: dict[str, Any], path: str) -> Violation:
     field = path + (rule.get("fieldPath") or "")
-    message = rule.get("message") or f"failed rule: {_rule_text(rule['rule'])}"
+    message = rule.get("message") or f"failed rule: {rule['rule'].strip()}"     # the API server quotes it trimmed
     reason = rule.get("reason") or "FieldValueInvalid"
     if reason in _REASON_WORDS:
         text = f"{field}: {_REASON_WORDS[reason]}: {message}"
     else:
         text = f'{field}: Invalid value: "{_type_name(value, schema)}": {message}'
     return Violation(field=field, message=text)
-
-
-def _rule_text(rule: str) -> str:
-    """The API server quotes a rule with its surrounding whitespace trimmed."""
-    return rule.strip()
 
 
 def _type_name(value: Any, schema: dict[str, Any]) -> str:

@@ -326,3 +326,18 @@ def test_every_rule_of_the_published_crds_compiles_and_runs() -> None:
     assert len(rules) > 60
     for rule in set(rules):
         assert cel._program(rule) is not None
+
+
+def test_rules_without_a_message_reasons_and_field_paths_are_worded_as_the_api_server_words_them() -> None:
+    rules = {"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "x-kubernetes-validations": [
+            {"rule": " self.a < self.b "},
+            {"rule": "self.a != 3", "message": "a may not be 3", "reason": "FieldValueForbidden", "fieldPath": ".a"},
+            {"rule": "has(self.b)", "message": "b is required", "reason": "FieldValueRequired", "fieldPath": ".b"},
+        ]}}}
+    found = [v.message for v in cel.violations({"spec": {"a": 3}}, None, rules)]
+    assert found == ['spec: Invalid value: "object": failed rule: self.a < self.b',
+                     "spec.a: Forbidden: a may not be 3", "spec.b: Required value: b is required"]
+    assert cel.violations({"spec": {"a": 1, "b": 2}}, None, rules) == []
