@@ -134,6 +134,23 @@ VALID = [
                                                  "ebs": {"volumeSize": "100Gi", "volumeType": "gp3"}}]),
                  id="root-volume"),
     pytest.param(nodeclass(tags={"team": "a"}), id="tags"),
+    pytest.param(nodeclass(userData=""), id="empty-user-data"),
+    pytest.param(nodeclass(capacityReservationSelectorTerms=[{"tags": {"a": "b"}, "ownerID": "012345678901",
+                                                              "instanceMatchCriteria": "targeted"}]),
+                 id="capacity-reservation-tags-owner-criteria"),
+    pytest.param(nodeclass(capacityReservationSelectorTerms=[{"id": "cr-12345749"}]), id="capacity-reservation-id"),
+    pytest.param(nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "64T"}}]), id="volume-64T"),
+    pytest.param(nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "5G"}}]), id="volume-G"),
+    pytest.param(nodeclass(networkInterfaces=[{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+                                              {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"}]),
+                 id="network-interfaces"),
+    pytest.param(nodeclass(connectionTracking={"tcpEstablishedTimeout": 60, "udpStreamTimeout": 180, "udpTimeout": 30}),
+                 id="connection-tracking"),
+    pytest.param(nodeclass(kubelet={"evictionHard": {"memory.available": "5%", "nodefs.available": "10Gi"}}),
+                 id="eviction-hard-values"),
+    pytest.param(nodeclass(cpuOptions={"nestedVirtualization": "enabled"}), id="cpu-options"),
+    pytest.param(nodeclass(metadataOptions={"httpEndpoint": "disabled", "httpProtocolIPv6": "enabled",
+                                            "httpPutResponseHopLimit": 2, "httpTokens": "optional"}), id="metadata-options"),
 ]
 
 
@@ -255,6 +272,46 @@ INVALID = [
     pytest.param(nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeType": "gp3"}}]),
                  "snapshotID or volumeSize must be defined", id="ebs-without-size"),
     pytest.param(nodeclass(metadataOptions={"httpTokens": "sometimes"}), "Unsupported value", id="metadata-tokens"),
+    pytest.param(nodeclass(metadataOptions={"httpPutResponseHopLimit": 65}), "httpPutResponseHopLimit", id="hop-limit"),
+    pytest.param(nodeclass(capacityReservationSelectorTerms=[{"id": "r-12345749"}]), "capacityReservationSelectorTerms[0].id",
+                 id="capacity-reservation-malformed-id"),
+    pytest.param(nodeclass(capacityReservationSelectorTerms=[{"id": "cr-12345749", "tags": {"a": "b"}}]),
+                 "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",
+                 id="capacity-reservation-id-with-tags"),
+    pytest.param(nodeclass(capacityReservationSelectorTerms=[{"ownerID": "012345678901"}]),
+                 "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']", id="capacity-reservation-owner-only"),
+    pytest.param(nodeclass(capacityReservationSelectorTerms=[{"tags": {"a": "b"}, "ownerID": "01234"}]), "ownerID",
+                 id="capacity-reservation-malformed-owner"),
+    pytest.param(nodeclass(capacityReservationSelectorTerms=[{"instanceMatchCriteria": "sometimes"}]), "Unsupported value",
+                 id="capacity-reservation-criteria"),
+    pytest.param(nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "0G"}}]), "volumeSize",
+                 id="volume-zero"),
+    pytest.param(nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "65T"}}]), "volumeSize",
+                 id="volume-over-64T"),
+    pytest.param(nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "lots"}}]), "volumeSize",
+                 id="volume-not-a-quantity"),
+    pytest.param(nodeclass(blockDeviceMappings=[{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "10Gi",
+                                                                                   "volumeInitializationRate": 200}}]),
+                 "snapshotID must be set when volumeInitializationRate is set", id="initialization-rate-without-snapshot"),
+    pytest.param(nodeclass(networkInterfaces=[{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+                                              {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]),
+                 "networkInterfaces must not have duplicate networkCardIndex and deviceIndex pairs", id="duplicate-interfaces"),
+    pytest.param(nodeclass(networkInterfaces=[{"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "interface"}]),
+                 "networkInterfaces must include a primary interface", id="no-primary-interface"),
+    pytest.param(nodeclass(networkInterfaces=[{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+                                              {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"},
+                                              {"networkCardIndex": 1, "deviceIndex": 2, "interfaceType": "efa-only"}]),
+                 "at most one efa device per network card", id="two-efa-on-one-card"),
+    pytest.param(nodeclass(networkInterfaces=[{"networkCardIndex": -1, "deviceIndex": 0, "interfaceType": "interface"}]),
+                 "networkCardIndex", id="negative-card-index"),
+    pytest.param(nodeclass(connectionTracking={}), "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout",
+                 id="connection-tracking-empty"),
+    pytest.param(nodeclass(connectionTracking={"tcpEstablishedTimeout": 59}), "tcpEstablishedTimeout", id="tcp-timeout-low"),
+    pytest.param(nodeclass(connectionTracking={"udpTimeout": 61}), "udpTimeout", id="udp-timeout-high"),
+    pytest.param(nodeclass(kubelet={"evictionHard": {"memory.available": "110%"}}), "evictionHard", id="eviction-hard-percent"),
+    pytest.param(nodeclass(kubelet={"evictionHard": {"memory.available": "lots"}}), "evictionHard", id="eviction-hard-quantity"),
+    pytest.param(nodeclass(kubelet={"systemReserved": {"gpu": "1"}}), "valid keys for systemReserved", id="system-reserved-key"),
+    pytest.param(nodeclass(cpuOptions={"nestedVirtualization": "maybe"}), "Unsupported value", id="cpu-options"),
 ]
 
 
@@ -298,6 +355,13 @@ def test_transition_rules_on_static_nodepools_and_immutable_nodeclaims() -> None
     assert errors(changed) == []
     assert errors(changed, old=claim) == ['spec: Invalid value: "object": spec is immutable']
     assert errors(claim, old=claim) == []
+
+
+def test_an_ec2nodeclass_may_change_its_role_or_move_to_an_instance_profile() -> None:
+    stored = nodeclass()
+    assert errors(nodeclass(role="OtherRole"), old=stored) == []
+    assert errors(nodeclass(role=None, instanceProfile="profile"), old=stored) == []
+    assert errors(nodeclass(), old=nodeclass(role=None, instanceProfile="profile")) == []
 
 
 def test_unchanged_invalid_values_ratchet_on_update() -> None:
