@@ -117,6 +117,8 @@ VALID = [
     pytest.param(nodepool(replicas=5, limits={"nodes": "10"}), id="static-nodes-limit"),
     pytest.param(template(terminationGracePeriod="30s"), id="terminationGracePeriod"),
     pytest.param(nodeclaim(), id="nodeclaim"),
+    *[pytest.param(nodeclaim(terminationGracePeriod=v), id=f"nodeclaim-terminationGracePeriod-{v}") for v in ("30s", "1h30m5s")],
+    *[pytest.param(nodeclaim(expireAfter=v), id=f"nodeclaim-expireAfter-{v}") for v in ("30s", "1h30m5s", "Never")],
     pytest.param(nodeclass(), id="nodeclass"),
     pytest.param(nodeclass(role=None, instanceProfile="profile"), id="instanceProfile"),
     pytest.param(nodeclass(amiSelectorTerms=[{"id": "ami-1"}], amiFamily="AL2023"), id="ami-id"),
@@ -225,6 +227,14 @@ INVALID = [
     pytest.param(nodeclaim(requirements=[{"key": "example.com/gen", "operator": "Gt", "values": ["a"]}]),
                  "must have a single positive integer value", id="nodeclaim-gt"),
     pytest.param(nodeclaim(taints=[{"key": "a", "effect": "Sometimes"}]), "Unsupported value", id="nodeclaim-taint"),
+    pytest.param(nodeclaim(nodeClassRef={**REF, "group": "karpenter.test.sh/v1"}), "spec.nodeClassRef.group",
+                 id="nodeclaim-invalid-group"),
+    pytest.param(nodeclaim(requirements=[{"key": f"example.com/k{i}", "operator": "Exists"} for i in range(101)]),
+                 "spec.requirements: Too many: 101: must have at most 100 items", id="nodeclaim-over-100-requirements"),
+    *[pytest.param(nodeclaim(terminationGracePeriod=v), "spec.terminationGracePeriod", id=f"nodeclaim-terminationGracePeriod-{v}")
+      for v in ("-1s", "1hr", "Never", "FooNever")],
+    *[pytest.param(nodeclaim(expireAfter=v), "spec.expireAfter", id=f"nodeclaim-expireAfter-{v}")
+      for v in ("-1s", "1hr", "FooNever")],
     # EC2NodeClass
     pytest.param(nodeclass(instanceProfile="profile"), "must specify exactly one of ['role', 'instanceProfile']", id="role-and-profile"),
     pytest.param(nodeclass(role=None), "must specify exactly one of ['role', 'instanceProfile']", id="neither-role-nor-profile"),
