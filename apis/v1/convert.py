@@ -26,7 +26,8 @@ v1's shapes:
   the placeholder `$KARPENTER_NODE_ROLE` unless an instance profile is named.
 
 Other documents pass through unchanged. Only name, labels and annotations
-of the old objects' metadata carry over. Pure.
+of the old objects' metadata carry over (not kubectl's last-applied
+annotation), so `kubectl get provisioners -o yaml` output converts too. Pure.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from karpy.apis.v1alpha5 import PROVISIONER_KIND, KubeletConfiguration, Provisio
 
 NODE_ROLE_PLACEHOLDER = "$KARPENTER_NODE_ROLE"
 NEVER = "Never"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # v1's AMI aliases, by the v1alpha1 family they stand for (Ubuntu has none: v1 dropped it).
 ALIASES = {"AL2": "al2", "Bottlerocket": "bottlerocket"}
 
@@ -271,8 +273,13 @@ def _duration(seconds: int | None) -> str:
 
 
 def _metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Name, labels and annotations; not kubectl's record of the last apply, which describes the old object and
+    would mislead the next `kubectl apply` of the new one."""
     out: dict[str, Any] = {"name": meta.get("name")}
-    for field in ("labels", "annotations"):
-        if meta.get(field):
-            out[field] = dict(meta[field])
+    labels = dict(meta.get("labels") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    if labels:
+        out["labels"] = labels
+    if annotations:
+        out["annotations"] = annotations
     return out

@@ -233,6 +233,24 @@ def test_consolidation_an_inline_provider_and_ami_selectors() -> None:
         assert v1_errors(obj) == [], obj
 
 
+def test_kubectl_get_output_converts_without_the_server_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl get provisioners,awsnodetemplates -o yaml` prints a List of stored objects."""
+    stored = {"uid": "1234", "resourceVersion": "7", "generation": 2, "creationTimestamp": "2024-01-01T00:00:00Z",
+              "finalizers": ["karpenter.sh/termination"],
+              "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "a"}}
+    listed = {"apiVersion": "v1", "kind": "List", "items": [
+        {**provisioner("p", providerRef={"name": "t"}), "status": {"resources": {"cpu": "4"}}},
+        {**awsnodetemplate("t"), "status": {"subnets": [{"id": "subnet-1", "zone": "us-west-2a"}]}}]}
+    for item in listed["items"]:
+        item["metadata"].update(stored)
+    (tmp_path / "list.yaml").write_text(yaml.safe_dump(listed))
+    assert main(["convert", "-f", str(tmp_path / "list.yaml")]) == 0
+    pool, node_class = yaml.safe_load_all(capsys.readouterr().out)
+    assert pool["metadata"] == {"name": "p", "annotations": {"team": "a"}}
+    assert node_class["metadata"] == {"name": "t", "annotations": {"team": "a"}}
+    assert "status" not in pool and "status" not in node_class
+
+
 def test_a_provisioner_without_ttls_keeps_its_nodes_and_other_documents_pass_through() -> None:
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}
     pool, *rest = convert([provisioner("quiet", providerRef={"name": "t"}), service])
