@@ -68,7 +68,7 @@ class ConvertError(ValueError):
         self.problems = list(problems)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _KubeletClaim:
     index: int
     provisioner: str
@@ -82,6 +82,7 @@ def convert(bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out: list[list[dict[str, Any]]] = []
     classes: dict[str, dict[str, Any]] = {}        # template name -> its EC2NodeClass, for kubelet settings
     claims: dict[str, list[_KubeletClaim]] = {}    # template name -> the Provisioners that reference it
+    made: dict[str, int] = {}                      # EC2NodeClass name -> the document it came from
     for index, body in enumerate(bodies):
         kind, version = body.get("kind"), body.get("apiVersion")
         if (version, kind) == (V1ALPHA5, PROVISIONER_KIND):
@@ -93,11 +94,27 @@ def convert(bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         else:
             converted, errors = [copy.deepcopy(dict(body))], []
         problems += [Problem(index, e) for e in errors]
+        problems += _name_clashes(converted, index, made)
         out.append(converted)
     problems += _place_kubelets(claims, classes)
     if problems:
         raise ConvertError(sorted(problems, key=lambda p: p.index))
     return [obj for objs in out for obj in objs]
+
+
+def _name_clashes(converted: Sequence[dict[str, Any]], index: int, made: dict[str, int]) -> list[Problem]:
+    """An inline `provider` and an AWSNodeTemplate of the same name would become two EC2NodeClasses of one name."""
+    problems = []
+    for obj in converted:
+        if (obj.get("apiVersion"), obj.get("kind")) != (ec2nodeclass.GROUP_VERSION, ec2nodeclass.KIND):
+            continue
+        name = obj["metadata"]["name"]
+        if name in made and made[name] != index:
+            field = "spec.provider" if obj is not converted[0] else "metadata.name"
+            problems.append(Problem(index, FieldError(field, f'EC2NodeClass "{name}" would also come from document '
+                                                             f"{made[name] + 1}: rename one")))
+        made.setdefault(name, index)
+    return problems
 
 
 def _provisioner(body: Mapping[str, Any], index: int,

@@ -272,6 +272,9 @@ def test_a_provisioner_without_ttls_keeps_its_nodes_and_other_documents_pass_thr
                  id="kubelet-conflict"),
     pytest.param([provisioner("bad", ttlSecondsAfterEmpty=-1)], 0, "spec.ttlSecondsAfterEmpty: cannot be negative",
                  id="invalid-provisioner"),
+    pytest.param([awsnodetemplate("web"), provisioner("web", provider={"subnetSelector": {"a": "b"},
+                                                                       "securityGroupSelector": {"a": "b"}})],
+                 1, 'spec.provider: EC2NodeClass "web" would also come from document 1', id="inline-provider-name-clash"),
 ])
 def test_inputs_v1_cannot_express_are_refused_naming_the_field(inputs: list[dict[str, Any]], index: int,
                                                                message: str) -> None:
