@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from karpy.kubeclient.raw import now_rfc3339
-from karpy.simulator import admission, cel, disruption, podspec, schema
+from karpy.simulator import admission, cel, disruption, podspec, schema, tables
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
@@ -298,16 +298,22 @@ class API:
 
     def scale(self, t: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(t.key, namespace, name)
+        paths = _scale_paths(t)
+        selector = _at(obj, paths["labelSelectorPath"]) if paths.get("labelSelectorPath") else None
         return {"kind": "Scale", "apiVersion": "autoscaling/v1",
                 "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
-                "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
-                "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                           "selector": _selector_string((obj.get("spec") or {}).get("selector"))}}
+                "spec": {"replicas": _at(obj, paths["specReplicasPath"], 1)},
+                "status": {"replicas": _at(obj, paths["statusReplicasPath"], 0),
+                           "selector": selector if isinstance(selector, str) else
+                           _selector_string((obj.get("spec") or {}).get("selector"))}}
 
     def set_scale(self, t: ResourceType, namespace: str, name: str, replicas: Any) -> Obj:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
             raise Invalid(f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0')
-        self.patch(t, namespace, name, {"spec": {"replicas": replicas}}, "application/merge-patch+json")
+        patch: Any = replicas
+        for part in reversed(_scale_paths(t)["specReplicasPath"].strip(".").split(".")):
+            patch = {part: patch}
+        self.patch(t, namespace, name, patch, "application/merge-patch+json")
         return self.scale(t, namespace, name)
 
     # --- side effects ----------------------------------------------------------------------
@@ -353,6 +359,7 @@ class API:
                 schema=((version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object",
                                                                                  "x-kubernetes-preserve-unknown-fields": True}),
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+                scale=(version.get("subresources") or {}).get("scale"),
             ))
         if not any(c.get("type") == "Established" for c in (crd.get("status") or {}).get("conditions") or []):
             now = now_rfc3339()
@@ -380,6 +387,17 @@ class API:
                     self.delete(rt, item["metadata"].get("namespace", ""), item["metadata"]["name"])
                 except NotFound:
                     pass
+
+
+def _scale_paths(t: ResourceType) -> dict[str, str]:
+    """Where a resource keeps its replica counts: a CRD says (a NodePool's status count is `.status.nodes`);
+    built-in workloads keep them at `.spec.replicas` and `.status.replicas`."""
+    return {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", **(t.scale or {})}
+
+
+def _at(obj: Obj, path: str, default: Any = None) -> Any:
+    value = tables.value_at(obj, path)
+    return default if value is None else value
 
 
 def _cause_reason(error: str) -> str:

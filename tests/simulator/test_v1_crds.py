@@ -1,6 +1,7 @@
 """Karpenter v1's CRDs on the local cluster, through the real kubectl: the getting-started NodePool and
 EC2NodeClass apply, an invalid NodePool is refused with the rule's message as an API server words it, and
-transition rules compare with the stored object; `karpy convert`'s output applies. The bulk of the rules: tests/simulator/test_v1_validation.py."""
+transition rules compare with the stored object; `karpy convert`'s output applies; the printer columns and the
+scale subresource read the paths the CRDs name. The bulk of the rules: tests/simulator/test_v1_validation.py."""
 
 from __future__ import annotations
 
@@ -148,3 +149,33 @@ def test_karpy_convert_output_applies_with_kubectl(v1: Kube) -> None:
     pool = json.loads(v1.kubectl("get", "nodepool", "converted", "-o", "json").stdout)
     assert pool["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s",
                                           "budgets": [{"nodes": "10%"}]}
+
+
+def test_a_static_nodepool_scales_through_its_scale_subresource(v1: Kube) -> None:
+    pool = next(yaml.safe_load_all(GETTING_STARTED))
+    pool["metadata"]["name"] = "static"
+    pool["spec"]["replicas"] = 2
+    del pool["spec"]["limits"]
+    v1.kubectl("apply", "-f", "-", input=yaml.safe_dump(pool))
+    v1.kubectl("scale", "nodepool", "static", "--replicas=4")
+    assert json.loads(v1.kubectl("get", "nodepool", "static", "-o", "json").stdout)["spec"]["replicas"] == 4
+    v1.custom.patch_cluster_custom_object_status("karpenter.sh", "v1", "nodepools", "static", {"status": {"nodes": 3}})
+    scale = v1.custom.get_cluster_custom_object_scale("karpenter.sh", "v1", "nodepools", "static")
+    assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (4, 3)      # statusReplicasPath: .status.nodes
+
+
+def test_kubectl_get_nodeclaims_reads_the_escaped_label_columns(v1: Kube) -> None:
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+             "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default",
+                                                                "node.kubernetes.io/instance-type": "m5.large"}},
+             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                      "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}
+    v1.kubectl("apply", "-f", "-", input=yaml.safe_dump(claim))
+    v1.custom.patch_cluster_custom_object_status("karpenter.sh", "v1", "nodeclaims", "default-abcde", {"status": {
+        "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                       {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    header, row = v1.kubectl("get", "nodeclaims").stdout.splitlines()[:2]
+    cells = dict(zip(header.split(), row.split()))
+    assert (cells["NAME"], cells["TYPE"], cells["READY"]) == ("default-abcde", "m5.large", "True")
+    wide = v1.kubectl("get", "nodeclaims", "-o", "wide").stdout.splitlines()
+    assert "NODEPOOL" in wide[0].split() and "default" in wide[1].split()[1:]
