@@ -430,3 +430,29 @@ def extender(args: argparse.Namespace) -> int:
           workers=args.workers, threads=args.threads, preload=not watched, header_timeout=args.header_timeout,
           body_timeout=args.body_timeout)
     return 0
+
+
+def convert(args: argparse.Namespace) -> int:
+    """`karpy convert`: the documents of FILEs with v1alpha5 objects as v1 ones (apis/v1/convert.py maps them)."""
+    from karpy.apis.v1.convert import ConvertError
+    from karpy.apis.v1.convert import convert as to_v1
+    from karpy.plan.inputs import PlanInputError, read_documents
+
+    try:
+        docs = read_documents(args.filename)
+        converted = to_v1([d.body for d in docs])
+    except PlanInputError as e:
+        for problem in e.problems:
+            print(f"karpy convert: {problem}", file=sys.stderr)
+        return 2
+    except ConvertError as e:
+        for p in e.problems:
+            print(f"karpy convert: {docs[p.index].where()}: {p.error}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        doc = converted[0] if len(converted) == 1 else {"apiVersion": "v1", "kind": "List", "items": converted}
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(yaml.safe_dump_all(converted, sort_keys=False, explicit_start=False))
+    return 0

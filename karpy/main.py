@@ -64,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
                            "does with --consolidation-steering (default: where kube-scheduler's own scores put them)")
     plan.set_defaults(run=commands.plan)
 
+    convert = sub.add_parser("convert", help="print v1alpha5 Provisioners and AWSNodeTemplates in FILEs as v1 NodePools "
+                                             "and EC2NodeClasses (other documents unchanged)")
+    convert.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
+                         help="multi-document YAML or JSON (repeatable; - reads standard input)")
+    convert.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
+                         help="yaml: documents separated by ---; json: one object, or a List of several")
+    convert.set_defaults(run=commands.convert)
+
     sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")
     sim.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
     sim.add_argument("--kubeconfig-out", required=True, help="write a kubeconfig for the cluster here")

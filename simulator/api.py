@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 from karpy.kubeclient.raw import now_rfc3339
-from karpy.simulator import admission, disruption, podspec, schema
+from karpy.simulator import admission, cel, disruption, podspec, schema, tables
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
@@ -83,8 +83,9 @@ class API:
         if t.namespaced and self.store.peek("namespaces", "", namespace) is None:
             raise NotFound(f'namespaces "{namespace}" not found', details={"name": namespace, "kind": "namespaces"})
 
-    def _check(self, t: ResourceType, obj: Obj, *, strict: bool) -> Obj:
-        """Apply the CRD schema (prune, default, validate) or the built-in type's minimal rules."""
+    def _check(self, t: ResourceType, obj: Obj, *, strict: bool, old: Obj | None = None) -> Obj:
+        """Apply the CRD schema (prune, default, validate, and its CEL rules against `old` on update) or the
+        built-in type's minimal rules."""
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
         if t.schema is not None:
             admitted, errors = schema.admit(obj, t.schema)
@@ -93,10 +94,15 @@ class API:
                 if unknown:
                     raise BadRequest(f'{t.kind} in version "{t.version}" cannot be handled as a {t.kind}: strict decoding error: '
                                      + ", ".join(f'unknown field "{u}"' for u in unknown))
+            if not errors:
+                errors = [v.message for v in cel.violations(admitted, old, t.schema)]
             if errors:
-                raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + ", ".join(errors),
-                              details={"name": name, "group": t.group, "kind": t.kind,
-                                       "causes": [{"message": e, "field": e.split(":", 1)[0]} for e in errors]})
+                # as the API server: the status message lists every error; each cause names its field apart
+                listed = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+                causes = [{"reason": _cause_reason(e), "message": e.split(": ", 1)[-1], "field": e.split(":", 1)[0]}
+                          for e in errors]
+                raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + listed,
+                              details={"name": name, "group": t.group, "kind": t.kind, "causes": causes})
             obj = admitted
         if t.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
             raise Invalid(f'Pod "{name}" is invalid: spec.containers: Required value', details={"name": name, "kind": "pods"})
@@ -190,11 +196,11 @@ class API:
             obj = merged
         elif "status" in t.subresources:
             obj["status"] = current.get("status")
-        obj = self._check(t, obj, strict=strict)
+        obj = self._check(t, obj, strict=strict, old=current)
         if subresource is None:
             obj = admission.admit(configs=self._webhook_configs, t=t, operation="UPDATE", obj=obj, old=current,
                                   namespace=namespace if t.namespaced else "", name=name, dry_run=dry_run) or obj
-            obj = self._check(t, obj, strict=False)
+            obj = self._check(t, obj, strict=False, old=current)
         if dry_run:
             return obj
         updated = self.store.update(t.key, obj)
@@ -306,16 +312,22 @@ class API:
 
     def scale(self, t: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(t.key, namespace, name)
+        paths = _scale_paths(t)
+        selector = _at(obj, paths["labelSelectorPath"]) if paths.get("labelSelectorPath") else None
         return {"kind": "Scale", "apiVersion": "autoscaling/v1",
                 "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
-                "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
-                "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                           "selector": _selector_string((obj.get("spec") or {}).get("selector"))}}
+                "spec": {"replicas": _at(obj, paths["specReplicasPath"], 1)},
+                "status": {"replicas": _at(obj, paths["statusReplicasPath"], 0),
+                           "selector": selector if isinstance(selector, str) else
+                           _selector_string((obj.get("spec") or {}).get("selector"))}}
 
     def set_scale(self, t: ResourceType, namespace: str, name: str, replicas: Any) -> Obj:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
             raise Invalid(f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0')
-        self.patch(t, namespace, name, {"spec": {"replicas": replicas}}, "application/merge-patch+json")
+        patch: Any = replicas
+        for part in reversed(_scale_paths(t)["specReplicasPath"].strip(".").split(".")):
+            patch = {part: patch}
+        self.patch(t, namespace, name, patch, "application/merge-patch+json")
         return self.scale(t, namespace, name)
 
     # --- side effects ----------------------------------------------------------------------
@@ -361,6 +373,7 @@ class API:
                 schema=((version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object",
                                                                                  "x-kubernetes-preserve-unknown-fields": True}),
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+                scale=(version.get("subresources") or {}).get("scale"),
             ))
         if not any(c.get("type") == "Established" for c in (crd.get("status") or {}).get("conditions") or []):
             now = now_rfc3339()
@@ -404,6 +417,25 @@ class API:
                                   check_version=False)
             except NotFound:
                 pass
+
+
+def _scale_paths(t: ResourceType) -> dict[str, str]:
+    """Where a resource keeps its replica counts: a CRD says (a NodePool's status count is `.status.nodes`);
+    built-in workloads keep them at `.spec.replicas` and `.status.replicas`."""
+    return {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", **(t.scale or {})}
+
+
+def _at(obj: Obj, path: str, default: Any = None) -> Any:
+    value = tables.value_at(obj, path)
+    return default if value is None else value
+
+
+def _cause_reason(error: str) -> str:
+    """The StatusCause reason of a field error, from the words that follow its path."""
+    words = error.split(": ", 2)[1] if ": " in error else ""
+    return {"Required value": "FieldValueRequired", "Forbidden": "FieldValueForbidden", "Too long": "FieldValueTooLong",
+            "Too many": "FieldValueTooMany", "Unsupported value": "FieldValueNotSupported",
+            "Duplicate value": "FieldValueDuplicate"}.get(words.split(":", 1)[0], "FieldValueInvalid")
 
 
 def _selector_string(selector: dict[str, Any] | None) -> str:
