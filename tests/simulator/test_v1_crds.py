@@ -17,6 +17,8 @@ import yaml
 from tests.apis.test_convert import PROVISIONER
 from tests.simulator.conftest import Kube, start
 
+pytestmark = pytest.mark.slow      # starts the local cluster and runs kubectl
+
 ROOT = Path(__file__).resolve().parents[2]
 # Karpenter v1.14's getting-started step (website/.../getting-started-with-karpenter/scripts/step12-add-nodepool.sh),
 # with CLUSTER_NAME=demo and ALIAS_VERSION=latest substituted as its envsubst would.
