@@ -115,6 +115,7 @@ def main() -> int:
         print(f"  plan --consolidate: {wall:.1f} s wall (decision {s.get('decisionSeconds', float('nan')):.1f} s), "
               f"complete={s['complete']}")
         print(f"  actions: {s['actions']} {s['actionsByKind']}; nodes removed {s['nodesRemoved']}, launched {s['nodesLaunched']}")
+        print(f"  pods moved {s['podsMoved']} of {len(pods)} (a full repack moves all), disruption cost {s['disruptionCost']:g}")
         print(f"  $/h before {s['pricePerHourBefore']:.2f}, after {s['pricePerHourAfter']:.2f}; "
               f"packed from scratch {scratch:.2f} ({fresh['summary']['newNodes']} nodes); "
               f"ratio {s['pricePerHourAfter'] / scratch:.3f} (target <= 1.05)")

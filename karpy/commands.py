@@ -111,11 +111,14 @@ def plan(args: argparse.Namespace) -> int:
         now = datetime.datetime.now(datetime.timezone.utc)
         if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
             raise UsageError("--consolidation-budget-seconds must be positive")
+        if args.consolidation_min_savings_per_pod < 0:
+            raise UsageError("--consolidation-min-savings-per-pod must not be negative")
         started = time.monotonic()
         with native_stdout_to_stderr():
             consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
                                          budget_seconds=args.consolidation_budget_seconds,
-                                         as_kube_scheduler_places=not args.consolidation_steering).plan()
+                                         as_kube_scheduler_places=not args.consolidation_steering,
+                                         min_savings_per_pod=args.consolidation_min_savings_per_pod).plan()
         decided = time.monotonic() - started
         if args.output == "json":
             doc = consolidation_json(consolidation)
@@ -183,6 +186,8 @@ def controller(args: argparse.Namespace) -> int:
         raise UsageError("--node-cost-per-hour must not be negative")
     if args.packing_budget_seconds <= 0:
         raise UsageError("--packing-budget-seconds must be positive")
+    if args.consolidation_min_savings_per_pod < 0:
+        raise UsageError("--consolidation-min-savings-per-pod must not be negative")
     try:
         disruption_budget(args.consolidation_max_disrupted, 0)
     except ValueError:
@@ -210,7 +215,8 @@ def controller(args: argparse.Namespace) -> int:
                                                             max_disrupted=args.consolidation_max_disrupted,
                                                             budget_seconds=args.consolidation_budget_seconds,
                                                             pending_wait_seconds=args.consolidation_pending_wait,
-                                                            steer=args.consolidation_steering),
+                                                            steer=args.consolidation_steering,
+                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
                                                max_seconds=args.packing_budget_seconds))
     try:
@@ -273,7 +279,8 @@ def explain_node(args: argparse.Namespace) -> int:
             print(f"karpy explain: node {args.name!r} not found", file=sys.stderr)
             return 1
         plan = decide(state, catalog, Clock().now(), min_age_seconds=args.consolidation_min_node_age,
-                      name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering)
+                      name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering,
+                      min_savings_per_pod=args.consolidation_min_savings_per_pod)
         doc = explain_node_json(plan, args.name)
         if waiting := unsettled(state):
             if waiting == "pods are waiting for capacity":

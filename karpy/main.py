@@ -16,6 +16,7 @@ import time
 from typing import Callable, Sequence
 
 from karpy import commands
+from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03dZ\t%(levelname)s\t%(name)s\t%(message)s"
 
@@ -56,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--consolidation-min-node-age", type=float, default=0.0,
                       help="with --consolidate: nodes younger than this many seconds are not candidates "
                            "(the controller's default is 60)")
+    plan.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD, metavar="DOLLARS",
+                      help="with --consolidate: " "an action is taken only when it saves at least this many $/h per pod it moves (per unit of Karpenter's disruption cost: a pod of default priority and deletion cost counts 1; default %(default)s)")
     plan.add_argument("--consolidation-steering", action="store_true",
                       help="with --consolidate: judge actions with moved pods landing as planned, as the controller "
                            "does with --consolidation-steering (default: where kube-scheduler's own scores put them)")
@@ -109,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds one consolidation decision may search before acting on what it found")
     ctl.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                      help="seconds consolidation waits while pods are pending before it goes on (v0.16's stabilization window)")
+    ctl.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD, metavar="DOLLARS",
+                     help="an action is taken only when it saves at least this many $/h per pod it moves (per unit of Karpenter's disruption cost: a pod of default priority and deletion cost counts 1; default %(default)s)")
     ctl.add_argument("--consolidation-steering", action="store_true",
                      help="kube-scheduler calls karpy's extender: mark the nodes drained pods should go to, so the "
                           "extender steers them there, and judge actions with the pods landing as planned")
@@ -124,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the controller's setting of the same name")
     explain_node.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                               help="the controller's --consolidation-pending-wait, to say how long consolidation waits")
+    explain_node.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD,
+                              metavar="DOLLARS", help="the controller's setting of the same name")
     explain_node.add_argument("--consolidation-steering", action="store_true",
                               help="the controller's setting of the same name")
     explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")

@@ -70,6 +70,8 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         doc: dict[str, Any] = {"type": a.kind, "nodes": list(a.nodes), "savingsPerHour": a.savings_per_hour,
                                **_replacements_json(a)}
         doc["pods"] = list(a.pods)
+        doc["podsMoved"] = a.pods_moved
+        doc["disruptionCost"] = a.disruption_cost
         doc["moves"] = [{"pod": pod, "to": _destination(a, to)} for pod, to in a.moves]
         actions.append(doc)
     by_kind = {kind: sum(1 for a in plan.actions if _kind_of(a) == kind)
@@ -80,6 +82,8 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         "summary": {"actions": len(actions), "savingsPerHour": round(sum(a.savings_per_hour for a in plan.actions), 6),
                     "pricePerHourBefore": plan.price_before, "pricePerHourAfter": plan.price_after,
                     "nodesRemoved": sum(len(a.nodes) for a in plan.actions),
+                    "podsMoved": sum(a.pods_moved for a in plan.actions),
+                    "disruptionCost": round(sum(a.disruption_cost for a in plan.actions), 6),
                     "nodesLaunched": sum(len(a.replacements) + len(a.provisioned) for a in plan.actions),
                     "actionsByKind": by_kind, "complete": plan.complete},
     }
@@ -107,10 +111,11 @@ def _destination(a: Action, to: str) -> str:
 def consolidation_table(plan: ConsolidationPlan) -> str:
     lines = []
     if plan.actions:
-        lines += _columns([("#", "ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED")] + [
+        lines += _columns([("#", "ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED", "DISRUPTION COST")] + [
             (str(i), _kind_of(a), _nodes_cell(a.nodes),
              ", ".join(f"{r.instance_type} {r.capacity_type} {r.zone}" for r in a.replacements) or "-",
-             f"{a.savings_per_hour:.4f}", str(len(a.pods))) for i, a in enumerate(plan.actions, 1)])
+             f"{a.savings_per_hour:.4f}", str(a.pods_moved), f"{a.disruption_cost:g}")
+            for i, a in enumerate(plan.actions, 1)])
         moves = [(str(i), pod, _destination(a, to)) for i, a in enumerate(plan.actions, 1) for pod, to in a.moves]
         if moves:
             lines += ["", "Pods moved:"]
@@ -121,7 +126,8 @@ def consolidation_table(plan: ConsolidationPlan) -> str:
         lines += ["", "Nodes kept:"]
         lines += _columns([("NODE", "REASON")] + [(k.node, k.reason) for k in plan.kept])
     total = sum(a.savings_per_hour for a in plan.actions)
-    lines += ["", f"{len(plan.actions)} action(s), saving ${total:.4f}/hour: "
+    moved = sum(a.pods_moved for a in plan.actions)
+    lines += ["", f"{len(plan.actions)} action(s), {moved} pod(s) moved, saving ${total:.4f}/hour: "
                   f"${plan.price_before:.4f}/hour before, ${plan.price_after:.4f}/hour after"]
     if not plan.complete:
         lines.append("The decision time budget ran out: the actions above are those found in time.")
@@ -156,7 +162,8 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
         return {"node": name, "verdict": "unknown", "reason": "no such node"}
     if isinstance(verdict, Action):
         doc: dict[str, Any] = {"node": name, "verdict": _kind_of(verdict), "reason": verdict.describe(),
-                               "savingsPerHour": verdict.savings_per_hour, **_replacements_json(verdict)}
+                               "savingsPerHour": verdict.savings_per_hour, "podsMoved": verdict.pods_moved,
+                               "disruptionCost": verdict.disruption_cost, **_replacements_json(verdict)}
         doc["nodes"] = list(verdict.nodes)
         doc["moves"] = [{"pod": pod, "to": _destination(verdict, to)} for pod, to in verdict.moves]
         return doc
