@@ -13,8 +13,8 @@ from karpy.apis.conditions import initialized
 from karpy.apis.pods import object_key
 from karpy.apis.timestamps import parse_time
 from karpy.apis.v1alpha5 import Provisioner
-from karpy.controller.consolidation.disruption_cost import disruption_cost, lifetime_remaining
 from karpy.controller.cloudprovider.types import InstanceType
+from karpy.controller.consolidation.disruption_cost import disruption_cost, lifetime_remaining
 from karpy.controller.provisioning.scheduling.nodes import offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 

@@ -58,8 +58,8 @@ from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.candidates import pdb_allowance
-from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, ConsolidationPlan, Consolidator
+from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.provisioning.provisioner import provisionable_pods
 from karpy.controller.state import ClusterState
