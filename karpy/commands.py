@@ -129,13 +129,14 @@ def plan(args: argparse.Namespace) -> int:
             print(consolidation_table(consolidation))
         return 0
     with native_stdout_to_stderr():
-        results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour)).solve()
+        scheduler = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
+        results = scheduler.solve()
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
-        sys.stdout.write(json.dumps(plan_json(results), indent=2) + "\n")   # one write: a large plan is many small ones
+        sys.stdout.write(json.dumps(plan_json(results, scheduler.templates), indent=2) + "\n")   # one write: a large plan is many small ones
     else:
-        print(plan_table(results))
+        print(plan_table(results, scheduler.templates, wide=args.output == "wide"))
     return 0
 
 

@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                       help="multi-document YAML or JSON (repeatable; - reads standard input)")
     plan.add_argument("--catalog", default="aws", help="built-in catalog (aws, fake-400) or an InstanceTypeCatalog file")
-    plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    plan.add_argument("-o", "--output", choices=["json", "table", "wide"], default="table",
+                      help="table (default), wide (the table with each node's pods; with --consolidate, the table) or json")
     plan.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
                       help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
     plan.add_argument("--consolidate", action="store_true",

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from karpy.controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
+from karpy.controller.provisioning.scheduling.node_reasons import node_reasons
+from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
 from karpy.controller.provisioning.scheduling.scheduler import Results
 
 
-def plan_json(results: Results) -> dict[str, Any]:
+def plan_json(results: Results, templates: Sequence[NodeTemplate] = ()) -> dict[str, Any]:
+    """The plan as DESIGN.md's JSON; `templates` (the scheduler's, after solving) let `reasons` name limits."""
     nodes: list[dict[str, Any]] = [
         {
             "name": n.name,
@@ -21,6 +24,7 @@ def plan_json(results: Results) -> dict[str, Any]:
             "labels": dict(n.labels),
             "taints": [t.to_manifest() for t in n.taints],
             "pods": [p.key for p in n.pods],
+            "reasons": node_reasons(n, templates),
         }
         for n in results.new_nodes
     ]
@@ -38,19 +42,24 @@ def plan_json(results: Results) -> dict[str, Any]:
     }
 
 
-def plan_table(results: Results) -> str:
-    doc = plan_json(results)
+def plan_table(results: Results, templates: Sequence[NodeTemplate] = (), *, wide: bool = False) -> str:
+    """The plan for people: a row per new node with why it exists; `wide` adds its pods."""
+    doc = plan_json(results, templates)
     lines = []
     if doc["nodes"]:
-        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS")]
+        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS", "REASONS")
+                + (("POD NAMES",) if wide else ())]
         rows += [(n["name"], n["provisioner"], n["instanceType"], n["zone"], n["capacityType"],
-                  f"{n['pricePerHour']:.4f}", str(len(n["pods"]))) for n in doc["nodes"]]
+                  f"{n['pricePerHour']:.4f}", str(len(n["pods"])), "; ".join(n["reasons"]))
+                 + ((",".join(n["pods"]),) if wide else ()) for n in doc["nodes"]]
         lines += _columns(rows)
     else:
         lines.append("No new nodes.")
     if doc["existingNodes"]:
         lines += ["", "Existing nodes receiving pending pods:"]
-        lines += _columns([("NODE", "PODS")] + [(n["name"], str(len(n["pods"]))) for n in doc["existingNodes"]])
+        lines += _columns([("NODE", "PODS") + (("POD NAMES",) if wide else ())]
+                          + [(n["name"], str(len(n["pods"]))) + ((",".join(n["pods"]),) if wide else ())
+                             for n in doc["existingNodes"]])
     if doc["unschedulable"]:
         lines += ["", "Unschedulable pods:"]
         lines += _columns([("POD", "REASON")] + [(u["pod"], u["reason"]) for u in doc["unschedulable"]])
