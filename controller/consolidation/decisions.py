@@ -362,7 +362,8 @@ class Consolidator:
         the optimiser chooses; a node whose pods all go to one new node of its price or more stays as it is.
         The nodes that go and their pods' moves, or None unless they save REPACK_MIN_SHARE of their price."""
         pods = [p for n in nodes for p in n.pods]
-        if sum(n.price or 0.0 for n in nodes) - self.planner.lower_bound(pods) < self._enough(nodes):
+        most = sum(n.price or 0.0 for n in nodes) - self.planner.lower_bound(pods)   # the most it could save
+        if most < self._enough(nodes) or self._unworthy(most, nodes):
             return None
         without = {n.name for n in nodes}
         left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
