@@ -77,3 +77,16 @@ def test_the_table_shows_pods_moved_and_disruption_cost(plan: Plan) -> None:
     assert header.split()[-3:] == ["MOVED", "DISRUPTION", "COST"]
     assert first.split()[-2:] == ["1", "1"]           # one pod, disruption cost 1
     assert "1 action(s), 1 pod(s) moved, saving $0.2000/hour" in run.out
+
+
+def test_the_node_that_saves_most_per_pod_moved_goes_first() -> None:
+    """`keeper` has room for one more pod. `dear` ($0.20/h) and `cheap` ($0.10/h, older) each hold one: deleting
+    `dear` saves twice as much for the same pod, so it goes (Karpenter's order alone, equal disruption costs, would
+    take the older `cheap` first and then replace `dear`, moving two pods)."""
+    docs = [consolidating(), kept_as_is("keeper", "medium"), pod("full", cpu="2500m", node_name="keeper"),
+            karpy_node("cheap", "small", created="2023-01-01T00:00:00Z"), karpy_node("dear", "medium"),
+            pod("pc", cpu="1", node_name="cheap"), pod("pd", cpu="1", node_name="dear")]
+    run = consolidate(*docs)
+    assert [(a["type"], a["nodes"], a["podsMoved"]) for a in run["actions"]] == [("delete", ["dear"], 1)]
+    assert run["actions"][0]["moves"] == [{"pod": "default/pd", "to": "keeper"}]
+    assert run["summary"]["podsMoved"] == 1 and run["summary"]["pricePerHourAfter"] == pytest.approx(0.3)
