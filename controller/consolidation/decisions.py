@@ -227,6 +227,8 @@ class Consolidator:
         self._many_failed = False
         self._repack_failed = False
         self._unrepackable: set[str] = set()        # nodes of a repack that did not pay
+        self._unworthy_alone: set[str] = set()      # nodes whose delete would not pay for its disruption (it only
+                                                    # gets dearer as pods move in)
         complete = True
         while remaining and not (first_only and actions):
             action = self._next_action(remaining, reasons)
@@ -256,7 +258,8 @@ class Consolidator:
             if node.name in receiving or node.name in self._undeletable:
                 continue                                  # a failed delete stays failed until capacity is added
             if why := self._unworthy(node.price or 0.0, [node]):
-                reasons[node.name] = why                  # a delete saves the most: nothing else of it pays
+                reasons[node.name] = why                  # a delete saves the most: no replace of it alone pays
+                self._unworthy_alone.add(node.name)
                 continue
             found = self._fit([node], without={n.name for n in group} | {node.name})
             if found.why:
@@ -288,7 +291,7 @@ class Consolidator:
         for node in remaining:
             if self._out_of_time():
                 return None
-            if node.name in self._unreplaceable:
+            if node.name in self._unreplaceable or node.name in self._unworthy_alone:
                 continue
             found = self._fit([node], without={node.name}, price=node.price or 0.0)
             if found.why:
