@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # $/h an action must save per unit of disruption cost (one pod of default priority and deletion cost);
 # docs/consolidation.md says why this default
-MIN_SAVINGS_PER_POD = 0.01
+MIN_SAVINGS_PER_POD = 0.005
 
 
 def eviction_cost(pod: PodInfo) -> float:
