@@ -1,13 +1,16 @@
 """Consolidation decisions: which nodes the cluster could do without, or run cheaper, and why the others stay.
 
 As Karpenter consolidates, with v0.16's rules: empty nodes are deleted first
-(all at once); then candidates, cheapest to disrupt first (the older among
-equals), are deleted together while each one's pods fit on the nodes that
-stay; then several nodes are replaced by one cheaper node, or repacked onto
-the optimiser's cheaper set of new nodes for their pods, or one node by a
+(all at once); then candidates, least disruption cost per dollar first (the
+older among equals), are deleted together while each one's pods fit on the
+nodes that stay (first on those likely to stay, so no pod moves twice);
+then several nodes are replaced by one cheaper node, or repacked onto the
+optimiser's cheaper set of new nodes for their pods, or one node by a
 cheaper one, or split into several smaller ones when they cost less. A
 replacement is priced at its worst-case launch price and must be strictly
-cheaper; spot nodes are only deleted. Each action is applied before the next
+cheaper; spot nodes are only deleted. Every action must also save
+`min_savings_per_pod` $/h per unit of Karpenter's disruption cost of the
+pods it moves (disruption_cost.py). Each action is applied before the next
 is sought. Every node that is not acted on is kept with the reason.
 
 Placements are judged on one packing state built from the scheduler's own
@@ -132,8 +135,8 @@ class Consolidator:
                  keep_fullest: bool = True) -> None:
         """`min_savings_per_pod`: an action is taken only when it saves at least this many $/h per unit of its
         disruption cost (`_unworthy`). `keep_fullest=False` places moved pods first fit in the scheduler's node
-        order, as the full scheduler does, instead of on the nodes likely to stay. `incremental=False` simulates every candidate with a scheduler of its own (the reference
-        the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
+        order, as the full scheduler does, instead of on the nodes likely to stay. `incremental=False`
+        simulates every candidate with a scheduler of its own (the reference the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
         instead of placing the pods as kube-scheduler will (see `_commit`)."""
         self.snapshot = snapshot
         self.pdbs = list(pdbs)
@@ -344,8 +347,8 @@ class Consolidator:
         pool = [(price - bound, n) for n in remaining
                 if n.name not in self._unrepackable and n.capacity_type != wk.CAPACITY_TYPE_SPOT and self._simple([n])
                 and (price := n.price or 0.0) > (bound := self.planner.lower_bound(n.pods)) + REPACK_MIN_SAVING]
-        # the most saving per unit of disruption first: repacking moves every pod of its nodes
-        pool.sort(key=lambda sn: (-sn[0] / max(sn[1].cost, 1e-9) if sn[1].cost > 0 else -math.inf, sn[1].order))
+        # the most saving per unit of disruption first (free to disrupt: first of all): a repack moves every pod
+        pool.sort(key=lambda sn: (-sn[0] / sn[1].cost if sn[1].cost > 0 else -math.inf, sn[1].order))
         while len(pool) >= 2 and not self._out_of_time():
             group, pool = pool[:self.max_nodes], pool[self.max_nodes:]
             nodes = sorted((n for _, n in group), key=lambda n: n.order)
