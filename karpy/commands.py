@@ -111,11 +111,14 @@ def plan(args: argparse.Namespace) -> int:
         now = datetime.datetime.now(datetime.timezone.utc)
         if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
             raise UsageError("--consolidation-budget-seconds must be positive")
+        if args.consolidation_min_savings_per_pod < 0:
+            raise UsageError("--consolidation-min-savings-per-pod must not be negative")
         started = time.monotonic()
         with native_stdout_to_stderr():
             consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
                                          budget_seconds=args.consolidation_budget_seconds,
-                                         as_kube_scheduler_places=not args.consolidation_steering).plan()
+                                         as_kube_scheduler_places=not args.consolidation_steering,
+                                         min_savings_per_pod=args.consolidation_min_savings_per_pod).plan()
         decided = time.monotonic() - started
         if args.output == "json":
             doc = consolidation_json(consolidation)
@@ -126,13 +129,14 @@ def plan(args: argparse.Namespace) -> int:
             print(consolidation_table(consolidation))
         return 0
     with native_stdout_to_stderr():
-        results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour)).solve()
+        scheduler = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
+        results = scheduler.solve()
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
-        sys.stdout.write(json.dumps(plan_json(results), indent=2) + "\n")   # one write: a large plan is many small ones
+        sys.stdout.write(json.dumps(plan_json(results, scheduler.templates), indent=2) + "\n")   # one write: a large plan is many small ones
     else:
-        print(plan_table(results))
+        print(plan_table(results, scheduler.templates, wide=args.output == "wide"))
     return 0
 
 
@@ -183,6 +187,8 @@ def controller(args: argparse.Namespace) -> int:
         raise UsageError("--node-cost-per-hour must not be negative")
     if args.packing_budget_seconds <= 0:
         raise UsageError("--packing-budget-seconds must be positive")
+    if args.consolidation_min_savings_per_pod < 0:
+        raise UsageError("--consolidation-min-savings-per-pod must not be negative")
     try:
         disruption_budget(args.consolidation_max_disrupted, 0)
     except ValueError:
@@ -210,7 +216,8 @@ def controller(args: argparse.Namespace) -> int:
                                                             max_disrupted=args.consolidation_max_disrupted,
                                                             budget_seconds=args.consolidation_budget_seconds,
                                                             pending_wait_seconds=args.consolidation_pending_wait,
-                                                            steer=args.consolidation_steering),
+                                                            steer=args.consolidation_steering,
+                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
                                                max_seconds=args.packing_budget_seconds))
     try:
@@ -307,7 +314,8 @@ def explain_consolidation(state: Any, catalog: Any, args: argparse.Namespace, no
     from karpy.plan.render import explain_node_json
 
     plan = decide(state, catalog, now, min_age_seconds=args.consolidation_min_node_age,
-                  name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering)
+                  name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering,
+                  min_savings_per_pod=args.consolidation_min_savings_per_pod)
     doc = explain_node_json(plan, args.name)
     if waiting := unsettled(state):
         if waiting == "pods are waiting for capacity":

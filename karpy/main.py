@@ -17,6 +17,7 @@ import time
 from typing import Callable, Sequence
 
 from karpy import commands
+from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03dZ\t%(levelname)s\t%(name)s\t%(message)s"
 
@@ -49,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                       help="multi-document YAML or JSON (repeatable; - reads standard input)")
     plan.add_argument("--catalog", default="aws", help="built-in catalog (aws, fake-400) or an InstanceTypeCatalog file")
-    plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    plan.add_argument("-o", "--output", choices=["json", "table", "wide"], default="table",
+                      help="table (default), wide (the table with each node's pods; with --consolidate, the table) or json")
     plan.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
                       help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
     plan.add_argument("--consolidate", action="store_true",
@@ -59,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--consolidation-min-node-age", type=float, default=0.0,
                       help="with --consolidate: nodes younger than this many seconds are not candidates "
                            "(the controller's default is 60)")
+    plan.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD, metavar="DOLLARS",
+                      help="with --consolidate: " "an action is taken only when it saves at least this many $/h per pod it moves (per unit of Karpenter's disruption cost: a pod of default priority and deletion cost counts 1; default %(default)s)")
     plan.add_argument("--consolidation-steering", action="store_true",
                       help="with --consolidate: judge actions with moved pods landing as planned, as the controller "
                            "does with --consolidation-steering (default: where kube-scheduler's own scores put them)")
@@ -120,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds one consolidation decision may search before acting on what it found")
     ctl.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                      help="seconds consolidation waits while pods are pending before it goes on (v0.16's stabilization window)")
+    ctl.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD, metavar="DOLLARS",
+                     help="an action is taken only when it saves at least this many $/h per pod it moves (per unit of Karpenter's disruption cost: a pod of default priority and deletion cost counts 1; default %(default)s)")
     ctl.add_argument("--consolidation-steering", action="store_true",
                      help="kube-scheduler calls karpy's extender: mark the nodes drained pods should go to, so the "
                           "extender steers them there, and judge actions with the pods landing as planned")
@@ -135,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the controller's setting of the same name")
     explain_node.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                               help="the controller's --consolidation-pending-wait, to say how long consolidation waits")
+    explain_node.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD,
+                              metavar="DOLLARS", help="the controller's setting of the same name")
     explain_node.add_argument("--consolidation-steering", action="store_true",
                               help="the controller's setting of the same name")
     explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")
