@@ -7,6 +7,7 @@ controllers.go); each part gets the clock and the client from here.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Callable
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from karpy.apis.timestamps import rfc3339
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.fake import FakeCloudProvider
@@ -23,6 +25,7 @@ from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
 from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.launch.launcher import Launcher
+from karpy.controller.launch.migration import migrate
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
@@ -173,6 +176,7 @@ class Operator:
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
         self.state.start()
         try:                             # finish launches a previous process left, before planning any new one
+            migrate(self.state, now=rfc3339(dt.datetime.now(dt.timezone.utc)))   # records an older karpy wrote
             self.launcher.reconcile()
         except ApiException as e:
             log.error("Reading node claims, %s; is the NodeClaim CRD (manifests/crds/) installed?", e.reason)

@@ -14,11 +14,14 @@ from typing import Any, Callable, Sequence
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
+from karpy.apis.launch_record import PodReference
 from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
+from karpy.apis.v1 import nodeclaim as v1
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.failures import FailureReporter
+from karpy.controller.inflight import InFlight
 from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
@@ -65,6 +68,8 @@ class ClusterState:
         self.pods.handlers.append(self.pending.on_pod)
         self.gap_reports.handlers.append(self.pending.on_gap_report)
         self.failures = FailureReporter(client)     # bad objects: skipped, said once
+        # launches in flight, over the NodeClaims: pods promised, nodes landing
+        self.in_flight = InFlight(self.node_claims, self.settled)
         self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
         # the pods' records as the last snapshot read them, by uid, with the namespaces' labels they were read
@@ -173,6 +178,15 @@ class ClusterState:
                    "spec": template.get("spec") or {"containers": []}}
             out.extend(self.pod_infos([pod]))
         return out
+
+    def node_claims(self) -> list[Obj]:
+        """Every karpenter.sh/v1 NodeClaim, read from the API server (not a cache: a stale read could repeat a step)."""
+        return list(self.client.get(path_of(v1.GROUP_VERSION, v1.PLURAL)).get("items") or [])
+
+    def settled(self, ref: PodReference) -> bool:
+        """Whether the watch shows pod `ref` bound, leaving or gone."""
+        pod = self.pods.get(ref.namespace, ref.name)
+        return pod is None or bool((pod.get("spec") or {}).get("nodeName")) or bool(pod["metadata"].get("deletionTimestamp"))
 
     def bound_pods(self) -> list[Obj]:
         return self.pods.indexed(BY_NODE)

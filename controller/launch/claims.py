@@ -12,59 +12,121 @@ import enum
 from typing import Any, Mapping, Sequence
 
 from karpy.apis import labels as wk
-from karpy.apis import nodeclaim as api
+from karpy.apis import launch_record as rec
+from karpy.apis.launch_record import PodReference
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
+from karpy.apis.v1 import nodeclaim as v1
 from karpy.controller.cloudprovider.types import Instance, InstanceType, NodeRequest
 
 Obj = dict[str, Any]
 PROVISIONER_API_VERSION = "karpenter.sh/v1alpha5"
+# requirement keys v1's NodeClaim refuses (its CEL rules): the owner is a label there, the hostname is the Node's
+LAUNCHED_LABELS = (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)
 
 
-def owner_reference(provisioner: Mapping[str, Any]) -> dict[str, Any]:
-    """The ownerReference Karpenter (since v0.12) puts on its nodes: deleting the Provisioner deletes them."""
-    return {"apiVersion": PROVISIONER_API_VERSION, "kind": "Provisioner", "name": provisioner["metadata"]["name"],
-            "uid": provisioner["metadata"]["uid"], "blockOwnerDeletion": True}
+def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The ownerReference Karpenter puts on what it launches (v0.16 on nodes, to their Provisioner; v1 on
+    NodeClaims, to their NodePool): deleting the owner deletes them."""
+    return {"apiVersion": owner.get("apiVersion") or PROVISIONER_API_VERSION, "kind": owner.get("kind") or "Provisioner",
+            "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
 
 
-def claim_manifest(request: NodeRequest, *, pods: Sequence[tuple[str, str, str | None]], bind: bool,
+def owner_label(owner: Mapping[str, Any] | None, name: str) -> dict[str, str]:
+    """The label naming what a claim was launched from: karpenter.sh/nodepool or karpenter.sh/provisioner-name."""
+    return {rec.NODEPOOL: name} if owner is not None and owner.get("kind") == "NodePool" else {wk.PROVISIONER_NAME: name}
+
+
+def node_class_ref(owner: Mapping[str, Any] | None, name: str) -> dict[str, str]:
+    """v1's required spec.nodeClassRef: a NodePool's own; a Provisioner's providerRef (an AWSNodeTemplate); else the
+    Provisioner itself, whose `provider` (or the cloud's defaults) is the node class."""
+    spec = (owner or {}).get("spec") or {}
+    if (owner or {}).get("kind") == "NodePool":
+        return dict(((spec.get("template") or {}).get("spec") or {}).get("nodeClassRef") or {})
+    ref = spec.get("providerRef")
+    if ref and ref.get("name"):
+        group = str(ref.get("apiVersion") or "karpenter.k8s.aws/v1alpha1").split("/")[0]
+        return {"group": group, "kind": str(ref.get("kind") or "AWSNodeTemplate"), "name": str(ref["name"])}
+    return {**rec.NODECLASS_PROVISIONER, "name": name}
+
+
+def claim_requirements(requirements: Requirements, options: Sequence[str]) -> list[Obj]:
+    """Pure: the requirements a v1 NodeClaim records: the request's, less what v1 refuses (karpenter.sh keys other
+    than capacity-type and nodepool; the hostname), with the instance type narrowed to `options` in their order
+    (cheapest first: the order create() tries them)."""
+    out = [r for r in requirements.to_manifest()
+           if r["key"] != wk.INSTANCE_TYPE and r["key"] != wk.HOSTNAME
+           and (not str(r["key"]).split("/")[0].endswith(wk.GROUP) or r["key"] in (wk.CAPACITY_TYPE, rec.NODEPOOL))]
+    if options:
+        out.append({"key": wk.INSTANCE_TYPE, "operator": "In", "values": list(options)})
+    return out
+
+
+def claim_manifest(request: NodeRequest, *, pods: Sequence[PodReference], bind: bool,
                    owner: Mapping[str, Any] | None) -> Obj:
-    """The NodeClaim recording `request` before anything is launched; `pods` are (namespace, name, uid)."""
-    spec: Obj = {"provisioner": request.provisioner, "requirements": request.requirements.to_manifest(),
-                 "instanceTypes": [t.name for t in request.instance_type_options], "labels": dict(request.labels),
-                 "annotations": dict(request.annotations), "taints": [dict(t) for t in request.taints],
-                 "pods": [{"namespace": ns, "name": n, **({"uid": uid} if uid else {})} for ns, n, uid in pods], "bind": bind}
-    return {"apiVersion": api.GROUP_VERSION, "kind": api.KIND,
+    """The karpenter.sh/v1 NodeClaim recording `request` before anything is launched; `owner` is the Provisioner
+    (or NodePool) as read, None when it is gone."""
+    options = [t.name for t in request.instance_type_options]
+    spec: Obj = {"requirements": claim_requirements(request.requirements, options),
+                 "nodeClassRef": node_class_ref(owner, request.provisioner),
+                 # a Provisioner's nodes expire by its ttlSecondsUntilExpired (controller/node/expiration.py)
+                 "expireAfter": "Never"}
+    if request.taints:
+        spec["taints"] = [dict(t) for t in request.taints]
+    return {"apiVersion": v1.GROUP_VERSION, "kind": v1.KIND,
             "metadata": {"name": request.node_name, "finalizers": [wk.TERMINATION_FINALIZER],
-                         "labels": {wk.PROVISIONER_NAME: request.provisioner},
+                         "labels": {**request.labels, **owner_label(owner, request.provisioner)},
+                         "annotations": {**request.annotations, rec.PODS: rec.pods_annotation(pods, bind=bind)},
                          **({"ownerReferences": [owner_reference(owner)]} if owner else {})},
             "spec": spec}
 
 
+def options_of(claim: Mapping[str, Any]) -> list[str]:
+    """The instance types a claim may launch, in the order it lists them."""
+    for r in (claim.get("spec") or {}).get("requirements") or []:
+        if r.get("key") == wk.INSTANCE_TYPE and r.get("operator") == "In":
+            return [str(v) for v in r.get("values") or []]
+    return []
+
+
 def request_of(claim: Obj, instance_types: Sequence[InstanceType]) -> NodeRequest:
     """The NodeRequest a claim records, its options looked up by name in today's catalog."""
-    spec = claim.get("spec") or {}
+    spec, meta = claim.get("spec") or {}, claim["metadata"]
     known = {t.name: t for t in instance_types}
-    return NodeRequest(node_name=claim["metadata"]["name"], provisioner=spec.get("provisioner", ""),
-                       requirements=Requirements.from_node_selector_requirements(spec.get("requirements")),
-                       instance_type_options=tuple(known[n] for n in spec.get("instanceTypes") or [] if n in known),
-                       labels=dict(spec.get("labels") or {}), taints=tuple(spec.get("taints") or ()),
-                       annotations=dict(spec.get("annotations") or {}))
+    owner = rec.owner_name(claim)
+    requirements = Requirements.from_node_selector_requirements(spec.get("requirements"))
+    if (meta.get("labels") or {}).get(wk.PROVISIONER_NAME):
+        requirements = requirements.intersection(Requirements.from_labels({wk.PROVISIONER_NAME: owner}))
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != rec.PODS}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in LAUNCHED_LABELS}
+    return NodeRequest(node_name=meta["name"], provisioner=owner, requirements=requirements,
+                       instance_type_options=tuple(known[n] for n in options_of(claim) if n in known),
+                       labels=labels, taints=tuple(spec.get("taints") or ()), annotations=annotations)
 
 
-def launched_status(instance: Instance) -> Obj:
-    """What a claim records once its instance exists."""
-    return {"providerID": instance.provider_id, "nodeName": instance.node_name, "instanceType": instance.instance_type,
-            "zone": instance.zone, "capacityType": instance.capacity_type}
+def launched_labels(instance: Instance) -> dict[str, str]:
+    """The labels a claim gains once its instance exists (v1's printer columns show them)."""
+    wanted = {wk.INSTANCE_TYPE: instance.instance_type, wk.ZONE: instance.zone, wk.CAPACITY_TYPE: instance.capacity_type}
+    return {k: v for k, v in wanted.items() if v}
+
+
+def launched_status(claim: Obj, instance: Instance, instance_type: InstanceType | None, *, now: str) -> Obj:
+    """What a claim records once its instance exists: providerID, node name, capacity, and Launched."""
+    status: Obj = {"providerID": instance.provider_id, "nodeName": instance.node_name,
+                   "conditions": rec.with_conditions(claim, now, **{rec.LAUNCHED: True})}
+    capacity = instance.capacity or (instance_type.capacity if instance_type is not None else None)
+    allocatable = instance.allocatable or (instance_type.allocatable if instance_type is not None else None)
+    if capacity is not None and allocatable is not None:
+        status.update(capacity=capacity.to_manifest(), allocatable=allocatable.to_manifest())
+    return status
 
 
 def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | None) -> Obj:
     """The Node for a launched claim: the claim's labels, taints and annotations, the launched offering's labels
-    and capacity, the termination finalizer and the owner reference to the Provisioner."""
-    spec, status = claim.get("spec") or {}, claim.get("status") or {}
+    and capacity, the termination finalizer and the claim's owner reference."""
+    spec, status, meta = claim.get("spec") or {}, claim.get("status") or {}, claim["metadata"]
     name = status.get("nodeName") or instance.node_name
-    labels = {**(spec.get("labels") or {}), **instance.labels, wk.PROVISIONER_NAME: spec.get("provisioner", ""),
-              wk.HOSTNAME: name}
+    labels = {**(meta.get("labels") or {}), **instance.labels, wk.HOSTNAME: name}
     capacity, allocatable, price = instance.capacity, instance.allocatable, instance.price_per_hour
     if instance_type is not None:
         for key, value in instance_type.requirements.single_values().items():
@@ -73,13 +135,16 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
         if price is None:
             price = next((o.price_per_hour for o in instance_type.offerings
                           if o.zone == instance.zone and o.capacity_type == instance.capacity_type), None)
-    annotations = dict(spec.get("annotations") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != rec.PODS}
+    if rec.binds(claim) and rec.pods_of(claim):
+        # the scheduler extender reads the pods a node is promised to from the node itself
+        annotations[wk.LAUNCHED_FOR] = ",".join(p.key for p in rec.pods_of(claim))
     if price is not None:
         annotations[wk.PRICE_PER_HOUR] = str(price)
     body: Obj = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels, "annotations": annotations, "finalizers": [wk.TERMINATION_FINALIZER],
-                     "ownerReferences": list(claim["metadata"].get("ownerReferences") or [])},
+                     "ownerReferences": [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Provisioner"]},
         "spec": {"providerID": instance.provider_id,
                  "taints": [dict(t) for t in spec.get("taints") or []] + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
     }
@@ -113,10 +178,11 @@ class Step(enum.Enum):
     """The one thing a claim needs next, in launch order."""
 
     FINALIZE = "finalize"             # being deleted: delete its Node, terminate its instance, drop the finalizer
-    CREATE = "create"                 # no instance recorded: create() (which adopts one launched before a crash)
-    NODE = "node"                     # launched, no Node written yet: write (or adopt) it
-    BIND = "bind"                     # Node written, pods not yet bound
+    CREATE = "create"                 # not Launched: create() (which adopts one launched before a crash)
+    NODE = "node"                     # Launched, not Registered: write (or adopt) its Node
+    BIND = "bind"                     # Registered, pods not yet bound
     DELETE = "delete"                 # its Node was written and is gone since: the claim goes too
+    INITIALIZE = "initialize"         # its Node is initialized: say so on the claim (Initialized, Ready)
     DONE = "done"
 
 
@@ -125,33 +191,42 @@ class Situation:
     """What exists now, as launcher.py read it."""
 
     node_exists: bool
+    node_initialized: bool = False
 
 
 def node_matters(claim: Obj) -> bool:
-    """Pure: whether next_step turns on the Node's existence: only once the claim records the Node was created
-    (before that, and while the claim is deleted, its Node need not be read)."""
-    status = claim.get("status") or {}
-    return not claim["metadata"].get("deletionTimestamp") and bool(status.get("providerID")) and bool(status.get("nodeCreated"))
+    """Pure: whether next_step turns on the claim's Node: only once it is Registered (before that, and while the
+    claim is deleted, its Node need not be read)."""
+    return not claim["metadata"].get("deletionTimestamp") and launched(claim) and rec.is_true(claim, rec.REGISTERED)
+
+
+def launched(claim: Obj) -> bool:
+    return bool((claim.get("status") or {}).get("providerID"))
 
 
 def next_step(claim: Obj, now: Situation) -> Step:
     """Pure: the next step of `claim` (see Step)."""
-    status = claim.get("status") or {}
     if claim["metadata"].get("deletionTimestamp"):
         return Step.FINALIZE
-    if not status.get("providerID"):
+    if not launched(claim):
         return Step.CREATE
-    if not status.get("nodeCreated"):
+    if not rec.is_true(claim, rec.REGISTERED):
         return Step.NODE
     if not now.node_exists:
         return Step.DELETE
-    if (claim.get("spec") or {}).get("bind", True) and not status.get("podsBound"):
+    if rec.binds(claim) and not rec.is_true(claim, rec.PODS_BOUND):
         return Step.BIND
+    if now.node_initialized and not rec.is_true(claim, rec.INITIALIZED):
+        return Step.INITIALIZE
     return Step.DONE
 
 
-def pods_of(claim: Obj) -> list[tuple[str, str, str | None]]:
-    return [(p["namespace"], p["name"], p.get("uid")) for p in (claim.get("spec") or {}).get("pods") or []]
+def initialized(node: Obj | None) -> bool:
+    return node is not None and (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) == "true"
+
+
+def pods_of(claim: Obj) -> list[PodReference]:
+    return rec.pods_of(claim)
 
 
 def that_fit(requests: list[tuple[Any, Resources]], room: Resources) -> list[Any]:

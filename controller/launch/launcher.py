@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import datetime as dt
 import logging
 import os
 import threading
@@ -27,14 +28,18 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter, Histogram
 
 from karpy.apis import labels as wk
-from karpy.apis import nodeclaim as api
+from karpy.apis import launch_record as rec
+from karpy.apis.launch_record import PodReference
 from karpy.apis.pods import pod_requests
 from karpy.apis.resources import Resources
+from karpy.apis.timestamps import rfc3339
+from karpy.apis.v1 import nodeclaim as api
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import (
     CloudProvider,
     Instance,
     InstanceNotFound,
+    InstanceType,
     InsufficientCapacity,
     NodeRequest,
 )
@@ -43,6 +48,8 @@ from karpy.controller.launch.claims import (
     Step,
     adoption_patch,
     claim_manifest,
+    initialized,
+    launched_labels,
     launched_status,
     next_step,
     node_manifest,
@@ -61,7 +68,6 @@ log = logging.getLogger("controller.provisioning")
 NODES_LAUNCHED = Counter("karpy_nodes_created_total", "Nodes launched", ["provisioner"])
 LAUNCH_ERRORS = Counter("karpy_cloudprovider_errors_total", "Failed launches", ["provisioner", "error"])
 LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launch one node")
-CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
 FAULT_ENV = "KARPY_LAUNCH_FAULT"     # a kill point name: the process dies there (fault benchmarks)
 KILL_POINTS = ("before-create", "after-create", "after-status", "after-node", "mid-bind")
 BIND_WORKERS = 24      # binds in flight at once, for all launches together (kubeclient/raw.py POOL_SIZE has room)
@@ -114,9 +120,6 @@ class Launcher:
         self.state, self.cloud, self._catalog = state, cloud, catalog
         self._fault = fault or _exit_at(os.environ.get(FAULT_ENV))
         self._busy: set[str] = set()           # claims a thread of this process is moving on now
-        self._planned: dict[str, int] = {}     # uid -> launches under way for it whose claim may not be written yet
-        self._landing: dict[str, list[tuple[str, str]]] = {}   # Node written or about to be -> the pods it binds
-        self._just_bound: dict[str, tuple[str, str]] = {}   # uid -> pod this process bound, until the watch shows it
         self._lock = threading.Lock()
         # one set of bind workers for every launch: a node's pods bind side by side, and a burst of nodes
         # cannot open more connections than the client's pool holds
@@ -132,10 +135,9 @@ class Launcher:
         """Launch a node for `planned` (and bind its pods unless `bind` is False: replacements, whose pods still
         run elsewhere). Returns the Node's name, or None when nothing was launched (Events on the pods say why)."""
         # the extender keeps this capacity for these pods until they are bound
-        request = node_request(planned, annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
+        request = node_request(planned)
         owner = self.state.provisioners.get("", planned.provisioner)
-        manifest = claim_manifest(request, pods=[(p.namespace, p.name, p.uid or None) for p in planned.pods],
-                                  bind=bind, owner=owner)
+        manifest = claim_manifest(request, pods=[PodReference(p.namespace, p.name, p.uid or None) for p in planned.pods], bind=bind, owner=owner)
         with self._claiming(request.node_name) as mine:
             if not mine:
                 return None
@@ -155,7 +157,7 @@ class Launcher:
         name = manifest["metadata"]["name"]
         for attempt in range(1, tries + 1):
             try:
-                return self.state.client.create(CLAIMS, manifest)
+                return self.state.client.create(path_of(api.GROUP_VERSION, api.PLURAL), manifest)
             except ApiUnreachable:
                 if attempt == tries:
                     raise
@@ -164,7 +166,7 @@ class Launcher:
                 if e.status != 409 or attempt == 1:
                     raise
                 claim = self.state.client.get(claim_path(name))
-                if (claim.get("spec") or {}).get("pods") != manifest["spec"]["pods"]:
+                if rec.pods_of(claim) != rec.pods_of(manifest):
                     raise
                 return claim
         return None
@@ -194,69 +196,7 @@ class Launcher:
 
     def claims(self) -> list[Obj]:
         """Every NodeClaim, read from the API server (not a cache: a stale read could repeat a step)."""
-        return list(self.state.client.get(CLAIMS).get("items") or [])
-
-    def reserve(self, uids: list[str]) -> None:
-        """Count `uids` as claimed from before their launch is handed to a worker until `release` (called once the
-        launch returned: its claim is written by then, or deleted after a failure), so a batch that opens
-        meanwhile does not plan them again."""
-        with self._lock:
-            for uid in uids:
-                self._planned[uid] = self._planned.get(uid, 0) + 1
-
-    def release(self, uids: list[str]) -> None:
-        with self._lock:
-            for uid in uids:
-                left = self._planned.pop(uid, 1) - 1
-                if left:
-                    self._planned[uid] = left
-
-    def claimed_pods(self) -> set[str]:
-        """Uids of the pods a live claim not yet done binding (or a launch of this process about to write one) is for:
-        capacity for them exists or is on its way, even while the watch has not yet shown them bound. (A pod made
-        again under the same name has a new uid.)"""
-        with self._lock:                    # read before the claims: a launch that ends meanwhile has written its claim
-            out: set[str] = set(self._planned)
-            just_bound = list(self._just_bound.items())
-        # pods this process bound that the watch does not yet show bound: their claim may be done binding
-        # already, and planning them again would launch a node for pods that have one
-        for uid, (namespace, name) in just_bound:
-            if self._settled(namespace, name):
-                with self._lock:
-                    self._just_bound.pop(uid, None)
-            else:
-                out.add(uid)
-        for claim in self.claims():
-            # a claim done binding claims nothing more: a pod it left unbound (no room on its node) waits again
-            if not claim["metadata"].get("deletionTimestamp") and (claim.get("spec") or {}).get("bind", True) \
-                    and not (claim.get("status") or {}).get("podsBound"):
-                out.update(uid for _, _, uid in pods_of(claim) if uid)
-        return out
-
-    def landing_nodes(self) -> set[str]:
-        """Nodes this process wrote (or is writing) whose pods the watch does not yet show bound to them: a batch
-        must not count their room as free, or it would place other pods on capacity these pods take."""
-        with self._lock:
-            landing = list(self._landing.items())
-        out = set()
-        for node_name, pods in landing:
-            if all(self._settled(namespace, name) for namespace, name in pods):
-                with self._lock:
-                    self._landing.pop(node_name, None)
-            else:
-                out.add(node_name)
-        return out
-
-    def _settled(self, namespace: str, name: str) -> bool:
-        pod = self.state.pods.get(namespace, name)
-        return pod is None or bool((pod.get("spec") or {}).get("nodeName")) or bool(pod["metadata"].get("deletionTimestamp"))
-
-    def _land(self, claim: Obj) -> None:
-        """Mark the claim's Node as landing (before it is written): see landing_nodes."""
-        node_name = (claim.get("status") or {}).get("nodeName")
-        if node_name and (claim.get("spec") or {}).get("bind", True):
-            with self._lock:
-                self._landing[node_name] = [(namespace, name) for namespace, name, _ in pods_of(claim)]
+        return self.state.in_flight.claims()
 
     # --- the steps -----------------------------------------------------------------------------
     def _advance(self, claim: Obj, *, request: NodeRequest | None = None) -> str | None:
@@ -267,7 +207,7 @@ class Launcher:
             self.pause.wait()
             node_name = (claim.get("status") or {}).get("nodeName")
             node = self._node_of(claim, written)
-            step = next_step(claim, Situation(node_exists=node is not None))
+            step = next_step(claim, Situation(node_exists=node is not None, node_initialized=initialized(node)))
             if step is Step.DONE:
                 return node_name
             if step is Step.FINALIZE:
@@ -283,27 +223,29 @@ class Launcher:
                 if instance is None:
                     return None
                 self._fault("after-create")
-                claim = self._patch_status(claim, launched_status(instance))     # 3. record what was launched
+                claim = self._record_launch(claim, instance)                     # 3. record what was launched
                 self._fault("after-status")
             elif step is Step.NODE:
-                self._land(claim)
+                self.state.in_flight.land(claim)
                 instance = instance or self._existing(claim)
                 if instance is None:                     # gone before it registered: launch it again, by the same name
                     instance = self._create(claim, request or self._request(claim))
                     if instance is None:
                         return None
-                    claim = self._patch_status(claim, launched_status(instance))
+                    claim = self._record_launch(claim, instance)
                 written = self._write_node(claim, instance)                     # 4. the Node
                 self._fault("after-node")
-                claim = self._patch_status(claim, {"nodeCreated": True})
+                claim = self._set_conditions(claim, **{rec.REGISTERED: True})
             elif step is Step.BIND:
-                self._land(claim)
+                self.state.in_flight.land(claim)
                 self._bind(claim, node)  # type: ignore[arg-type]  # 5. bind (the step's situation: the Node exists)
-                claim = self._patch_status(claim, {"podsBound": True})
+                claim = self._set_conditions(claim, **{rec.PODS_BOUND: True})
+            elif step is Step.INITIALIZE:
+                claim = self._set_conditions(claim, **{rec.INITIALIZED: True, rec.READY: True})
         return (claim.get("status") or {}).get("nodeName")
 
     def _request(self, claim: Obj) -> NodeRequest:
-        provisioner = self.state.provisioner((claim.get("spec") or {}).get("provisioner", ""))
+        provisioner = self.state.provisioner(rec.owner_name(claim))
         kubelet = provisioner.spec.kubelet_configuration if provisioner is not None else None
         return request_of(claim, self._catalog().instance_types(kubelet))
 
@@ -349,9 +291,7 @@ class Launcher:
 
     def _write_node(self, claim: Obj, instance: Instance) -> Obj:
         """Create the claim's Node (or adopt the one registered first); returns the Node as the server holds it."""
-        status = claim.get("status") or {}
-        it = next((t for t in self._catalog().instance_types() if t.name == (status.get("instanceType") or instance.instance_type)), None)
-        body = node_manifest(claim, instance, it)
+        body = node_manifest(claim, instance, self._instance_type(claim, instance))
         try:
             return self.state.client.create(path_of("v1", "nodes"), body)
         except ApiException as e:
@@ -367,13 +307,13 @@ class Launcher:
         """Bind the claim's pods to `node` side by side on the shared bind workers; returns when every bind answered."""
         node_name = node["metadata"]["name"]
         pending = []
-        for namespace, name, uid in pods_of(claim):
-            pod = self.state.pods.get(namespace, name)
+        for ref in pods_of(claim):
+            pod = self.state.pods.get(ref.namespace, ref.name)
             if pod is not None and ((pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp")):
                 continue                                 # placed elsewhere meanwhile, or leaving
-            pending.append((namespace, name, uid))
+            pending.append(ref)
         pending = self._fitting(node, pending)
-        futures = [self._binds.submit(self._bind_one, namespace, name, uid, node_name) for namespace, name, uid in pending]
+        futures = [self._binds.submit(self._bind_one, ref, node_name) for ref in pending]
         try:
             bound = sum(f.result() for f in futures)
         except BaseException:                            # a kill point: the binds not yet sent are not sent
@@ -382,7 +322,7 @@ class Launcher:
             raise
         log.info("Bound %d pod(s) to node %s", bound, node_name)
 
-    def _fitting(self, node: Obj, pending: list[tuple[str, str, str | None]]) -> list[tuple[str, str, str | None]]:
+    def _fitting(self, node: Obj, pending: list[PodReference]) -> list[PodReference]:
         """The pods of `pending` that still fit on the node, judged against the pods the API server has bound there
         now (not the cache: after a restart kube-scheduler may have placed pods on the node moments ago). The others
         stay pending for kube-scheduler or the next batch."""
@@ -396,12 +336,12 @@ class Launcher:
             if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 room = room - pod_requests(pod.get("spec") or {})
         placed = {(p["metadata"].get("namespace"), p["metadata"]["name"]) for p in bound}
-        pending = [key for key in pending if (key[0], key[1]) not in placed]   # bound there meanwhile: nothing to do
+        pending = [ref for ref in pending if (ref.namespace, ref.name) not in placed]   # bound there meanwhile: nothing to do
         asked = []
-        for key in pending:
-            pod = self.state.pods.get(key[0], key[1]) or self._pod(key[0], key[1])
+        for ref in pending:
+            pod = self.state.pods.get(ref.namespace, ref.name) or self._pod(ref.namespace, ref.name)
             if pod is not None:
-                asked.append((key, pod_requests(pod.get("spec") or {})))
+                asked.append((ref, pod_requests(pod.get("spec") or {})))
         fitting = that_fit(asked, room)
         if len(fitting) < len(pending):
             log.info("Left %d pod(s) to the scheduler: node %s has no room for them now", len(pending) - len(fitting), node_name)
@@ -416,17 +356,15 @@ class Launcher:
                 return None
             raise
 
-    def _bind_one(self, namespace: str, name: str, uid: str | None, node_name: str) -> bool:
+    def _bind_one(self, ref: PodReference, node_name: str) -> bool:
         self.pause.wait()
         try:
-            self.state.client.bind(namespace, name, node_name, uid=uid)
+            self.state.client.bind(ref.namespace, ref.name, node_name, uid=ref.uid)
         except ApiException as e:
             if e.status not in (404, 409):               # gone, or kube-scheduler bound it first: both fine
-                log.error("Binding pod %s/%s to node %s, %s", namespace, name, node_name, e.reason)
+                log.error("Binding pod %s to node %s, %s", ref.key, node_name, e.reason)
             return False
-        if uid:
-            with self._lock:
-                self._just_bound[uid] = (namespace, name)
+        self.state.in_flight.bound(ref)
         self._fault("mid-bind")
         return True
 
@@ -479,6 +417,20 @@ class Launcher:
     def _patch_status(self, claim: Obj, status: Obj) -> Obj:
         return self.state.client.patch(claim_path(claim["metadata"]["name"], "status"), {"status": status})
 
+    def _set_conditions(self, claim: Obj, **statuses: bool) -> Obj:
+        return self._patch_status(claim, {"conditions": rec.with_conditions(claim, _now(), **statuses)})
+
+    def _instance_type(self, claim: Obj, instance: Instance) -> InstanceType | None:
+        name = (claim["metadata"].get("labels") or {}).get(wk.INSTANCE_TYPE) or instance.instance_type
+        return next((t for t in self._catalog().instance_types() if t.name == name), None)
+
+    def _record_launch(self, claim: Obj, instance: Instance) -> Obj:
+        """3. The instance on the claim: its labels (type, zone, capacity type), then providerID, node name, capacity
+        and Launched (the status the next step reads; a crash between the two adopts the instance again)."""
+        path = claim_path(claim["metadata"]["name"])
+        claim = self.state.client.patch(path, {"metadata": {"labels": launched_labels(instance)}})
+        return self._patch_status(claim, launched_status(claim, instance, self._instance_type(claim, instance), now=_now()))
+
     def delete_claim(self, name: str) -> None:
         """Delete claim `name` and take its finalizer one step (its Node goes first, then its instance)."""
         try:
@@ -492,8 +444,8 @@ class Launcher:
 
     def _tell(self, claim: Obj, reason: str, message: str) -> None:
         """A Warning Event on each pod the node was for: `kubectl describe pod` shows why it waits."""
-        for namespace, name, _ in pods_of(claim):
-            pod = self.state.pods.get(namespace, name)
+        for ref in pods_of(claim):
+            pod = self.state.pods.get(ref.namespace, ref.name)
             if pod is not None:
                 events.record(self.state.client, {"apiVersion": "v1", "kind": "Pod", **pod}, reason=reason,
                               message=message, component="karpy", event_type="Warning")
@@ -511,6 +463,10 @@ class Launcher:
                 with self._lock:
                     self._busy.discard(name)
 
+
+
+def _now() -> str:
+    return rfc3339(dt.datetime.now(dt.timezone.utc))
 
 
 def _exit_at(point: str | None) -> Callable[[str], None]:

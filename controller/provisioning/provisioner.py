@@ -54,18 +54,12 @@ def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
 
 
 def leaving(snapshot: ClusterSnapshot, node_name: str) -> ClusterSnapshot:
-    """`snapshot` with node `node_name` taken as being deleted (the scheduler places its pods again), and without
-    the other nodes being deleted and their pods: those become pending, and provisioning's, once drained."""
-    nodes = []
-    for n in snapshot.nodes:
-        if n["metadata"]["name"] == node_name:
-            n = {**n, "metadata": {**n["metadata"], "deletionTimestamp": n["metadata"].get("deletionTimestamp")
-                                   or "1970-01-01T00:00:00Z"}}
-        elif n["metadata"].get("deletionTimestamp"):
-            continue
-        nodes.append(n)
+    """`snapshot` with node `node_name` planned as leaving (the scheduler places its pods again), and without the
+    nodes being deleted and their pods: those become pending, and provisioning's, once drained."""
+    nodes = [n for n in snapshot.nodes if n["metadata"]["name"] == node_name or not n["metadata"].get("deletionTimestamp")]
     kept = {n["metadata"]["name"] for n in nodes}
-    return dataclasses.replace(snapshot, nodes=nodes, pods=[p for p in snapshot.pods if p.node_name in kept])
+    return dataclasses.replace(snapshot, nodes=nodes, pods=[p for p in snapshot.pods if p.node_name in kept],
+                               leaving=snapshot.leaving | {node_name})
 
 
 def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
@@ -147,7 +141,7 @@ class Provisioner:
         else:
             provisionable = self.state.pending.by_uid(batch.uids)
         if provisionable:
-            on_the_way = self.launcher.claimed_pods()
+            on_the_way = self.state.in_flight.promised_pods()
             provisionable = [p for p in provisionable if p["metadata"].get("uid") not in on_the_way]
         PENDING_PODS.set(len(provisionable))
         if not provisionable:
@@ -178,7 +172,7 @@ class Provisioner:
         """Plan `waiting` (the pods `snapshot` has without a node, or on a node being deleted) with the scheduling
         core, launch each chunk of the plan as soon as it is decided, and report the pods it could not place.
         With `bind` the launched nodes' pods are bound to them. Returns the nodes launched (with `wait`)."""
-        landing = self.launcher.landing_nodes()          # read after the snapshot's nodes: covers every one of them
+        landing = self.state.in_flight.landing_nodes()          # read after the snapshot's nodes: covers every one of them
         if landing:
             snapshot = dataclasses.replace(snapshot, nodes=[n for n in snapshot.nodes if n["metadata"]["name"] not in landing],
                                            pods=[p for p in snapshot.pods if p.node_name not in landing])
@@ -226,7 +220,7 @@ class Provisioner:
         futures = []
         for planned in nodes:
             uids = [p.uid for p in planned.pods if p.uid]
-            self.launcher.reserve(uids)
+            self.state.in_flight.reserve(uids)
             future = self._pool.submit(self._launch_one, planned, uids, bind)
             future.add_done_callback(_log_failure)
             futures.append(future)
@@ -236,7 +230,7 @@ class Provisioner:
         try:
             return self.launcher.launch(planned, bind=bind)
         finally:
-            self.launcher.release(uids)
+            self.state.in_flight.release(uids)
 
     def _await_cache(self, names: list[str], timeout: float = 5.0) -> None:
         """Let the watch deliver the launched nodes, so the next batch counts them."""

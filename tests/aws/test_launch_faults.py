@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from karpy.apis import labels as wk
-from karpy.apis import nodeclaim as api
+from karpy.apis.v1 import nodeclaim as api
 from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider
 from karpy.controller.cloudprovider.types import CloudError
 from karpy.controller.launch.launcher import KILL_POINTS, Launcher

@@ -10,7 +10,8 @@ from typing import Callable
 import pytest
 from prometheus_client import REGISTRY
 
-from karpy.apis import nodeclaim as api
+from karpy.apis import launch_record as rec
+from karpy.apis.v1 import nodeclaim as api
 from karpy.apis.resources import Resources
 from karpy.controller.launch.launcher import KILL_POINTS, Launcher
 from karpy.controller.provisioning.provisioner import Provisioner
@@ -72,7 +73,7 @@ def test_a_launch_killed_at_any_point_is_finished_by_the_next_process_without_du
     env.settle(lambda: all(env.client.get(path_of("v1", "pods", "default", f"web-{i}"))["spec"].get("nodeName")
                            == nodes[0]["metadata"]["name"] for i in range(3)))
     claim = env.client.get(path_of(api.GROUP_VERSION, api.PLURAL, name=claims[0]["metadata"]["name"]))
-    assert claim["status"]["providerID"] == nodes[0]["spec"]["providerID"] and claim["status"]["podsBound"] is True
+    assert claim["status"]["providerID"] == nodes[0]["spec"]["providerID"] and rec.is_true(claim, rec.PODS_BOUND)
 
 
 def test_pods_a_claim_is_for_are_not_planned_again_while_it_is_unfinished(env: Env) -> None:

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from karpy.apis import nodeclaim as api
+from karpy.apis.v1 import nodeclaim as api
 from karpy.apis.requirements import Requirements
 from karpy.controller.cloudprovider.types import Instance, NodeRequest
 from karpy.controller.launch.launcher import Launcher

@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from karpy.apis import labels as wk
-from karpy.apis import nodeclaim as api
+from karpy.apis.v1 import nodeclaim as api
 from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider
 from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from karpy.apis import nodeclaim as api
+from karpy.apis import launch_record as rec
+from karpy.apis.v1 import nodeclaim as api
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.kubeclient.raw import path_of
@@ -36,7 +37,7 @@ def test_the_pods_of_one_node_bind_side_by_side(env: Env) -> None:
     Provisioner(env.state, env.cloud, CATALOG, launcher=Launcher(env.state, env.cloud, lambda: CATALOG, fault=in_step)).reconcile()
     assert not meet.broken
     (claim,) = env.client.get(CLAIMS)["items"]
-    assert claim["status"]["podsBound"] is True
+    assert rec.is_true(claim, rec.PODS_BOUND)
     nodes = {env.client.get(path_of("v1", "pods", "default", f"web-{i}"))["spec"].get("nodeName") for i in range(40)}
     assert nodes == {claim["status"]["nodeName"]}
 
@@ -56,16 +57,16 @@ def test_a_batch_opens_while_the_last_one_binds_and_does_not_plan_its_pods_again
         provisioning.reconcile(wait=False)                    # returns while the first node's binds are held
         def every_pod_claimed() -> list[dict[str, Any]] | None:
             items = env.client.get(CLAIMS)["items"]
-            return items if sum(len(c["spec"]["pods"]) for c in items) >= 25 else None
+            return items if sum(len(rec.pods_of(c)) for c in items) >= 25 else None
 
         claims = env.settle(every_pod_claimed)
-        assert not any((c.get("status") or {}).get("podsBound") for c in claims)
-        planned = sorted(p["name"] for c in claims for p in c["spec"]["pods"])      # each pod once, in one claim
+        assert not any(rec.is_true(c, rec.PODS_BOUND) for c in claims)
+        planned = sorted(p.name for c in claims for p in rec.pods_of(c))      # each pod once, in one claim
         assert planned == sorted([f"first-{i}" for i in range(20)] + [f"second-{i}" for i in range(5)])
-        assert not any({p["name"][:5] for p in c["spec"]["pods"]} == {"first", "secon"} for c in claims)
+        assert not any({p.name[:5] for p in rec.pods_of(c)} == {"first", "secon"} for c in claims)
     finally:
         gate.set()
-    env.settle(lambda: all((c.get("status") or {}).get("podsBound") for c in env.client.get(CLAIMS)["items"]))
+    env.settle(lambda: all(rec.is_true(c, rec.PODS_BOUND) for c in env.client.get(CLAIMS)["items"]))
     assert len(env.cloud.create_calls) == len(claims)
     pods = env.client.get(path_of("v1", "pods", "default"))["items"]
     assert len(pods) == 25 and all(p["spec"].get("nodeName") for p in pods)
@@ -92,7 +93,7 @@ def test_a_large_batch_launches_its_first_chunk_while_the_rest_is_planned(env: E
     Provisioner(env.state, env.cloud, CATALOG, launcher=launcher, leading=leading, first_chunk=3).reconcile()
     assert len(asked) == 2 and all(asked)             # chunks of 3 and 7 pods; the first launched before the second
     claims = env.client.get(CLAIMS)["items"]
-    planned = sorted(p["name"] for c in claims for p in c["spec"]["pods"])
+    planned = sorted(p.name for c in claims for p in rec.pods_of(c))
     assert planned == sorted(f"web-{i}" for i in range(10))             # each pod in one claim
     assert len(env.cloud.create_calls) == len(claims)
     pods = env.client.get(path_of("v1", "pods", "default"))["items"]
@@ -109,7 +110,7 @@ def test_a_replica_that_stops_leading_mid_plan_launches_no_further_chunk(env: En
 
     Provisioner(env.state, env.cloud, CATALOG, leading=leading, first_chunk=3).reconcile()
     claims = env.client.get(CLAIMS)["items"]
-    assert sorted(p["name"] for c in claims for p in c["spec"]["pods"]) == ["web-0", "web-1", "web-2"]
+    assert sorted(p.name for c in claims for p in rec.pods_of(c)) == ["web-0", "web-1", "web-2"]
     assert len(env.cloud.create_calls) == len(claims)
     events = env.client.get(path_of("v1", "events", "default"))["items"]
     assert not [e for e in events if e.get("reason") == "FailedProvisioning"]   # the rest are not called unschedulable

@@ -88,6 +88,7 @@ class ClusterSnapshot:
     nodes: Sequence[Mapping[str, Any]] = ()
     pods: Sequence[PodInfo] = ()
     daemonsets: Sequence[PodInfo] = ()               # one pod per DaemonSet, from its template
+    leaving: frozenset[str] = frozenset()            # nodes to plan as deleted (an interrupted node's replacements)
 
 
 def node_name(provisioner: str, index: int) -> str:
@@ -220,7 +221,8 @@ class Scheduler:
         live = [p for p in snapshot.provisioners if not p.metadata.deletion_timestamp]
         self.provisioners = {p.name: p for p in live}
         nodes = {n["metadata"]["name"]: n for n in snapshot.nodes}
-        self.deleting_nodes = {name for name, n in nodes.items() if n["metadata"].get("deletionTimestamp")}
+        self.deleting_nodes = {name for name, n in nodes.items()
+                               if n["metadata"].get("deletionTimestamp") or name in snapshot.leaving}
         self.bound = [p for p in snapshot.pods if p.node_name and p.node_name not in self.deleting_nodes
                       and not p.terminal and not p.deleting]
         self.pending = [p for p in snapshot.pods if (not p.node_name or p.node_name in self.deleting_nodes)

@@ -1,0 +1,105 @@
+"""What is in flight, in one index over NodeClaims: pods promised and nodes landing.
+
+A NodeClaim (apis/launch_record.py) is the durable record of a launch: the
+pods it was launched for are promised capacity until it has bound them, and
+a claim being deleted promises nothing. The watch shows a launch's
+effects a moment after they happen, so the index also holds what this
+process did that the watch does not show yet: launches handed to a worker
+before their claim is written (`reserve`), Nodes written whose pods are not
+yet seen bound (`land`), pods bound but not yet seen so (`bound`). Each entry
+ends when the watch catches up. Provisioning reads the index to leave
+promised pods out of a batch and landing nodes out of its plan; the launch
+module feeds it. Claims are read from the API server, not a cache: a stale
+read would plan a pod twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterable, Sequence
+
+from karpy.apis import launch_record as rec
+from karpy.apis.launch_record import PodReference
+
+Obj = dict[str, Any]
+
+
+def promised(claims: Iterable[Obj]) -> set[str]:
+    """Pure: uids of the pods live claims still have to bind (a claim done binding promises nothing more: a pod
+    it left unbound, for want of room, waits again)."""
+    out: set[str] = set()
+    for claim in claims:
+        if not claim["metadata"].get("deletionTimestamp") and rec.binds(claim) and not rec.is_true(claim, rec.PODS_BOUND):
+            out.update(p.uid for p in rec.pods_of(claim) if p.uid)
+    return out
+
+
+class InFlight:
+    def __init__(self, list_claims: Callable[[], Sequence[Obj]], settled: Callable[[PodReference], bool]) -> None:
+        """`list_claims` reads every NodeClaim from the API server; `settled` says whether the watch shows a pod
+        bound, leaving or gone."""
+        self._list_claims, self._settled = list_claims, settled
+        self._lock = threading.Lock()
+        self._reserved: dict[str, int] = {}                    # uid -> launches for it whose claim may not be written yet
+        self._landing: dict[str, list[PodReference]] = {}      # Node written or about to be -> the pods it binds
+        self._just_bound: dict[str, PodReference] = {}         # uid -> pod this process bound, until the watch shows it
+
+    def claims(self) -> list[Obj]:
+        return list(self._list_claims())
+
+    # --- what this process does, until the watch shows it ------------------------------------------
+    def reserve(self, uids: Iterable[str]) -> None:
+        """Count `uids` as promised from before their launch is handed to a worker until `release` (called once the
+        launch returned: its claim is written by then, or deleted after a failure)."""
+        with self._lock:
+            for uid in uids:
+                self._reserved[uid] = self._reserved.get(uid, 0) + 1
+
+    def release(self, uids: Iterable[str]) -> None:
+        with self._lock:
+            for uid in uids:
+                left = self._reserved.pop(uid, 1) - 1
+                if left:
+                    self._reserved[uid] = left
+
+    def land(self, claim: Obj) -> None:
+        """Mark the claim's Node as landing (before it is written): see landing_nodes."""
+        node_name = (claim.get("status") or {}).get("nodeName")
+        if node_name and rec.binds(claim):
+            with self._lock:
+                self._landing[node_name] = rec.pods_of(claim)
+
+    def bound(self, pod: PodReference) -> None:
+        if pod.uid:
+            with self._lock:
+                self._just_bound[pod.uid] = pod
+
+    # --- reads ---------------------------------------------------------------------------------------
+    def promised_pods(self) -> set[str]:
+        """Uids of the pods capacity exists or is on its way for, even while the watch has not yet shown them
+        bound: a live claim's not yet bound, a launch about to write its claim, a bind not yet seen."""
+        with self._lock:                 # read before the claims: a launch that ends meanwhile has written its claim
+            out: set[str] = set(self._reserved)
+            just_bound = list(self._just_bound.items())
+        # their claim may be done binding already, and planning them again would launch a node for pods that have one
+        for uid, pod in just_bound:
+            if self._settled(pod):
+                with self._lock:
+                    self._just_bound.pop(uid, None)
+            else:
+                out.add(uid)
+        return out | promised(self.claims())
+
+    def landing_nodes(self) -> set[str]:
+        """Nodes this process wrote (or is writing) whose pods the watch does not yet show bound to them: a batch
+        must not count their room as free, or it would place other pods on capacity these pods take."""
+        with self._lock:
+            landing = list(self._landing.items())
+        out = set()
+        for node_name, pods in landing:
+            if all(self._settled(p) for p in pods):
+                with self._lock:
+                    self._landing.pop(node_name, None)
+            else:
+                out.add(node_name)
+        return out
