@@ -175,7 +175,8 @@ class Launcher:
         """Take every claim that no thread here is working on one step further, to done or a wait."""
         again: float | None = None
         for listed in self.claims():
-            if next_step(listed, Situation(node_exists=self._node_of(listed) is not None)) is Step.DONE:
+            node = self._node_of(listed)
+            if next_step(listed, Situation(node_exists=node is not None, node_initialized=initialized(node))) is Step.DONE:
                 continue              # finished as listed, and steps only move forward: nothing to read again
             with self._claiming(listed["metadata"]["name"]) as mine:
                 if not mine:

@@ -8,6 +8,7 @@ import base64
 import pytest
 
 from karpy.apis import labels as wk
+from karpy.apis.launch_record import PodReference
 from karpy.apis.v1alpha1 import AWS, AWSNodeTemplateSpec
 from karpy.controller.cloudprovider.aws.provider import NODE_CLAIM_TAG, AwsConfigError
 from karpy.controller.cloudprovider.types import InstanceNotFound
@@ -37,8 +38,8 @@ def test_launches_with_create_fleet_and_returns_what_the_node_needs(moto: Moto, 
     assert instance.claim_name == "default-abcde" and tags[NODE_CLAIM_TAG] == "default-abcde"
     m5 = next(t for t in asked.instance_type_options if t.name == "m5.large")
     assert instance.capacity == m5.capacity and instance.allocatable == m5.allocatable and instance.price_per_hour
-    claim = claim_manifest(asked, pods=[("default", "web", None)], bind=True, owner=None)
-    node = node_manifest({**claim, "status": launched_status(instance)}, instance, m5)
+    claim = claim_manifest(asked, pods=[PodReference("default", "web")], bind=True, owner=None)
+    node = node_manifest({**claim, "status": launched_status(claim, instance, m5, now="2026-01-01T00:00:00Z")}, instance, m5)
     assert node["metadata"]["name"] == instance.node_name and node["spec"]["providerID"] == instance.provider_id
     assert node["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
     labels = node["metadata"]["labels"]
