@@ -18,8 +18,9 @@ import json
 from typing import Any, Iterable, Mapping
 
 from karpy.apis import labels as wk
-from karpy.apis.v1.nodepool import NODEPOOL_LABEL as NODEPOOL
+from karpy.apis.v1.nodepool import NODEPOOL_LABEL
 
+NODEPOOL = NODEPOOL_LABEL              # the label of a claim (and node) launched from a NodePool
 PODS = "karpy.dev/pods"                 # {"bind": bool, "pods": [{"namespace", "name", "uid"}]}
 NODECLASS_PROVISIONER = {"group": wk.GROUP, "kind": "Provisioner"}   # a Provisioner whose template is inline
 

@@ -1,11 +1,9 @@
-"""karpy.dev/v1alpha1 NodeClaim: the durable record of one launch, written before the cloud is asked.
+"""karpy.dev/v1alpha1 NodeClaim: how earlier versions of karpy recorded a launch, kept for the upgrade.
 
-Karpenter v1 keeps the same record (its NodeClaim): the name is chosen
-before launch and is the idempotency key the cloud provider tags the
-instance with; `spec` says what to launch and for which pods; `status`
-records how far the launch got (providerID, then the Node). The launch
-module (controller/launch/) writes it and finishes whatever a crash left.
-Types only. Pure.
+Launches are now recorded as karpenter.sh/v1 NodeClaims (apis/v1/nodeclaim.py,
+apis/launch_record.py). The controller reads claims of this kind once, at
+start, and rewrites them as v1 ones (controller/launch/migration.py); its CRD
+stays installed until no cluster holds one (docs/launch.md). Types only. Pure.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from karpy.apis import launch_record as rec
-from karpy.apis.v1 import nodeclaim as api
 from karpy.apis.resources import Resources
+from karpy.apis.v1 import nodeclaim as api
 from karpy.controller.launch.launcher import KILL_POINTS, Launcher
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.kubeclient.raw import path_of

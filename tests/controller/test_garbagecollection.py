@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from karpy.apis.v1 import nodeclaim as api
 from karpy.apis.requirements import Requirements
+from karpy.apis.v1 import nodeclaim as api
 from karpy.controller.cloudprovider.types import Instance, NodeRequest
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.node.garbagecollection import LAUNCH_GRACE_SECONDS, GarbageCollection, orphans

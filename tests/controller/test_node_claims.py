@@ -97,7 +97,7 @@ def test_a_legacy_claim_converts_to_a_v1_claim_with_its_progress_as_conditions()
 @pytest.mark.slow
 def test_claims_an_older_karpy_wrote_are_migrated_and_finished(env: Env) -> None:
     env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m"))
-    uid = env.state.pods.get("default", "web-0")["metadata"]["uid"]     # type: ignore[index]
+    uid = env.client.get(path_of("v1", "pods", "default", "web-0"))["metadata"]["uid"]
     env.client.create(LEGACY, legacy_claim("default-old01", uid=uid, launched=False))   # written before the cloud call
     env.client.create(LEGACY, {**legacy_claim("default-old02", uid="gone", launched=False),
                                "metadata": {"name": "default-old02", "finalizers": [wk.TERMINATION_FINALIZER]}})
