@@ -7,14 +7,13 @@ node's user data."""
 
 from __future__ import annotations
 
+import base64
 import os
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import base64
-import shlex
 
 import boto3
 import kubernetes
