@@ -309,6 +309,9 @@ def _aws_provider(args: argparse.Namespace) -> Any:
 
     if not args.cluster_endpoint:
         raise UsageError("--cloud-provider aws needs --cluster-endpoint (the API server address nodes join)")
+    if not args.cluster_endpoint.startswith("https://"):
+        raise UsageError(f"--cluster-endpoint {args.cluster_endpoint!r}: not an https:// URL (the API server address "
+                         "nodes join: aws eks describe-cluster --query cluster.endpoint)")
     try:
         region = resolve_region(args.aws_region)
     except AwsConfigError as e:
@@ -348,6 +351,12 @@ def demo(args: argparse.Namespace) -> int:
     return run_demo(replicas=args.replicas, plot_path=args.plot)
 
 
+def _positive(value: float, flag: str) -> float:
+    if value <= 0:
+        raise UsageError(f"{flag} must be positive")
+    return value
+
+
 def _tls_files(cert_dir: Path) -> tuple[Path, Path]:
     certfile, keyfile = cert_dir / "tls.crt", cert_dir / "tls.key"
     for f in (certfile, keyfile):
@@ -376,7 +385,8 @@ def webhook(args: argparse.Namespace) -> int:
     log.info("Serving admission webhook on https://%s:%d", host, sock.getsockname()[1])
     settings = Settings(aws=args.cloud_provider == "aws")
     serve(lambda: create_app(settings), sock=sock, certfile=str(certfile), keyfile=str(keyfile),
-          workers=args.workers, threads=args.threads, header_timeout=args.header_timeout, body_timeout=args.body_timeout)
+          workers=args.workers, threads=args.threads, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+          cert_check_seconds=_positive(args.cert_check_seconds, "--cert-check-seconds"))
     return 0
 
 
@@ -420,5 +430,5 @@ def extender(args: argparse.Namespace) -> int:
 
     serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,
           workers=args.workers, threads=args.threads, preload=not watched, header_timeout=args.header_timeout,
-          body_timeout=args.body_timeout)
+          body_timeout=args.body_timeout, cert_check_seconds=_positive(args.cert_check_seconds, "--cert-check-seconds"))
     return 0
