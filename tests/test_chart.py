@@ -111,7 +111,8 @@ def flatten(node: Any, prefix: str = "") -> set[str]:
 def test_every_value_the_templates_read_exists_and_every_value_is_read() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     _, renderer = render(clusterName="c", clusterEndpoint="https://c", aws__defaultInstanceProfile="p",
-                         aws__region="r", aws__interruptionQueue="q", extender__enabled=True)
+                         aws__region="r", aws__interruptionQueue="q", extender__enabled=True,
+                         extender__secondScheduler__enabled=True, extender__clusterIP="10.0.0.1")
     _, with_secret = render(clusterName="c", clusterEndpoint="https://c", webhook__tls__secretName="s", webhook__tls__caBundle="Y2E=")
     read = renderer.referenced | with_secret.referenced
     known = flatten(values) - {""}
@@ -177,6 +178,46 @@ def test_an_upgrade_keeps_the_webhook_certificate_the_install_made() -> None:
     assert mended[("Secret", "karpy-webhook-cert")]["data"]["ca.crt"] != secret["data"]["ca.crt"]
 
 
+def test_a_second_scheduler_calls_the_extender_for_the_pods_that_name_it() -> None:
+    assert ("Deployment", "karpy-scheduler") not in render(clusterName="c", clusterEndpoint="https://c",
+                                                           extender__enabled=True)[0]      # off unless asked
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c", extender__enabled=True,
+                        extender__secondScheduler__enabled=True)
+    pod = objects[("Deployment", "karpy-scheduler")]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][0] == "kube-scheduler" and container["image"].startswith("registry.k8s.io/kube-scheduler:")
+    config_path = next(a.split("=", 1)[1] for a in container["command"] if a.startswith("--config="))
+    mount = next(m for m in container["volumeMounts"] if config_path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    config_map = objects[("ConfigMap", volume["configMap"]["name"])]
+    config = yaml.safe_load(config_map["data"][config_path.rsplit("/", 1)[1]])
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert [p["schedulerName"] for p in config["profiles"]] == ["karpy-scheduler"]      # pods opt in by this name
+    lease = config["leaderElection"]
+    assert lease["leaderElect"] is True and (lease["resourceName"], lease["resourceNamespace"]) == ("karpy-scheduler", "karpenter")
+    leases = objects[("Role", "karpy-scheduler-leader-election")]["rules"]
+    assert any(lease["resourceName"] in r.get("resourceNames", []) and "update" in r["verbs"] for r in leases)
+    service = objects[("Service", "karpy-extender")]
+    (extender,) = config["extenders"]
+    assert extender["urlPrefix"] == f"http://karpy-extender.karpenter.svc:{service['spec']['ports'][0]['port']}/scheduler"
+    # the same extender settings as the configuration for the cluster's own kube-scheduler
+    plain = yaml.safe_load((ROOT / "manifests" / "extender" / "scheduler-config.yaml").read_text())["extenders"][0]
+    assert {k: v for k, v in extender.items() if k != "urlPrefix"} == {k: v for k, v in plain.items() if k != "urlPrefix"}
+    roles = {o["roleRef"]["name"] for k, o in objects.items() if k[0] in ("ClusterRoleBinding", "RoleBinding")
+             and any(s["name"] == "karpy-scheduler" for s in o["subjects"])}
+    assert {"system:kube-scheduler", "system:volume-scheduler", "extension-apiserver-authentication-reader"} <= roles
+
+
+def test_a_pinned_cluster_ip_reaches_the_extender_without_cluster_dns() -> None:
+    """A kube-scheduler on the host network resolves no cluster names: both configurations name the IP."""
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c", extender__enabled=True,
+                        extender__secondScheduler__enabled=True, extender__clusterIP="10.100.0.50")
+    assert objects[("Service", "karpy-extender")]["spec"]["clusterIP"] == "10.100.0.50"
+    for name in ("karpy-extender-scheduler-config", "karpy-scheduler-config"):
+        (extender,) = yaml.safe_load(objects[("ConfigMap", name)]["data"]["scheduler-config.yaml"])["extenders"]
+        assert extender["urlPrefix"] == "http://10.100.0.50:8888/scheduler", name
+
+
 def test_consolidation_is_steered_only_when_asked_and_the_extender_is_installed() -> None:
     def controller_args(**values: Any) -> list[str]:
         objects, _ = render(clusterName="c", clusterEndpoint="https://c", **values)
@@ -188,9 +229,11 @@ def test_consolidation_is_steered_only_when_asked_and_the_extender_is_installed(
 
 
 def test_every_pod_and_container_runs_locked_down() -> None:
-    objects, _ = render(clusterName="c", clusterEndpoint="https://c", extender__enabled=True)
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c", extender__enabled=True,
+                        extender__secondScheduler__enabled=True)
     deployments = [d for d in objects.values() if d["kind"] == "Deployment"]
-    assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook", "karpy-extender"}
+    assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook", "karpy-extender",
+                                                            "karpy-scheduler"}
     for d in deployments + [d for d in plain_objects().values() if d["kind"] == "Deployment"]:
         pod = d["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
