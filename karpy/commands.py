@@ -296,8 +296,6 @@ def explain_node(args: argparse.Namespace) -> int:
 def _aws_provider(args: argparse.Namespace) -> Any:
     """What builds the AWS provider once the controller has its API client: boto3's own credential and
     endpoint chain (AWS_ENDPOINT_URL included), the region by DESIGN.md's order."""
-    import boto3
-
     from karpy.controller.cloudprovider.aws.cluster import checked_bundle, eks_client, resolve_ca_bundle
     from karpy.controller.cloudprovider.aws.provider import (
         AwsCloudProvider,
@@ -326,9 +324,8 @@ def _aws_provider(args: argparse.Namespace) -> Any:
     def build(client: Any, state: Any) -> Any:
         version = client.get("/version")
         minor = f"{version['major']}.{str(version['minor']).rstrip('+')}"
-        session = boto3.session.Session()
         ca = resolve_ca_bundle(flag=args.cluster_ca_bundle, ca_file=client.api_client.configuration.ssl_ca_cert,
-                               eks=eks_client(session, region), cluster_name=args.cluster_name)
+                               eks=eks_client(region), cluster_name=args.cluster_name)
         if ca.data:
             log.info("Found the cluster CA for node user data in %s", ca.source)
         else:
@@ -336,7 +333,7 @@ def _aws_provider(args: argparse.Namespace) -> Any:
         settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
                                kubernetes_minor=minor, default_instance_profile=args.default_instance_profile,
                                ca_bundle=ca.data)
-        return AwsCloudProvider(session, settings, node_templates(state))
+        return AwsCloudProvider(None, settings, node_templates(state))
 
     return build
 

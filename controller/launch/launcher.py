@@ -51,6 +51,7 @@ from karpy.controller.launch.claims import (
     request_of,
     that_fit,
 )
+from karpy.controller.metrics import CONSOLIDATION, NODES_CREATED, PROVISIONING
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -58,7 +59,6 @@ from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.provisioning")
-NODES_LAUNCHED = Counter("karpy_nodes_created_total", "Nodes launched", ["provisioner"])
 LAUNCH_ERRORS = Counter("karpy_cloudprovider_errors_total", "Failed launches", ["provisioner", "error"])
 LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launch one node")
 CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
@@ -331,7 +331,9 @@ class Launcher:
             log.info("Found instance %s launched earlier for %s; adopting it", instance.provider_id, name)
             return instance
         LAUNCH_SECONDS.observe(time.perf_counter() - started)
-        NODES_LAUNCHED.labels(request.provisioner).inc()
+        # a claim that binds no pods is a replacement consolidation launched ahead of draining
+        NODES_CREATED.inc(PROVISIONING if (claim.get("spec") or {}).get("bind", True) else CONSOLIDATION,
+                          request.provisioner)
         log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
                  instance.node_name, instance.instance_type, instance.zone, instance.capacity_type)
         for warning in instance.warnings:

@@ -20,13 +20,19 @@ from prometheus_client import Counter
 from karpy.apis import labels as wk
 from karpy.apis.pods import evictable, object_key
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
+from karpy.controller.metrics import NODES_TERMINATED
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.termination")
-NODES_TERMINATED = Counter("karpy_nodes_terminated_total", "Nodes whose instance was terminated", ["provisioner"])
 EVICTIONS = Counter("karpy_evictions_total", "Evictions requested while draining", ["result"])
+
+
+def termination_reason(node: dict[str, Any]) -> str:
+    """Pure: why a node went, as far as the node itself tells: emptiness marks it before deleting it."""
+    annotations = node["metadata"].get("annotations") or {}
+    return "emptiness" if annotations.get(wk.EMPTINESS_TIMESTAMP) else "deletion"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +104,7 @@ class Terminator:
             client.patch(path_of("v1", "nodes", name=name),
                          [{"op": "test", "path": "/metadata/resourceVersion", "value": node["metadata"]["resourceVersion"]},
                           {"op": "replace", "path": "/metadata/finalizers", "value": finalizers}], "application/json-patch+json")
-            NODES_TERMINATED.labels(self.state.ours(node) or "").inc()
+            NODES_TERMINATED.inc(termination_reason(node), self.state.ours(node) or "")
             self._announced.discard(name)
             log.info("Deleted node %s", name)
             return None

@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import boto3
 import botocore.exceptions
 
 from karpy.controller.cloudprovider.aws.provider import RETRIES, AwsConfigError
@@ -65,9 +66,9 @@ def described_bundle(eks: Any, cluster_name: str) -> str | None:
     return str(data) if data else None
 
 
-def eks_client(session: Any, region: str) -> Any:
+def eks_client(region: str) -> Any:
     """The EKS client DescribeCluster goes through (boto3's own credential and endpoint chain)."""
-    return session.client("eks", region_name=region, config=RETRIES)
+    return boto3.session.Session().client("eks", region_name=region, config=RETRIES)
 
 
 def resolve_ca_bundle(*, flag: str | None, ca_file: str | None, eks: Any, cluster_name: str) -> CaBundle:
