@@ -62,7 +62,7 @@ CONSOLIDATION_NODES_CREATED = KarpenterCounter("karpenter_consolidation_nodes_cr
 SCHEDULING_SECONDS = Histogram("karpenter_provisioner_scheduling_duration_seconds",
                                "Duration of scheduling process in seconds.")
 CLOUDPROVIDER_SECONDS = Histogram("karpenter_cloudprovider_duration_seconds",
-                                  "Duration of cloud provider method calls.", ["method", "provider"])
+                                  "Duration of cloud provider method calls.", ["controller", "method", "provider"])
 
 
 def _quantity(value: object) -> float | None:
@@ -166,13 +166,15 @@ CLUSTER = ClusterMetrics()
 
 class MeasuredCloud:
     """A cloud provider whose calls are timed into `karpenter_cloudprovider_duration_seconds`; anything else
-    (its catalog, its queue) passes straight through."""
+    (its catalog, its queue) passes straight through. The controller is the calling thread's: each controller's
+    loop thread is named for it (`provisioning`, `termination`, ...), worker pools number theirs (`launch_3`)."""
 
     def __init__(self, cloud: Any) -> None:
         self.cloud, self.name = cloud, cloud.name
 
     def _timed(self, method: str, call: Callable[[], Any]) -> Any:
-        with CLOUDPROVIDER_SECONDS.labels(method, self.name).time():
+        controller = threading.current_thread().name.rsplit("_", 1)[0]
+        with CLOUDPROVIDER_SECONDS.labels(controller, method, self.name).time():
             return call()
 
     def create(self, request: Any) -> Any:

@@ -145,3 +145,18 @@ def test_docs_and_the_grafana_dashboard_name_the_metrics_the_controller_serves()
     assert queried and queried - served == set()
     panels = {p["title"] for p in dashboard["panels"]}
     assert len(panels) == len(dashboard["panels"])
+
+
+def test_cloud_provider_calls_are_timed_by_controller_method_and_provider(env: Env) -> None:
+    import threading
+
+    from karpy.controller.metrics import MeasuredCloud
+
+    cloud = MeasuredCloud(env.cloud)
+    labels = {"controller": "termination", "method": "GetInstanceTypes", "provider": env.cloud.name}
+    before = REGISTRY.get_sample_value("karpenter_cloudprovider_duration_seconds_count", labels) or 0
+    worker = threading.Thread(target=cloud.instance_types, name="termination")
+    worker.start()
+    worker.join()
+    assert REGISTRY.get_sample_value("karpenter_cloudprovider_duration_seconds_count", labels) == before + 1
+    assert cloud.catalog == env.cloud.catalog                  # anything else passes through
