@@ -44,6 +44,8 @@ DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 MIRROR_POD = "kubernetes.io/config.mirror"       # a static pod's API mirror: it goes with its node
+# a cordoned karpy node is taken out of external load balancers before its pods go (value "karpenter")
+EXCLUDE_FROM_LOAD_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 # karpy's own node annotations
@@ -57,6 +59,10 @@ CAPACITY_GAP_REASON = "CapacityGap"
 # Taints Kubernetes puts on nodes that are not ready yet
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"   # what a cordon means to a pod's tolerations
+
+# priority classes whose pods a drain evicts last (Kubernetes' graceful node shutdown order)
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
 CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"

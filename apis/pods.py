@@ -27,13 +27,22 @@ def owned_by_daemonset(pod: Mapping[str, Any]) -> bool:
     return ref is not None and ref.get("kind") == "DaemonSet"
 
 
+def mirror(pod: Mapping[str, Any]) -> bool:
+    """A static pod's API mirror: annotated so by its kubelet, or owned by its Node (Karpenter's IsOwnedByNode).
+    It goes with its node; evicting it would do nothing."""
+    meta = pod.get("metadata") or {}
+    return MIRROR_POD in (meta.get("annotations") or {}) or \
+        any(r.get("kind") == "Node" for r in meta.get("ownerReferences") or [])
+
+
+def terminal(pod: Mapping[str, Any]) -> bool:
+    """Succeeded or Failed: finished, nothing left to stop."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
 def evictable(pod: Mapping[str, Any]) -> bool:
     """A pod a drain asks to leave: not a DaemonSet's or a mirror pod, and not finished."""
-    if owned_by_daemonset(pod):
-        return False
-    if MIRROR_POD in ((pod.get("metadata") or {}).get("annotations") or {}):
-        return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return not (owned_by_daemonset(pod) or mirror(pod) or terminal(pod))
 
 
 def busy(pods: Iterable[Mapping[str, Any]]) -> bool:

@@ -24,9 +24,9 @@ AWS_DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = (
 
 def provisioner_default_patch(raw: Mapping[str, Any], *, aws: bool = True) -> list[dict[str, Any]]:
     """JSONPatch operations that default the Provisioner manifest `raw` (empty: nothing to do)."""
-    if not aws:
-        return []
     spec = raw.get("spec") or {}
+    if not aws or not isinstance(spec, Mapping):
+        return []                                  # a spec that is not an object: decoding says so
     labels = spec.get("labels") or {}
     requirements = spec.get("requirements") or []
     mentioned = set(labels) | {r.get("key") for r in requirements if isinstance(r, Mapping)}

@@ -27,13 +27,14 @@ from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, ex
 from karpy.controller.metrics import CLUSTER, MeasuredCloud, cluster_samples
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
+from karpy.controller.node.finalizer import Finalizer
 from karpy.controller.node.garbagecollection import GarbageCollection
 from karpy.controller.node.initialization import Initialization
 from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
-from karpy.controller.state import ClusterState
+from karpy.controller.state import ClusterState, aws_defaults
 from karpy.controller.termination.controller import Terminator
 from karpy.kubeclient.loop import Loop
 from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
@@ -75,7 +76,7 @@ class Operator:
                                      on_lost=exit_process) if settings.leader_elect else None
         self.client = (FencedClient(self.api_client, self.elector.still_leading) if self.elector
                        else RawClient(self.api_client))
-        self.state = ClusterState(self.client)
+        self.state = ClusterState(self.client, aws_defaults=aws_defaults(settings.cloud_provider, catalog))
         if cloud_factory is not None:
             self.cloud = cloud_factory(self.client, self.state)
             source: Catalog | Callable[[], Catalog] = self.cloud.catalog
@@ -91,11 +92,12 @@ class Operator:
         self.provisioner = Provisioner(self.state, self.cloud, source, launcher=self.launcher,
                                        packing=settings.packing, leading=self._leading)
         self.loops = [
-            Loop("termination", Terminator(self.state, self.cloud).reconcile, resync_seconds=2),
+            Loop("termination", Terminator(self.state, self.cloud, self.clock).reconcile, resync_seconds=2),
             Loop("initialization", Initialization(self.state, self.clock).reconcile, resync_seconds=5),
             # a pass reads every node, and a burst kicks it with each pod event: a fifth of the time at most
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5, busy_share=0.2),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
+            Loop("finalizer", Finalizer(self.state).reconcile, resync_seconds=30),
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
                                                         settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
@@ -174,7 +176,7 @@ class Operator:
         for loop in self.loops:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
-            if loop.name == "expiration":    # it reads nodes and provisioners: a burst's pod events are not its business
+            if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
                 self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners)
                 continue
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)

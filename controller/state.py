@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
+from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
@@ -33,9 +34,21 @@ def _node_of(pod: Obj) -> str | None:
     return (pod.get("spec") or {}).get("nodeName") or None
 
 
+def aws_defaults(cloud_provider: str, catalog: Catalog | None) -> bool:
+    """Whether Provisioners get the AWS provider's defaults: they launch EC2 instance types (the aws provider, or
+    the fake one selling the `aws` catalog), so they read as the defaulting webhook with its default
+    `--cloud-provider aws` would leave them, as `karpy plan` reads them for the `aws` catalog."""
+    return cloud_provider == "aws" or (catalog is not None and catalog.name == "aws")
+
+
 class ClusterState:
-    def __init__(self, client: RawClient) -> None:
+    def __init__(self, client: RawClient, *, aws_defaults: bool = False) -> None:
+        """`aws_defaults`: give Provisioners the AWS cloud provider's defaults (capacity type on-demand, arch amd64,
+        each unless the Provisioner names the key) as they are read, exactly as the defaulting webhook would have;
+        a Provisioner the webhook did default reads the same. For AWS instance types, where a Provisioner applied
+        without the webhook would otherwise launch arm64 nodes for amd64 images."""
         self.client = client
+        self.aws_defaults = aws_defaults
         self.pods = Informer(client, "v1", "pods")
         self.pods.add_index(BY_NODE, _node_of)      # pods by the node they are bound to
         self.nodes = Informer(client, "v1", "nodes")
@@ -90,7 +103,7 @@ class ClusterState:
             seen.add(key)
             if key not in self._decoded:
                 try:
-                    p, errors = read_provisioner(raw, aws=False)
+                    p, errors = read_provisioner(default_provisioner(raw, aws=self.aws_defaults), aws=False)
                     problem = "; ".join(map(str, errors)) if p is None else None
                 except Exception as e:  # one Provisioner's error is confined to it
                     p, problem = None, failure(e)

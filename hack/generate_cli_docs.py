@@ -20,8 +20,13 @@ HEADER = """# Command line reference
 
 Generated from `karpy`'s argument parser by `python3 hack/generate_cli_docs.py`; every flag of every
 command, with its default. Commands that talk to a cluster (`controller`, `explain`, `extender`) find it
-as kubectl does: `--kubeconfig`, else `$KUBECONFIG`, else the in-cluster service account, else
-`~/.kube/config`. Servers listen on every interface inside a pod and on 127.0.0.1 elsewhere unless
+as kubectl does: `--kubeconfig` (one file, which must exist), else the files `$KUBECONFIG` lists
+(separated by `:`; merged, the first to name a cluster, user, context or current-context winning; missing
+files skipped, with one warning when none exists), else the in-cluster service account, else
+`~/.kube/config` (read only when `$KUBECONFIG` is unset). `karpy extender` without `--kubeconfig` or
+`--in-cluster` serves without a cluster when `$KUBECONFIG` is unset or names no existing file.
+`karpy --version` prints the version. `karpy` alone, or `karpy certs` alone, prints the commands it takes;
+like every usage error (a wrong flag shows the usage of the command it was given to) it exits 2. Servers listen on every interface inside a pod and on 127.0.0.1 elsewhere unless
 `--host` says otherwise. Environment: `KARPY_LOG_LEVEL` (debug, info, warning, error; default info).
 """
 

@@ -1,4 +1,5 @@
-"""Write manifests/crds/*.yaml from the pydantic models in apis/ (see apis/crds.py).
+"""Write manifests/crds/*.yaml (and the chart's copy, manifests/chart/crds/) from apis/ (see apis/crds.py):
+generated from the pydantic models for v1alpha5, Karpenter's published CRDs for v1.
 
 Run `python3 hack/generate_crds.py` after changing a model; a test checks the
 committed files equal what this writes.
@@ -16,11 +17,11 @@ from karpy.apis.crds import generate
 
 
 def main() -> int:
-    out = ROOT / "manifests" / "crds"
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in generate().items():
-        (out / name).write_text(text)
-        print(out / name)
+    for out in (ROOT / "manifests" / "crds", ROOT / "manifests" / "chart" / "crds"):
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in generate().items():
+            (out / name).write_text(text)
+            print(out / name)
     return 0
 
 

@@ -111,11 +111,14 @@ def plan(args: argparse.Namespace) -> int:
         now = datetime.datetime.now(datetime.timezone.utc)
         if args.consolidation_budget_seconds is not None and args.consolidation_budget_seconds <= 0:
             raise UsageError("--consolidation-budget-seconds must be positive")
+        if args.consolidation_min_savings_per_pod < 0:
+            raise UsageError("--consolidation-min-savings-per-pod must not be negative")
         started = time.monotonic()
         with native_stdout_to_stderr():
             consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
                                          budget_seconds=args.consolidation_budget_seconds,
-                                         as_kube_scheduler_places=not args.consolidation_steering).plan()
+                                         as_kube_scheduler_places=not args.consolidation_steering,
+                                         min_savings_per_pod=args.consolidation_min_savings_per_pod).plan()
         decided = time.monotonic() - started
         if args.output == "json":
             doc = consolidation_json(consolidation)
@@ -126,13 +129,14 @@ def plan(args: argparse.Namespace) -> int:
             print(consolidation_table(consolidation))
         return 0
     with native_stdout_to_stderr():
-        results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour)).solve()
+        scheduler = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
+        results = scheduler.solve()
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
-        sys.stdout.write(json.dumps(plan_json(results), indent=2) + "\n")   # one write: a large plan is many small ones
+        sys.stdout.write(json.dumps(plan_json(results, scheduler.templates), indent=2) + "\n")   # one write: a large plan is many small ones
     else:
-        print(plan_table(results))
+        print(plan_table(results, scheduler.templates, wide=args.output == "wide"))
     return 0
 
 
@@ -183,6 +187,8 @@ def controller(args: argparse.Namespace) -> int:
         raise UsageError("--node-cost-per-hour must not be negative")
     if args.packing_budget_seconds <= 0:
         raise UsageError("--packing-budget-seconds must be positive")
+    if args.consolidation_min_savings_per_pod < 0:
+        raise UsageError("--consolidation-min-savings-per-pod must not be negative")
     try:
         disruption_budget(args.consolidation_max_disrupted, 0)
     except ValueError:
@@ -210,7 +216,8 @@ def controller(args: argparse.Namespace) -> int:
                                                             max_disrupted=args.consolidation_max_disrupted,
                                                             budget_seconds=args.consolidation_budget_seconds,
                                                             pending_wait_seconds=args.consolidation_pending_wait,
-                                                            steer=args.consolidation_steering),
+                                                            steer=args.consolidation_steering,
+                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
                                                max_seconds=args.packing_budget_seconds))
     try:
@@ -230,12 +237,12 @@ def controller(args: argparse.Namespace) -> int:
 def _catalog(name: str) -> Any:
     """A built-in catalog or an InstanceTypeCatalog file; UsageError naming the problem otherwise."""
     from karpy.controller.cloudprovider.catalog import BUILT_IN, built_in
-    from karpy.plan.inputs import PlanInputError, load
+    from karpy.plan.inputs import PlanInputError, from_documents
 
     if name in BUILT_IN:
         return built_in(name)
     try:
-        return load([], catalog=name).snapshot.catalog
+        return from_documents([], catalog=name).snapshot.catalog      # the catalog alone: no other documents
     except PlanInputError as e:
         raise UsageError("; ".join(e.problems)) from None
 
@@ -244,11 +251,10 @@ def explain_node(args: argparse.Namespace) -> int:
     import kubernetes
 
     from karpy.controller.clock import Clock
-    from karpy.controller.consolidation.controller import decide, unsettled
-    from karpy.controller.state import ClusterState
+    from karpy.controller.state import ClusterState, aws_defaults
+    from karpy.controller.termination.controller import draining
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
-    from karpy.plan.render import explain_node_json
 
     catalog = _catalog(args.catalog)
     try:
@@ -263,23 +269,18 @@ def explain_node(args: argparse.Namespace) -> int:
         answer = str(e) if isinstance(e, ApiUnreachable) else f"the API server at {raw.server} answered {e.status} {e.reason}"
         print(f"karpy explain: {answer}", file=sys.stderr)
         return 1
-    state = ClusterState(raw)
+    state = ClusterState(raw, aws_defaults=aws_defaults("fake", catalog))     # read as the controller reads them
     try:
         if not state.start(timeout=20):
             print(f"karpy explain: the API server at {raw.server} did not list the cluster's objects within 20s",
                   file=sys.stderr)
             return 1
-        if state.nodes.get("", args.name) is None:
+        node = state.nodes.get("", args.name)
+        if node is None:
             print(f"karpy explain: node {args.name!r} not found", file=sys.stderr)
             return 1
-        plan = decide(state, catalog, Clock().now(), min_age_seconds=args.consolidation_min_node_age,
-                      name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering)
-        doc = explain_node_json(plan, args.name)
-        if waiting := unsettled(state):
-            if waiting == "pods are waiting for capacity":
-                waiting += (f" (consolidation waits for them at most --consolidation-pending-wait, "
-                            f"{args.consolidation_pending_wait:.0f}s, then goes on)")
-            doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
+        now = Clock().now()
+        doc = explain_drain(state, node, now) if draining(node) else explain_consolidation(state, catalog, args, now)
     finally:
         state.stop()
         client.close()
@@ -291,6 +292,37 @@ def explain_node(args: argparse.Namespace) -> int:
         if "waiting" in doc:
             print(doc["waiting"])
     return 0
+
+
+def explain_drain(state: Any, node: dict[str, Any], now: Any) -> dict[str, Any]:
+    """`explain node` for a node being deleted: what its drain waits for (the pod and the rule that hold it),
+    as the termination controller decides it."""
+    from karpy.controller.termination.controller import drain_status, plan_drain
+
+    name = node["metadata"]["name"]
+    plan = plan_drain(state.pods_on(name), now=now)
+    doc: dict[str, Any] = {"node": name, "verdict": "draining",
+                           "reason": drain_status(plan, pdbs=state.pdbs.items(), pods=state.pods.items())}
+    if plan.blocked_by:
+        doc["heldBy"] = plan.blocked_by
+    return doc
+
+
+def explain_consolidation(state: Any, catalog: Any, args: argparse.Namespace, now: Any) -> dict[str, Any]:
+    """`explain node` for a live node: what consolidation does with it now, and why."""
+    from karpy.controller.consolidation.controller import decide, unsettled
+    from karpy.plan.render import explain_node_json
+
+    plan = decide(state, catalog, now, min_age_seconds=args.consolidation_min_node_age,
+                  name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering,
+                  min_savings_per_pod=args.consolidation_min_savings_per_pod)
+    doc = explain_node_json(plan, args.name)
+    if waiting := unsettled(state):
+        if waiting == "pods are waiting for capacity":
+            waiting += (f" (consolidation waits for them at most --consolidation-pending-wait, "
+                        f"{args.consolidation_pending_wait:.0f}s, then goes on)")
+        doc["waiting"] = f"consolidation acts only when the cluster is settled: {waiting}"
+    return doc
 
 
 def _aws_provider(args: argparse.Namespace) -> Any:
@@ -394,10 +426,11 @@ def extender(args: argparse.Namespace) -> int:
     import kubernetes
 
     from karpy.extender.app import create_app
-    from karpy.kubeclient.raw import load_configuration
+    from karpy.kubeclient.raw import kubeconfig_env_files, load_configuration
 
     certfile, keyfile = _tls_files(Path(args.cert_dir)) if args.cert_dir else (None, None)
-    watched = bool(args.kubeconfig or args.in_cluster or os.environ.get("KUBECONFIG"))
+    # a $KUBECONFIG whose files are all missing leaves no cluster (with client-go's warning): serve without one
+    watched = bool(args.kubeconfig or args.in_cluster or kubeconfig_env_files())
     cluster = "no cluster"
     if watched:                               # fail here, once, rather than in every worker
         try:
@@ -428,4 +461,30 @@ def extender(args: argparse.Namespace) -> int:
     serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,
           workers=args.workers, threads=args.threads, preload=not watched, header_timeout=args.header_timeout,
           body_timeout=args.body_timeout, cert_check_seconds=_positive(args.cert_check_seconds, "--cert-check-seconds"))
+    return 0
+
+
+def convert(args: argparse.Namespace) -> int:
+    """`karpy convert`: the documents of FILEs with v1alpha5 objects as v1 ones (apis/v1/convert.py maps them)."""
+    from karpy.apis.v1.convert import ConvertError
+    from karpy.apis.v1.convert import convert as to_v1
+    from karpy.plan.inputs import PlanInputError, read_documents
+
+    try:
+        docs = read_documents(args.filename)
+        converted = to_v1([d.body for d in docs])
+    except PlanInputError as e:
+        for problem in e.problems:
+            print(f"karpy convert: {problem}", file=sys.stderr)
+        return 2
+    except ConvertError as e:
+        for p in e.problems:
+            print(f"karpy convert: {docs[p.index].where()}: {p.error}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        doc = converted[0] if len(converted) == 1 else {"apiVersion": "v1", "kind": "List", "items": converted}
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(yaml.safe_dump_all(converted, sort_keys=False, explicit_start=False))
     return 0

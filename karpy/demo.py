@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
-from karpy.apis.crds import definitions
+from karpy.apis.crds import all_definitions
 from karpy.certs.inject import inject_ca_bundle
 from karpy.kubeclient.raw import RawClient, api_client, path_of
 
@@ -173,7 +173,7 @@ class Demo:
         api = api_client(str(kubeconfig))
         client = RawClient(api)
         self.until("the local cluster to answer", lambda: bool(client.get("/version")), 20)
-        for crd in definitions().values():
+        for crd in all_definitions().values():
             client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
         for config in webhook_configurations(f"https://127.0.0.1:{hook_port}", (certs / "ca.crt").read_bytes()):
             plural = "validatingwebhookconfigurations" if config["kind"].startswith("Validating") else "mutatingwebhookconfigurations"

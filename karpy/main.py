@@ -8,6 +8,7 @@ does not pay for Flask, and `karpy webhook` can prepare the environment
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import signal
@@ -16,16 +17,19 @@ import time
 from typing import Callable, Sequence
 
 from karpy import commands
+from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03dZ\t%(levelname)s\t%(name)s\t%(message)s"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="karpy", description="Karpenter, the just-in-time node autoscaler, in Python.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('karpy')}")
+    # not required: without one, main() prints the help that lists them (argparse would print the usage line only)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     certs = sub.add_parser("certs", help="TLS certificates for the webhook and extender")
-    certs_sub = certs.add_subparsers(dest="certs_command", required=True, metavar="ACTION")
+    certs_sub = certs.add_subparsers(dest="certs_command", metavar="ACTION")
     gen = certs_sub.add_parser("generate", help="write ca.crt, tls.crt and tls.key")
     gen.add_argument("--out-dir", required=True, help="directory to write the PEM files into")
     gen.add_argument(
@@ -46,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                       help="multi-document YAML or JSON (repeatable; - reads standard input)")
     plan.add_argument("--catalog", default="aws", help="built-in catalog (aws, fake-400) or an InstanceTypeCatalog file")
-    plan.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    plan.add_argument("-o", "--output", choices=["json", "table", "wide"], default="table",
+                      help="table (default), wide (the table with each node's pods; with --consolidate, the table) or json")
     plan.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
                       help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
     plan.add_argument("--consolidate", action="store_true",
@@ -56,10 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--consolidation-min-node-age", type=float, default=0.0,
                       help="with --consolidate: nodes younger than this many seconds are not candidates "
                            "(the controller's default is 60)")
+    plan.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD, metavar="DOLLARS",
+                      help="with --consolidate: " "an action is taken only when it saves at least this many $/h per pod it moves (per unit of Karpenter's disruption cost: a pod of default priority and deletion cost counts 1; default %(default)s)")
     plan.add_argument("--consolidation-steering", action="store_true",
                       help="with --consolidate: judge actions with moved pods landing as planned, as the controller "
                            "does with --consolidation-steering (default: where kube-scheduler's own scores put them)")
     plan.set_defaults(run=commands.plan)
+
+    convert = sub.add_parser("convert", help="print v1alpha5 Provisioners and AWSNodeTemplates in FILEs as v1 NodePools "
+                                             "and EC2NodeClasses (other documents unchanged)")
+    convert.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
+                         help="multi-document YAML or JSON (repeatable; - reads standard input)")
+    convert.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
+                         help="yaml: documents separated by ---; json: one object, or a List of several")
+    convert.set_defaults(run=commands.convert)
 
     sim = sub.add_parser("sim", help="run the local cluster (an API server emulation with scheduler, kubelets and cloud)")
     sim.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
@@ -112,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds one consolidation decision may search before acting on what it found")
     ctl.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                      help="seconds consolidation waits while pods are pending before it goes on (v0.16's stabilization window)")
+    ctl.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD, metavar="DOLLARS",
+                     help="an action is taken only when it saves at least this many $/h per pod it moves (per unit of Karpenter's disruption cost: a pod of default priority and deletion cost counts 1; default %(default)s)")
     ctl.add_argument("--consolidation-steering", action="store_true",
                      help="kube-scheduler calls karpy's extender: mark the nodes drained pods should go to, so the "
                           "extender steers them there, and judge actions with the pods landing as planned")
@@ -119,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")
     explain_sub = explain.add_subparsers(dest="kind", required=True, metavar="KIND")
-    explain_node = explain_sub.add_parser("node", help="what consolidation does with a node now, and why")
+    explain_node = explain_sub.add_parser("node", help="what consolidation does with a node now, and why; for a node being deleted, what holds its drain")
     explain_node.add_argument("name", metavar="NAME")
     explain_node.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config)")
     explain_node.add_argument("--catalog", default="aws", help="the controller's instance types (aws, fake-400, or a file)")
@@ -127,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the controller's setting of the same name")
     explain_node.add_argument("--consolidation-pending-wait", type=float, default=300.0,
                               help="the controller's --consolidation-pending-wait, to say how long consolidation waits")
+    explain_node.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD,
+                              metavar="DOLLARS", help="the controller's setting of the same name")
     explain_node.add_argument("--consolidation-steering", action="store_true",
                               help="the controller's setting of the same name")
     explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")
@@ -154,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--cert-dir", help="directory holding tls.crt and tls.key (HTTPS); plain HTTP without it")
     _cert_check(ext)
     ext.add_argument("--kubeconfig", help="the cluster to watch and bind in; without it, $KUBECONFIG when set "
-                                            "(and no cluster at all when neither is: every verb still answers)")
+                                            "naming an existing file (and no cluster at all otherwise: every verb still answers)")
     ext.add_argument("--in-cluster", action="store_true",
                      help="watch the cluster found as the controller finds it ($KUBECONFIG, in-cluster, ~/.kube/config)")
     ext.add_argument("--workers", type=int, default=1, help="gunicorn worker processes (each watches the cluster)")
@@ -177,11 +196,36 @@ def _read_timeouts(server: argparse.ArgumentParser, *, body: float) -> None:
                         help="seconds a client has to send a request's body after its headers before 408")
 
 
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse `argv`; exits 2, as argparse does on any usage error, with the usage of the command that was
+    given the stray argument (argparse leaves those to the top level), or with the help that lists the
+    commands when none was named (`karpy`, `karpy certs`)."""
+    _remember_parsers(parser)
+    args, extras = parser.parse_known_args(argv)
+    command: argparse.ArgumentParser = args.parser
+    if extras:
+        command.error(f"unrecognized arguments: {' '.join(extras)}")
+    if not hasattr(args, "run"):
+        command.print_help(sys.stderr)
+        missing = next(a.metavar for a in command._actions if isinstance(a, argparse._SubParsersAction))
+        command.exit(2, f"{command.prog}: error: the following arguments are required: {missing}\n")
+    return args
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Each (sub)command records its own parser in the namespace; the innermost one named wins."""
+    parser.set_defaults(parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _remember_parsers(child)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     level = os.environ.get("KARPY_LOG_LEVEL", "info").upper()    # the chart's logLevel
     logging.basicConfig(level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO", format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
     logging.Formatter.converter = time.gmtime
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the same way on SIGTERM and ^C
     run: Callable[[argparse.Namespace], int] = args.run
     try:

@@ -178,38 +178,67 @@ def bound_retries(configuration: Configuration) -> None:
 
 
 def load_configuration(kubeconfig: str | None, configuration: Configuration) -> str:
-    """Fill `configuration` as kubectl and controller-runtime look for a cluster: the --kubeconfig flag, else
-    $KUBECONFIG, else the in-cluster service account, else ~/.kube/config. Returns where it came from;
-    raises ConfigException naming every place tried when none works. A named file that fails is an error,
-    never a reason to try the next place (the user asked for that file)."""
+    """Fill `configuration` as kubectl and controller-runtime look for a cluster (client-go's loading rules):
+    the --kubeconfig flag (one file, which must exist), else the files $KUBECONFIG lists (merged; missing ones
+    skipped), else the in-cluster service account, else ~/.kube/config, read only when $KUBECONFIG is unset.
+    Returns where it came from; raises ConfigException naming every place tried when none works. A file that
+    exists but fails is an error, never a reason to try the next place (the user asked for that file)."""
     if kubeconfig:
-        _load_file(kubeconfig, configuration, source=f"--kubeconfig {kubeconfig}")
+        if not os.path.isfile(os.path.expanduser(kubeconfig)):
+            raise kubernetes.config.ConfigException(f"--kubeconfig {kubeconfig}: no such file")
+        _load_files([kubeconfig], configuration, source=f"--kubeconfig {kubeconfig}")
         return kubeconfig
-    if env := os.environ.get("KUBECONFIG"):
-        _load_file(env, configuration, source=f"$KUBECONFIG {env}")
-        return env
-    tried = ["--kubeconfig (not given)", "$KUBECONFIG (not set)"]
+    tried = ["--kubeconfig (not given)"]
+    env = os.environ.get("KUBECONFIG")
+    if env and (files := kubeconfig_env_files()):
+        _load_files(files, configuration, source=f"$KUBECONFIG {env}")
+        return os.pathsep.join(files)
+    tried.append(f"$KUBECONFIG {env} (no such file)" if env else "$KUBECONFIG (not set)")
     try:
         kubernetes.config.load_incluster_config(client_configuration=configuration)
         return "in-cluster configuration"
     except kubernetes.config.ConfigException as e:
         tried.append(f"in-cluster configuration ({e})")
     home = os.path.expanduser("~/.kube/config")
-    if os.path.isfile(home):
-        _load_file(home, configuration, source=home)
+    if not env and os.path.isfile(home):      # client-go reads the home file only in place of $KUBECONFIG
+        _load_files([home], configuration, source=home)
         return home
-    tried.append(f"{home} (no such file)")
+    tried.append(f"{home} (not read: $KUBECONFIG is set)" if env else f"{home} (no such file)")
     raise kubernetes.config.ConfigException("no cluster configuration found; tried " + ", ".join(tried))
 
 
-def _load_file(path: str, configuration: Configuration, *, source: str) -> None:
-    # $KUBECONFIG may list several files, as kubectl merges them; the client merges the same way
-    files = [p for p in path.split(os.pathsep) if p]
-    missing = [p for p in files if not os.path.isfile(os.path.expanduser(p))]
-    if missing and len(missing) == len(files):
-        raise kubernetes.config.ConfigException(f"{source}: no such file")
+def kubeconfig_env_files() -> list[str]:
+    """The files $KUBECONFIG lists (os.pathsep-separated) that exist, in order, each once, as client-go reads it.
+    When it lists files and none exists, warns once as client-go does ("Config not found: ...")."""
+    listed = list(dict.fromkeys(p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p))
+    present = [p for p in listed if os.path.isfile(os.path.expanduser(p))]
+    if listed and not present:
+        log.warning("Config not found: %s", ", ".join(listed))
+    return present
+
+
+def _load_files(files: list[str], configuration: Configuration, *, source: str) -> None:
+    """Merge `files` into `configuration` by client-go's rules: the first file to name a cluster, user or
+    context wins it, and so does the first to set current-context; an empty file adds nothing."""
+    documents: list[tuple[str, dict[str, Any]]] = []
+    for path in files:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as f:
+                document = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as e:
+            raise kubernetes.config.ConfigException(f"{source}: error loading config file {path}: {e}") from None
+        if document is None:
+            continue
+        if not isinstance(document, dict):
+            raise kubernetes.config.ConfigException(f"{source}: error loading config file {path}: not a mapping")
+        documents.append((path, document))
+    if not documents:
+        raise kubernetes.config.ConfigException(f"{source}: no configuration in {', '.join(files)}")
+    # the client's own merger keeps the first of each name but lets the last current-context win: say it here
+    context = next((d["current-context"] for _, d in documents if d.get("current-context")), None)
     try:
-        kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
+        kubernetes.config.load_kube_config(config_file=os.pathsep.join(p for p, _ in documents), context=context,
+                                           client_configuration=configuration)
     except (kubernetes.config.ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, AttributeError) as e:
         raise kubernetes.config.ConfigException(f"{source}: {e}") from None
 

@@ -2,17 +2,21 @@
 subresources (status, binding, eviction, scale) do to the store.
 
 Every write passes admission (webhooks), CRD schemas and the type's own
-rules; CRDs register and unregister resource types; deleting an owner
-deletes its dependents (ownerReferences, background propagation).
+rules; CRDs register and unregister resource types; an owner's dependents
+(ownerReferences) are deleted once the owner is really gone, not while its
+finalizers hold it (background propagation: a Node held by karpy's
+termination finalizer keeps its mirror pods until it goes); with
+propagationPolicy Orphan they lose their reference to it instead.
 """
 
 from __future__ import annotations
 
+import builtins
 import copy
 from typing import Any
 
 from karpy.kubeclient.raw import now_rfc3339
-from karpy.simulator import admission, disruption, podspec, schema
+from karpy.simulator import admission, cel, disruption, podspec, schema, tables
 from karpy.simulator.patch import apply_patch
 from karpy.simulator.query import Predicate
 from karpy.simulator.resources import Registry, ResourceType
@@ -79,8 +83,9 @@ class API:
         if t.namespaced and self.store.peek("namespaces", "", namespace) is None:
             raise NotFound(f'namespaces "{namespace}" not found', details={"name": namespace, "kind": "namespaces"})
 
-    def _check(self, t: ResourceType, obj: Obj, *, strict: bool) -> Obj:
-        """Apply the CRD schema (prune, default, validate) or the built-in type's minimal rules."""
+    def _check(self, t: ResourceType, obj: Obj, *, strict: bool, old: Obj | None = None) -> Obj:
+        """Apply the CRD schema (prune, default, validate, and its CEL rules against `old` on update) or the
+        built-in type's minimal rules."""
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
         if t.schema is not None:
             admitted, errors = schema.admit(obj, t.schema)
@@ -89,10 +94,15 @@ class API:
                 if unknown:
                     raise BadRequest(f'{t.kind} in version "{t.version}" cannot be handled as a {t.kind}: strict decoding error: '
                                      + ", ".join(f'unknown field "{u}"' for u in unknown))
+            if not errors:
+                errors = [v.message for v in cel.violations(admitted, old, t.schema)]
             if errors:
-                raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + ", ".join(errors),
-                              details={"name": name, "group": t.group, "kind": t.kind,
-                                       "causes": [{"message": e, "field": e.split(":", 1)[0]} for e in errors]})
+                # as the API server: the status message lists every error; each cause names its field apart
+                listed = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+                causes = [{"reason": _cause_reason(e), "message": e.split(": ", 1)[-1], "field": e.split(":", 1)[0]}
+                          for e in errors]
+                raise Invalid(f'{t.kind}.{t.group} "{name}" is invalid: ' + listed,
+                              details={"name": name, "group": t.group, "kind": t.kind, "causes": causes})
             obj = admitted
         if t.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
             raise Invalid(f'Pod "{name}" is invalid: spec.containers: Required value', details={"name": name, "kind": "pods"})
@@ -186,15 +196,18 @@ class API:
             obj = merged
         elif "status" in t.subresources:
             obj["status"] = current.get("status")
-        obj = self._check(t, obj, strict=strict)
+        obj = self._check(t, obj, strict=strict, old=current)
         if subresource is None:
             obj = admission.admit(configs=self._webhook_configs, t=t, operation="UPDATE", obj=obj, old=current,
                                   namespace=namespace if t.namespaced else "", name=name, dry_run=dry_run) or obj
-            obj = self._check(t, obj, strict=False)
+            obj = self._check(t, obj, strict=False, old=current)
         if dry_run:
             return obj
         updated = self.store.update(t.key, obj)
-        self._after_write(t, updated)
+        if updated["metadata"].get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+            self._gone(t, updated)              # its last finalizer went: the deletion completes now
+        else:
+            self._after_write(t, updated)
         return updated
 
     def patch(self, t: ResourceType, namespace: str, name: str, patch: Any, content_type: str, *,
@@ -228,11 +241,18 @@ class API:
             grace = int(options.get("gracePeriodSeconds") or current["spec"].get("terminationGracePeriodSeconds") or 30)
         obj, gone = self.store.delete(t.key, ns, name, precondition_uid=preconditions.get("uid"),
                                       precondition_rv=preconditions.get("resourceVersion"), grace_period=grace)
-        if options.get("propagationPolicy") != "Orphan":
+        if options.get("propagationPolicy") == "Orphan":
+            self._orphan_dependents(t, obj)
+        elif options.get("propagationPolicy") == "Foreground":
             self._delete_dependents(t, obj)
         if gone:
-            self._after_delete(t, obj)
+            self._gone(t, obj)
         return obj, gone
+
+    def _gone(self, t: ResourceType, obj: Obj) -> None:
+        """What follows an object's removal from the store: the garbage collector deletes its dependents."""
+        self._delete_dependents(t, obj)
+        self._after_delete(t, obj)
 
     def _graceful(self, pod: Obj, options: dict[str, Any]) -> bool:
         """A pod that runs on a node is stopped by its kubelet before it goes (the kubelet deletes it
@@ -292,16 +312,22 @@ class API:
 
     def scale(self, t: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(t.key, namespace, name)
+        paths = _scale_paths(t)
+        selector = _at(obj, paths["labelSelectorPath"]) if paths.get("labelSelectorPath") else None
         return {"kind": "Scale", "apiVersion": "autoscaling/v1",
                 "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
-                "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
-                "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                           "selector": _selector_string((obj.get("spec") or {}).get("selector"))}}
+                "spec": {"replicas": _at(obj, paths["specReplicasPath"], 1)},
+                "status": {"replicas": _at(obj, paths["statusReplicasPath"], 0),
+                           "selector": selector if isinstance(selector, str) else
+                           _selector_string((obj.get("spec") or {}).get("selector"))}}
 
     def set_scale(self, t: ResourceType, namespace: str, name: str, replicas: Any) -> Obj:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
             raise Invalid(f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0')
-        self.patch(t, namespace, name, {"spec": {"replicas": replicas}}, "application/merge-patch+json")
+        patch: Any = replicas
+        for part in reversed(_scale_paths(t)["specReplicasPath"].strip(".").split(".")):
+            patch = {part: patch}
+        self.patch(t, namespace, name, patch, "application/merge-patch+json")
         return self.scale(t, namespace, name)
 
     # --- side effects ----------------------------------------------------------------------
@@ -347,6 +373,7 @@ class API:
                 schema=((version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object",
                                                                                  "x-kubernetes-preserve-unknown-fields": True}),
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+                scale=(version.get("subresources") or {}).get("scale"),
             ))
         if not any(c.get("type") == "Established" for c in (crd.get("status") or {}).get("conditions") or []):
             now = now_rfc3339()
@@ -359,21 +386,56 @@ class API:
             except NotFound:
                 pass
 
-    def _delete_dependents(self, t: ResourceType, owner: Obj) -> None:
+    def _dependents(self, t: ResourceType, owner: Obj) -> builtins.list[tuple[ResourceType, Obj]]:  # `list` is a method here
         if t.kind not in OWNER_KINDS and t.schema is None:     # any custom resource may own objects (a Provisioner its Nodes)
-            return
+            return []
         uid = owner["metadata"].get("uid")
         namespace = owner["metadata"].get("namespace")
+        out = []
         for rt in self.registry.all():
             if rt.namespaced and namespace is None and t.kind != "Node":
                 continue
             items, _ = self.store.list(rt.key, namespace if rt.namespaced and namespace else None,
                                        lambda o: any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or []))
-            for item in items:
-                try:
-                    self.delete(rt, item["metadata"].get("namespace", ""), item["metadata"]["name"])
-                except NotFound:
-                    pass
+            out += [(rt, item) for item in items]
+        return out
+
+    def _delete_dependents(self, t: ResourceType, owner: Obj) -> None:
+        for rt, item in self._dependents(t, owner):
+            try:
+                self.delete(rt, item["metadata"].get("namespace", ""), item["metadata"]["name"])
+            except NotFound:
+                pass
+
+    def _orphan_dependents(self, t: ResourceType, owner: Obj) -> None:
+        """What the garbage collector's orphan finalizer does: the dependents stay, without the reference."""
+        uid = owner["metadata"].get("uid")
+        for rt, item in self._dependents(t, owner):
+            refs = [r for r in item["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+            try:
+                self.store.update(rt.key, {**item, "metadata": {**item["metadata"], "ownerReferences": refs}},
+                                  check_version=False)
+            except NotFound:
+                pass
+
+
+def _scale_paths(t: ResourceType) -> dict[str, str]:
+    """Where a resource keeps its replica counts: a CRD says (a NodePool's status count is `.status.nodes`);
+    built-in workloads keep them at `.spec.replicas` and `.status.replicas`."""
+    return {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", **(t.scale or {})}
+
+
+def _at(obj: Obj, path: str, default: Any = None) -> Any:
+    value = tables.value_at(obj, path)
+    return default if value is None else value
+
+
+def _cause_reason(error: str) -> str:
+    """The StatusCause reason of a field error, from the words that follow its path."""
+    words = error.split(": ", 2)[1] if ": " in error else ""
+    return {"Required value": "FieldValueRequired", "Forbidden": "FieldValueForbidden", "Too long": "FieldValueTooLong",
+            "Too many": "FieldValueTooMany", "Unsupported value": "FieldValueNotSupported",
+            "Duplicate value": "FieldValueDuplicate"}.get(words.split(":", 1)[0], "FieldValueInvalid")
 
 
 def _selector_string(selector: dict[str, Any] | None) -> str:

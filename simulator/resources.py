@@ -27,6 +27,7 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     schema: dict[str, Any] | None = None          # a CRD's openAPIV3Schema
     printer_columns: tuple[dict[str, Any], ...] = ()
+    scale: dict[str, Any] | None = None           # a CRD's scale subresource: specReplicasPath, statusReplicasPath, ...
 
     @property
     def key(self) -> str:

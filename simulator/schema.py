@@ -1,4 +1,5 @@
-"""CRD structural schemas, enforced as the API server does: defaults, pruning, types, required, enums.
+"""CRD structural schemas, enforced as the API server does: defaults, pruning, types, required, enums, patterns,
+bounds on numbers, lengths and counts.
 
 `admit(obj, schema)` returns the object as it would be stored (unknown fields
 pruned, defaults applied) and every violation with its field path, in the
@@ -7,6 +8,7 @@ API server's words. Pure.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -50,6 +52,7 @@ def _walk(value: Any, schema: dict[str, Any], path: str, errors: list[str]) -> A
                             ("maximum", lambda a, b: a > b, "less than or equal to")):
         if bound in schema and isinstance(value, (int, float)) and not isinstance(value, bool) and op(value, schema[bound]):
             errors.append(f"{path}: Invalid value: {value}: {path.rsplit('.', 1)[-1]} in body should be {word} {schema[bound]}")
+    _check_sizes(value, schema, path, errors)
     if isinstance(value, dict):
         return _object(value, schema, path, errors)
     if isinstance(value, list):
@@ -74,11 +77,29 @@ def _object(value: dict[str, Any], schema: dict[str, Any], path: str, errors: li
         # else: pruned, as the API server prunes unknown fields
     for key, child_schema in props.items():
         if key not in out and "default" in child_schema:
-            out[key] = child_schema["default"]
+            # a default is itself defaulted (a NodePool's `disruption: {consolidateAfter: 0s}` gains its budgets)
+            out[key] = _walk(copy.deepcopy(child_schema["default"]), child_schema, f"{path}.{key}" if path else key, errors)
     for key in schema.get("required") or []:
         if key not in out:
             errors.append(f'{path + "." if path else ""}{key}: Required value')
     return out
+
+
+# keyword -> (applies to, compare, the API server's words for the bound)
+_SIZES = {
+    "maxLength": (str, lambda n, b: n > b, "Too long: may not be more than {b} bytes"),
+    "minLength": (str, lambda n, b: n < b, "Invalid value: {v}: {leaf} in body should be at least {b} chars long"),
+    "maxItems": (list, lambda n, b: n > b, "Too many: {n}: must have at most {b} items"),
+    "minItems": (list, lambda n, b: n < b, "Invalid value: {n}: {leaf} in body should have at least {b} items"),
+    "maxProperties": (dict, lambda n, b: n > b, "Too many: {n}: must have at most {b} items"),
+}
+
+
+def _check_sizes(value: Any, schema: dict[str, Any], path: str, errors: list[str]) -> None:
+    for keyword, (kind, exceeds, words) in _SIZES.items():
+        bound = schema.get(keyword)
+        if bound is not None and isinstance(value, kind) and exceeds(len(value), bound):
+            errors.append(f"{path}: " + words.format(b=bound, n=len(value), v=_repr(value), leaf=path.rsplit(".", 1)[-1]))
 
 
 def _check_pattern(value: Any, schema: dict[str, Any], path: str, errors: list[str]) -> None:

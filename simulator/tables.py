@@ -8,6 +8,7 @@ Pure.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, Callable, Sequence
 
 from karpy.apis.conditions import ready
@@ -154,14 +155,30 @@ COLUMNS: dict[str, list[Column]] = {
 }
 
 
-def _json_path(path: str) -> Callable[[Obj], Any]:
-    parts = [p for p in path.strip().lstrip(".").split(".") if p]
+# One step of a printer column's JSONPath: a field (dots inside it escaped), a list index, or a filter
+# `[?(@.type=="Ready")]` that picks the first list item whose field has that value.
+_STEP = re.compile(r'\.?((?:\\.|[^.\[\\])+)|\[(\d+)\]|\[\?\(@\.([\w-]+)=="([^"]*)"\)\]')
 
+
+def value_at(obj: Obj, path: str) -> Any:
+    """The value at a printer column's JSONPath (`.status.nodes`, `.metadata.labels.karpenter\\.sh/nodepool`,
+    `.status.conditions[?(@.type=="Ready")].status`), or None."""
+    node: Any = obj
+    for field, index, key, wanted in _STEP.findall(path.strip()):
+        if field:
+            node = node.get(field.replace("\\.", ".")) if isinstance(node, dict) else None
+        elif index:
+            node = node[int(index)] if isinstance(node, list) and int(index) < len(node) else None
+        else:
+            node = next((i for i in node if isinstance(i, dict) and i.get(key) == wanted), None) \
+                if isinstance(node, list) else None
+    return node
+
+
+def _json_path(path: str) -> Callable[[Obj], Any]:
     def cell(o: Obj) -> Any:
-        node: Any = o
-        for part in parts:
-            node = node.get(part) if isinstance(node, dict) else None
-        return "<none>" if node is None else node
+        value = value_at(o, path)
+        return "<none>" if value is None else value
 
     return cell
 

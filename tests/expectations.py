@@ -123,9 +123,11 @@ def expect_provisioned(*objects: Mapping[str, Any], catalog: str = "aws", node_c
     from karpy.plan.render import plan_json
 
     loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(objects, 1)], catalog=catalog)
-    results = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=node_cost_per_hour)).solve()
+    scheduler = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=node_cost_per_hour))
+    results = scheduler.solve()
     # through JSON and back, so a test reads exactly what a user of `karpy plan` reads
-    return Provisioned(json.loads(json.dumps(plan_json(results))), list(loaded.warnings), dict(results.failed_provisioners))
+    return Provisioned(json.loads(json.dumps(plan_json(results, scheduler.templates))), list(loaded.warnings),
+                       dict(results.failed_provisioners))
 
 
 def expect_consolidated(*objects: Mapping[str, Any], catalog: str = "aws", now: datetime.datetime | None = None,

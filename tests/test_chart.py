@@ -289,6 +289,7 @@ def test_image_and_karpenter_values_reach_the_pods() -> None:
     assert webhook["image"] == "registry.example.com/karpy:v1"
 
 
+@pytest.mark.slow      # runs kubectl kustomize
 def test_the_plain_manifests_take_the_image_from_one_place(tmp_path: Path) -> None:
     """`kustomize edit set image` rewrites manifests/kustomization.yaml's images entry; kubectl's built-in
     kustomize then names that image in every Deployment."""

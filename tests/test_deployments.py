@@ -23,6 +23,8 @@ from karpy.commands import listen_host
 from tests.conftest import free_port
 from tests.simulator.conftest import Kube, start
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 # a loopback address other than the servers' local default, so a server that ignored --host would not answer
 PROBED = "127.0.0.2"

@@ -41,6 +41,7 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([lint, "--no-cache"], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow      # runs import-linter
 def test_import_contracts_are_kept(tmp_path: Path) -> None:
     result = lint_imports(installed_layout(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -65,6 +66,7 @@ def test_every_contract_is_checked_by_an_import_that_breaks_it() -> None:
 
 
 @pytest.mark.parametrize("contract", sorted(VIOLATIONS))
+@pytest.mark.slow      # runs import-linter
 def test_a_forbidden_import_breaks_its_contract(tmp_path: Path, contract: str) -> None:
     path, line = VIOLATIONS[contract]
     tree = tmp_path / "copy"

@@ -13,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.test_layers import ROOT, installed_layout
+
+pytestmark = pytest.mark.slow      # runs ruff, mypy and import-linter over the tree
 
 # Checked beside the package: they import karpy, and each other, as the installed layout names them.
 BESIDE = ["tests", "bench"]

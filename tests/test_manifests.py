@@ -1,4 +1,4 @@
-"""The committed CRDs are exactly what hack/generate_crds.py makes from apis/."""
+"""The committed CRDs (plain manifests and the chart's copy) are exactly what hack/generate_crds.py makes from apis/."""
 
 from __future__ import annotations
 
@@ -12,9 +12,26 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_committed_crds_equal_generated_ones() -> None:
-    for name, text in generate().items():
-        committed = (ROOT / "manifests" / "crds" / name).read_text()
-        assert committed == text, f"manifests/crds/{name} is stale: run python3 hack/generate_crds.py"
+    for folder in ("manifests/crds", "manifests/chart/crds"):
+        for name, text in generate().items():
+            committed = (ROOT / folder / name).read_text()
+            assert committed == text, f"{folder}/{name} is stale: run python3 hack/generate_crds.py"
+
+
+def test_both_api_generations_are_installed_by_the_chart_and_the_plain_manifests() -> None:
+    kustomization = yaml.safe_load((ROOT / "manifests" / "kustomization.yaml").read_text())
+    names = set()
+    for path in (ROOT / "manifests" / "crds").glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        names.add(crd["metadata"]["name"])
+        assert f"crds/{path.name}" in kustomization["resources"], path.name
+        assert (ROOT / "manifests" / "chart" / "crds" / path.name).exists(), path.name
+    assert {"provisioners.karpenter.sh", "awsnodetemplates.karpenter.k8s.aws", "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"} <= names
+    nodepools = yaml.safe_load((ROOT / "manifests" / "crds" / "karpenter.sh_nodepools.yaml").read_text())
+    (version,) = nodepools["spec"]["versions"]
+    assert version["name"] == "v1" and "status" in version["subresources"]
+    assert "x-kubernetes-validations" in version["schema"]["openAPIV3Schema"]["properties"]["spec"]
 
 
 def test_crd_schemas_are_structural_and_reject_unknown_spec_fields() -> None:

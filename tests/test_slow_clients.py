@@ -16,6 +16,8 @@ from bench.slow_clients import SlowClients
 from tests.builders import admission_review, provisioner
 from tests.conftest import Server, start_server, stop_server
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 BODY_TIMEOUT = 5.0
 HEADER_TIMEOUT = 3.0
 SERVERS: dict[str, tuple[list[str], str, Callable[[], Any]]] = {

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow      # builds the wheel and installs it into a virtualenv
+
 ROOT = Path(__file__).resolve().parent.parent
 PROVISIONER = """apiVersion: karpenter.sh/v1alpha5
 kind: Provisioner
@@ -88,6 +90,8 @@ def test_the_wheel_holds_the_karpy_package_alone(installed: tuple[Path, Path]) -
     names = set(zipfile.ZipFile(wheel).namelist())
     for part in ("apis", "certs", "controller", "webhook", "extender", "simulator", "serving", "kubeclient"):
         assert f"karpy/{part}/__init__.py" in names, part
+    for crd in ("karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"):
+        assert f"karpy/apis/v1/{crd}" in names, crd         # Karpenter v1's published CRDs, read by karpy.apis.crds
 
 
 def test_site_packages_gains_karpy_alone(installed: tuple[Path, Path]) -> None:

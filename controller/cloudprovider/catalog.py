@@ -151,11 +151,12 @@ CATALOG_API_VERSION = "karpy.dev/v1alpha1"
 
 def catalog_from_document(doc: Mapping[str, Any], *, name: str = "file") -> Catalog:
     """A Catalog from an InstanceTypeCatalog document; raises CatalogError naming every bad field."""
-    errors: list[FieldError] = []
+    errors: list[FieldError] = [FieldError(str(k), "unknown field") for k in doc
+                                if k not in ("apiVersion", "kind", "metadata", "instanceTypes")]
     types: list[BaseType] = []
     items = doc.get("instanceTypes")
     if not isinstance(items, list) or not items:
-        raise CatalogError([FieldError("instanceTypes", "must be a non-empty list")])
+        raise CatalogError([*errors, FieldError("instanceTypes", "must be a non-empty list")])
     seen: set[str] = set()
     for i, item in enumerate(items):
         at = join("instanceTypes", i)
@@ -189,6 +190,9 @@ def _parse_catalog_entry(item: Any, at: str, errors: list[FieldError]) -> BaseTy
         labels = {}
     extra: list[Requirement] = []
     for j, r in enumerate(item.get("requirements") or []):
+        if isinstance(r, Mapping):
+            errors += [FieldError(join(join(join(at, "requirements"), j), str(k)), "unknown field")
+                       for k in r if k not in ("key", "operator", "values")]
         try:
             extra.append(Requirement.of(str(r["key"]), str(r["operator"]), [str(v) for v in r.get("values") or []]))
         except (KeyError, TypeError, ValueError) as e:
@@ -200,6 +204,9 @@ def _parse_catalog_entry(item: Any, at: str, errors: list[FieldError]) -> BaseTy
         raw_offerings = []
     for j, o in enumerate(raw_offerings):
         oat = join(join(at, "offerings"), j)
+        if isinstance(o, Mapping) and (stray := sorted(set(o) - {"zone", "capacityType", "price", "available"})):
+            errors += [FieldError(join(oat, str(k)), "unknown field") for k in stray]
+            continue
         try:
             capacity_type = o.get("capacityType", wk.CAPACITY_TYPE_ON_DEMAND)
             if capacity_type not in (wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT):

@@ -14,6 +14,7 @@ from karpy.apis.pods import object_key
 from karpy.apis.timestamps import parse_time
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.types import InstanceType
+from karpy.controller.consolidation.disruption_cost import disruption_cost, lifetime_remaining
 from karpy.controller.provisioning.scheduling.nodes import offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 
@@ -31,12 +32,18 @@ class NodeView:
     price: float | None = None
     capacity_type: str | None = None
     created: dt.datetime = EPOCH
-    cost: float = 0.0                          # disruption cost, weighted by remaining lifetime
+    lifetime: float = 1.0                      # the share of its life left (`lifetime_remaining`)
+
+    @property
+    def cost(self) -> float:
+        """Karpenter's disruption cost: its pods' eviction costs (those it holds now), weighted by its lifetime left."""
+        return disruption_cost(self.pods, self.lifetime)
 
     @property
     def order(self) -> tuple[float, dt.datetime, str]:
-        """Cheapest to disrupt first; the older node first among equals."""
-        return (self.cost, self.created, self.name)
+        """Least disruption per dollar saved first (at equal prices, Karpenter's order: cheapest to disrupt
+        first); the older node first among equals."""
+        return (self.cost / self.price if self.price else self.cost, self.created, self.name)
 
 
 def view(raw: Mapping[str, Any], pods: list[PodInfo], *, types: Mapping[str, InstanceType],
@@ -52,32 +59,13 @@ def view(raw: Mapping[str, Any], pods: list[PodInfo], *, types: Mapping[str, Ins
                       and o.capacity_type == node.capacity_type), None)
         node.price = offer.price_per_hour if offer is not None else None
     provisioner = provisioners.get(labels.get(wk.PROVISIONER_NAME, ""))
-    node.cost = sum(eviction_cost(p) for p in node.pods) * lifetime_remaining(provisioner, node.created, now)
+    node.lifetime = lifetime_remaining(provisioner, node.created, now)
     return node
 
 
 def reschedulable(pod: PodInfo) -> bool:
     """A pod that would have to find another node if its node went away."""
     return not (pod.is_daemon or pod.terminal or pod.deleting or wk.MIRROR_POD in pod.annotations or pod.owner_kind == "Node")
-
-
-def eviction_cost(pod: PodInfo) -> float:
-    """Karpenter's: 1 per pod, moved by pod-deletion-cost and priority, clamped to [-10, 10]."""
-    cost = 1.0
-    try:
-        cost += float(pod.annotations.get(wk.POD_DELETION_COST, "0")) / 2 ** 27
-    except ValueError:
-        pass
-    cost += pod.priority / 2 ** 25
-    return max(-10.0, min(10.0, cost))
-
-
-def lifetime_remaining(provisioner: Provisioner | None, created: dt.datetime, now: dt.datetime) -> float:
-    """The share of its life a node has left (1.0 when it never expires): nearly expired nodes are cheap to disrupt."""
-    ttl = provisioner.spec.ttl_seconds_until_expired if provisioner else None
-    if not ttl:
-        return 1.0
-    return max(0.0, min(1.0, 1.0 - (now - created).total_seconds() / ttl))
 
 
 def worst_case_price(t: InstanceType, reqs: Any) -> float | None:

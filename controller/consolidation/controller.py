@@ -59,6 +59,7 @@ from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, ConsolidationPlan, Consolidator
+from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.metrics import CONSOLIDATION_ACTIONS, CONSOLIDATION_NODES_CREATED
 from karpy.controller.provisioning.provisioner import provisionable_pods
@@ -89,6 +90,7 @@ class Settings:
     budget_seconds: float = 10.0             # how long one decision may search
     pending_wait_seconds: float = 300.0      # v0.16's stabilization window while pods are pending
     steer: bool = False                      # kube-scheduler calls karpy's extender: moved pods go where planned
+    min_savings_per_pod: float = MIN_SAVINGS_PER_POD   # $/h an action must save per unit of disruption cost
 
 
 def disruption_budget(max_disrupted: str, nodes: int) -> int:
@@ -180,7 +182,8 @@ def fewer_launches(action: Action, replaced: dict[str, Action]) -> bool:
 def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_seconds: float,
            name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
            first_only: bool = True, budget_seconds: float | None = None,
-           max_nodes_per_action: int | None = None, going: Iterable[str] = (), steer: bool = False) -> ConsolidationPlan:
+           max_nodes_per_action: int | None = None, going: Iterable[str] = (), steer: bool = False,
+           min_savings_per_pod: float = MIN_SAVINGS_PER_POD) -> ConsolidationPlan:
     """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
     when given); every action, one after another, with `first_only=False`. Pods waiting for capacity
     are in the snapshot: the nodes they would go to are theirs (nominated), not candidates. The nodes
@@ -195,7 +198,8 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
             if n["metadata"]["name"] in going else n for n in snapshot.nodes])
     extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
-                                budget_seconds=budget_seconds, as_kube_scheduler_places=not steer, **extra)
+                                budget_seconds=budget_seconds, as_kube_scheduler_places=not steer,
+                                min_savings_per_pod=min_savings_per_pod, **extra)
     return consolidator.plan(first_only=first_only, only=only)
 
 
@@ -250,7 +254,7 @@ class Consolidation:
         return decide(self.state, self._catalog(), self.clock.now(), min_age_seconds=self.settings.min_node_age_seconds,
                       name_node=self._name_node, only=only, first_only=first_only, going=going,
                       budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.full_budget(),
-                      steer=self.settings.steer)
+                      steer=self.settings.steer, min_savings_per_pod=self.settings.min_savings_per_pod)
 
     def full_budget(self) -> int:
         """The nodes `max_disrupted` allows of karpy's nodes."""

@@ -1,13 +1,16 @@
 """Consolidation decisions: which nodes the cluster could do without, or run cheaper, and why the others stay.
 
 As Karpenter consolidates, with v0.16's rules: empty nodes are deleted first
-(all at once); then candidates, cheapest to disrupt first (the older among
-equals), are deleted together while each one's pods fit on the nodes that
-stay; then several nodes are replaced by one cheaper node, or repacked onto
-the optimiser's cheaper set of new nodes for their pods, or one node by a
+(all at once); then candidates, least disruption cost per dollar first (the
+older among equals), are deleted together while each one's pods fit on the
+nodes that stay (first on those likely to stay, so no pod moves twice);
+then several nodes are replaced by one cheaper node, or repacked onto the
+optimiser's cheaper set of new nodes for their pods, or one node by a
 cheaper one, or split into several smaller ones when they cost less. A
 replacement is priced at its worst-case launch price and must be strictly
-cheaper; spot nodes are only deleted. Each action is applied before the next
+cheaper; spot nodes are only deleted. Every action must also save
+`min_savings_per_pod` $/h per unit of Karpenter's disruption cost of the
+pods it moves (disruption_cost.py). Each action is applied before the next
 is sought. Every node that is not acted on is kept with the reason.
 
 Placements are judged on one packing state built from the scheduler's own
@@ -26,6 +29,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as dt
+import math
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -34,6 +38,7 @@ import numpy as np
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
 from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
+from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
@@ -57,9 +62,14 @@ class Action:
     replacements: tuple[Replacement, ...] = ()
     moves: tuple[tuple[str, str], ...] = ()   # (pod, node it goes to: an existing node or a replacement's name)
     provisioned: tuple[Replacement, ...] = ()  # nodes provisioning will launch for pods kube-scheduler leaves without room
+    disruption_cost: float = 0.0              # Karpenter's: the pods' eviction costs, weighted by the nodes' lifetime left
+
+    @property
+    def pods_moved(self) -> int:
+        return len(self.pods)
 
     def describe(self) -> str:
-        saving = f"saving ${self.savings_per_hour:.4f}/h"
+        saving = f"saving ${self.savings_per_hour:.4f}/h, disruption cost {self.disruption_cost:g}"
         if self.provisioned:
             saving += (f" with {len(self.provisioned)} node(s) provisioning will launch for pods kube-scheduler "
                        f"leaves without room")
@@ -121,9 +131,12 @@ class Consolidator:
                  min_age_seconds: float = 0.0, name_node: Callable[[str, int], str] = node_name,
                  budget_seconds: float | None = None, timer: Callable[[], float] = time.monotonic,
                  max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True,
-                 as_kube_scheduler_places: bool = True) -> None:
-        """`incremental=False` simulates every candidate with a scheduler of its own (the reference
-        the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
+                 as_kube_scheduler_places: bool = True, min_savings_per_pod: float = MIN_SAVINGS_PER_POD,
+                 keep_fullest: bool = True) -> None:
+        """`min_savings_per_pod`: an action is taken only when it saves at least this many $/h per unit of its
+        disruption cost (`_unworthy`). `keep_fullest=False` places moved pods first fit in the scheduler's node
+        order, as the full scheduler does, instead of on the nodes likely to stay. `incremental=False`
+        simulates every candidate with a scheduler of its own (the reference the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
         instead of placing the pods as kube-scheduler will (see `_commit`)."""
         self.snapshot = snapshot
         self.pdbs = list(pdbs)
@@ -136,6 +149,8 @@ class Consolidator:
         self.max_nodes = max(1, max_nodes_per_action)
         self._incremental = incremental
         self._as_kube_scheduler_places = as_kube_scheduler_places
+        self.min_savings_per_pod = min_savings_per_pod
+        self._keep_fullest = keep_fullest and incremental
         self.provisioners = {p.name: p for p in snapshot.provisioners if not p.metadata.deletion_timestamp}
         self.types = {t.name: t for t in snapshot.catalog.instance_types()}
         # nodes being deleted and their pods are termination's business: not capacity, not candidates
@@ -157,9 +172,15 @@ class Consolidator:
         # so a later object never takes a dropped one's identity (and its cached row)
         self._keep: list[PodInfo] = []
         self._stranded: list[PodInfo] = []          # what kube-scheduler would leave without room, last we looked
+        self._unworthy_why: str | None = None       # why the last replace tried did not pay for its disruption
 
     def _out_of_time(self) -> bool:
         return self._deadline is not None and self._timer() >= self._deadline
+
+    def _unworthy(self, saving: float, nodes: Sequence[NodeView]) -> str | None:
+        """Why an action saving `saving` $/h by disrupting `nodes` is not worth the pods it moves, or None."""
+        return unworthy(saving, sum(n.cost for n in nodes), pods=sum(len(n.pods) for n in nodes),
+                        min_savings_per_pod=self.min_savings_per_pod)
 
     def _simple(self, nodes: Iterable[NodeView]) -> bool:
         """True when the packing state judges these nodes' pods as the full scheduler would."""
@@ -197,6 +218,10 @@ class Consolidator:
             for n in group:
                 self._drop(n)
         remaining = sorted((n for n in candidates if n.pods), key=lambda n: n.order)
+        if self._keep_fullest:   # pods moved go to the nodes that stay: those no action may take first
+            considered = {n.name for n in candidates}
+            self.packing.prefer([name for name in self.views if name not in considered]
+                                + [n.name for n in reversed(remaining)])
         reasons: dict[str, str] = {}
         self._undeletable: set[str] = set()         # failed deletes and replaces stay failed until capacity
         self._unreplaceable: set[str] = set()       # is added that their pods could use
@@ -205,6 +230,8 @@ class Consolidator:
         self._many_failed = False
         self._repack_failed = False
         self._unrepackable: set[str] = set()        # nodes of a repack that did not pay
+        self._unworthy_alone: set[str] = set()      # nodes whose delete would not pay for its disruption (it only
+                                                    # gets dearer as pods move in)
         complete = True
         while remaining and not (first_only and actions):
             action = self._next_action(remaining, reasons)
@@ -233,6 +260,10 @@ class Consolidator:
                 break
             if node.name in receiving or node.name in self._undeletable:
                 continue                                  # a failed delete stays failed until capacity is added
+            if why := self._unworthy(node.price or 0.0, [node]):
+                reasons[node.name] = why                  # a delete saves the most: no replace of it alone pays
+                self._unworthy_alone.add(node.name)
+                continue
             found = self._fit([node], without={n.name for n in group} | {node.name})
             if found.why:
                 reasons[node.name] = found.why
@@ -263,7 +294,7 @@ class Consolidator:
         for node in remaining:
             if self._out_of_time():
                 return None
-            if node.name in self._unreplaceable:
+            if node.name in self._unreplaceable or node.name in self._unworthy_alone:
                 continue
             found = self._fit([node], without={node.name}, price=node.price or 0.0)
             if found.why:
@@ -316,7 +347,8 @@ class Consolidator:
         pool = [(price - bound, n) for n in remaining
                 if n.name not in self._unrepackable and n.capacity_type != wk.CAPACITY_TYPE_SPOT and self._simple([n])
                 and (price := n.price or 0.0) > (bound := self.planner.lower_bound(n.pods)) + REPACK_MIN_SAVING]
-        pool.sort(key=lambda sn: (-sn[0], sn[1].order))
+        # the most saving per unit of disruption first (free to disrupt: first of all): a repack moves every pod
+        pool.sort(key=lambda sn: (-sn[0] / sn[1].cost if sn[1].cost > 0 else -math.inf, sn[1].order))
         while len(pool) >= 2 and not self._out_of_time():
             group, pool = pool[:self.max_nodes], pool[self.max_nodes:]
             nodes = sorted((n for _, n in group), key=lambda n: n.order)
@@ -336,7 +368,8 @@ class Consolidator:
         the optimiser chooses; a node whose pods all go to one new node of its price or more stays as it is.
         The nodes that go and their pods' moves, or None unless they save REPACK_MIN_SHARE of their price."""
         pods = [p for n in nodes for p in n.pods]
-        if sum(n.price or 0.0 for n in nodes) - self.planner.lower_bound(pods) < self._enough(nodes):
+        most = sum(n.price or 0.0 for n in nodes) - self.planner.lower_bound(pods)   # the most it could save
+        if most < self._enough(nodes) or self._unworthy(most, nodes):
             return None
         without = {n.name for n in nodes}
         left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
@@ -484,9 +517,11 @@ class Consolidator:
             launched += [self._launching(r) for r in provisioned or []]
         new_price = sum(r.price_per_hour for r in replacements + (provisioned or []))
         saving = sum(n.price or 0.0 for n in nodes) - new_price
-        if provisioned is None or saving <= 0 or saving < at_least:
+        unworthy = self._unworthy(saving, nodes) if provisioned is not None and saving > 0 else None
+        if provisioned is None or saving <= 0 or saving < at_least or unworthy:
             self._forget(launched)
             self._stranded = left
+            self._unworthy_why = unworthy if saving >= at_least else None
             return None
         moves = moves + [(p, r.planned.name) for r in provisioned for p in r.planned.pods]
         self._move(moves)
@@ -503,6 +538,8 @@ class Consolidator:
         return [r for r in priced if r is not None]
 
     def _stranded_reason(self) -> str:
+        if self._unworthy_why:
+            return self._unworthy_why
         if not self._stranded:
             return REPACK_NO_CHEAPER
         return (f"no cheaper fit: kube-scheduler, placing its pods by its own scores, would leave pod "
@@ -539,7 +576,7 @@ class Consolidator:
     def _action(self, kind: str, nodes: list[NodeView], moves: list[tuple[PodInfo, str]],
                 replacements: list[Replacement], provisioned: Sequence[Replacement] = ()) -> Action:
         price = sum(n.price or 0 for n in nodes) - sum(r.price_per_hour for r in [*replacements, *provisioned])
-        return Action(kind, tuple(n.name for n in nodes), round(price, 6),
+        return Action(kind, tuple(n.name for n in nodes), round(price, 6), disruption_cost=round(sum(n.cost for n in nodes), 6),
                       replacement=replacements[0] if replacements else None,
                       pods=tuple(sorted(p.key for n in nodes for p in n.pods)),
                       replacements=tuple(replacements),

@@ -6,7 +6,7 @@ nodes. Here the existing nodes' room is one matrix, built once from the
 scheduler's own view of them (`Scheduler.existing`: allocatable minus bound
 pods, labels, taints, in its order), and a pod is placed with the checks
 `ExistingNode.add` makes: taints, node requirements, resources, first fit in
-the scheduler's node order, largest pod first. Pods those checks do not
+the scheduler's node order (or the order `prefer()` gives), largest pod first. Pods those checks do not
 cover (topology spread, pod (anti-)affinity, host ports, preferences that
 relax, unknown resources) are not `simple()`: the caller simulates them with
 the full scheduler.
@@ -45,6 +45,7 @@ class Packing:
         self.allocatable = np.zeros_like(self.free)              # what kube-scheduler scores room against
         self._scored = [rows.index[r] for r in ("cpu", "memory") if r in rows.index]
         self.gone = np.ones(len(self.free), dtype=bool)         # deleted, or a row not used yet
+        self.rank = np.arange(len(self.free), dtype=np.int64)    # fit() fills the lowest rank first (`prefer`)
         self._kinds: dict[int, tuple[str, str]] = {}
         self._alive: list[PodInfo] = []
         self._allowed: dict[tuple[str, str], tuple[np.ndarray, list, Requirements]] = {}
@@ -62,6 +63,7 @@ class Packing:
             self.free = np.concatenate([self.free, np.zeros_like(self.free)])
             self.allocatable = np.concatenate([self.allocatable, np.zeros_like(self.allocatable)])
             self.gone = np.concatenate([self.gone, np.ones_like(self.gone)])
+            self.rank = np.concatenate([self.rank, np.arange(len(self.rank), 2 * len(self.rank), dtype=np.int64)])
             self._allowed = {k: (np.concatenate([m, np.zeros_like(m)]), t, r) for k, (m, t, r) in self._allowed.items()}
         self.names.append(name)
         self.index[name] = i
@@ -72,6 +74,13 @@ class Packing:
         self.gone[i] = False
         for mask, tolerations, reqs in self._allowed.values():
             mask[i] = not untolerated(tolerations, taints) and reqs.allows_labels(labels)
+
+    def prefer(self, names: Sequence[str]) -> None:
+        """Have `fit()` fill these nodes first, in this order, before the others in the scheduler's order:
+        consolidation moves pods onto the nodes likely to stay, so they do not move twice."""
+        for position, name in enumerate(names):
+            if (i := self.index.get(name)) is not None:
+                self.rank[i] = position - len(names)
 
     def remove(self, name: str) -> None:
         if (i := self.index.get(name)) is not None:
@@ -128,7 +137,7 @@ class Packing:
                 left.append(pod)
                 continue
             i = int(found[self._most_left(free[found], self.allocatable[found], need)]) if least_allocated \
-                else int(found[0])
+                else int(found[np.argmin(self.rank[found])])
             free[i] -= need
             moves.append((pod, self.names[i]))
         return moves, left

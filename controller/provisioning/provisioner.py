@@ -7,7 +7,8 @@ launch and its binds), plans with the scheduling core (the one
 `karpy plan` uses) counting nodes already launched, launches every planned
 node through the launch module (controller/launch/), which records each
 launch as a NodeClaim before the cloud call and binds its pods through
-`pods/binding` at once, as Karpenter v0.16 did. Pods a claim was launched
+`pods/binding` at once, as Karpenter v0.16 did. Capacity for the pods of
+an interrupted node goes the same way (`launch_replacements`), unbound. Pods a claim was launched
 for are left out of the batch: their capacity exists or is on its way, even
 before the watch shows them bound.
 """
@@ -33,8 +34,9 @@ from karpy.controller.metrics import SCHEDULING_SECONDS
 from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Why
-from karpy.controller.provisioning.scheduling.scheduler import FIRST_CHUNK_PODS, PlannedNode, Scheduler
+from karpy.controller.provisioning.scheduling.scheduler import FIRST_CHUNK_PODS, ClusterSnapshot, PlannedNode, Scheduler
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
@@ -47,6 +49,21 @@ ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
     """The pods in the cache that wait for capacity karpy should launch (from the index the watch keeps)."""
     return state.pending.pods()
+
+
+def leaving(snapshot: ClusterSnapshot, node_name: str) -> ClusterSnapshot:
+    """`snapshot` with node `node_name` taken as being deleted (the scheduler places its pods again), and without
+    the other nodes being deleted and their pods: those become pending, and provisioning's, once drained."""
+    nodes = []
+    for n in snapshot.nodes:
+        if n["metadata"]["name"] == node_name:
+            n = {**n, "metadata": {**n["metadata"], "deletionTimestamp": n["metadata"].get("deletionTimestamp")
+                                   or "1970-01-01T00:00:00Z"}}
+        elif n["metadata"].get("deletionTimestamp"):
+            continue
+        nodes.append(n)
+    kept = {n["metadata"]["name"] for n in nodes}
+    return dataclasses.replace(snapshot, nodes=nodes, pods=[p for p in snapshot.pods if p.node_name in kept])
 
 
 def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
@@ -135,6 +152,29 @@ class Provisioner:
         log.info("Found %d provisionable pod(s)", len(provisionable))
         waiting = self.state.pod_infos(provisionable)        # each read once; these records go on to the binds
         snapshot = self.state.snapshot(self.catalog, self.state.bound_pods(), parsed=waiting)
+        self._plan_and_launch(snapshot, waiting, bind=True, wait=wait, window=window)
+
+    def launch_replacements(self, node_name: str) -> int:
+        """Launch capacity for the pods of node `node_name` before it is drained (an interruption): planned and
+        launched as a batch of pending pods is, with the node taken as being deleted, so the scheduler places its
+        pods again. They are not bound (they are still running): kube-scheduler places them once they are evicted.
+        Returns the number of nodes launched."""
+        snapshot = leaving(self.state.snapshot(self.catalog, self.state.bound_pods()), node_name)
+        waiting = [p for p in snapshot.pods if p.node_name == node_name and not p.terminal and not p.deleting]
+        if not waiting:
+            return 0
+        log.info("Found %d pod(s) on node %s to launch replacement capacity for", len(waiting), node_name)
+        window = _FirstLaunch(self.launcher.pause)
+        try:
+            return len(self._plan_and_launch(snapshot, waiting, bind=False, wait=True, window=window))
+        finally:
+            window.end()
+
+    def _plan_and_launch(self, snapshot: ClusterSnapshot, waiting: list[PodInfo], *, bind: bool, wait: bool,
+                         window: _FirstLaunch) -> list[str]:
+        """Plan `waiting` (the pods `snapshot` has without a node, or on a node being deleted) with the scheduling
+        core, launch each chunk of the plan as soon as it is decided, and report the pods it could not place.
+        With `bind` the launched nodes' pods are bound to them. Returns the nodes launched (with `wait`)."""
         landing = self.launcher.landing_nodes()          # read after the snapshot's nodes: covers every one of them
         if landing:
             snapshot = dataclasses.replace(snapshot, nodes=[n for n in snapshot.nodes if n["metadata"]["name"] not in landing],
@@ -151,7 +191,7 @@ class Provisioner:
             options = sorted({t.name for n in nodes for t in n.options[:10]})
             log.info("Computed packing of %d node(s) for %d pod(s) with instance type option(s) [%s]",
                      len(nodes), sum(len(n.pods) for n in nodes), " ".join(options))
-            launches.extend(self._launch_all(nodes, bind=True))
+            launches.extend(self._launch_all(nodes, bind=bind))
             window.end()                  # the first launches are on their way
             return True
 
@@ -162,10 +202,11 @@ class Provisioner:
             log.info("Stopped planning %d pod(s): no longer leading", len(waiting))
             if wait:                        # the chunks handed over before go on (each launch step is fenced)
                 concurrent.futures.wait(launches)
-            return
+            return []
         self.state.failures.report_results(results, self.state.provisioners.items())
+        launched = [n for n in (f.result() for f in launches) if n] if wait else []
         if wait:
-            self._await_cache([n for n in (f.result() for f in launches) if n])
+            self._await_cache(launched)
         for pod in waiting:
             why = results.unschedulable.get(pod.key)
             if why is None or why.kind is Why.FAILED:
@@ -174,6 +215,7 @@ class Provisioner:
             events.record(self.state.client, pod.raw, reason="FailedProvisioning", message=why.text, component="karpy",
                           event_type="Warning")
         self._update_status()
+        return launched
 
     def _launch_all(self, nodes: list[PlannedNode], *, bind: bool) -> list[concurrent.futures.Future[str | None]]:
         """Hand every planned node to a launch worker (launches are independent: side by side, as Karpenter does in
@@ -198,25 +240,6 @@ class Provisioner:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(self.state.nodes.get("", n) is None for n in names):
             time.sleep(0.02)
-
-    def launch_replacements(self, node_name: str) -> int:
-        """Launch capacity for the pods of node `node_name`, planned as if it were gone, before it is
-        drained; its pods are not bound (they are still running): kube-scheduler places them again.
-        Returns the number of nodes launched."""
-        snapshot = self.state.snapshot(self.catalog, self.state.bound_pods())
-        nodes = []
-        for n in snapshot.nodes:
-            if n["metadata"]["name"] == node_name:
-                n = {**n, "metadata": {**n["metadata"], "deletionTimestamp": "1970-01-01T00:00:00Z"}}
-            elif n["metadata"].get("deletionTimestamp"):
-                continue                    # its pods are provisioning's business once they are pending
-            nodes.append(n)
-        going = {n["metadata"]["name"] for n in nodes}
-        pods = [p for p in snapshot.pods if p.node_name in going]
-        results = Scheduler(dataclasses.replace(snapshot, nodes=nodes, pods=pods), name_node=self.node_name,
-                            packing=self.packing).solve()
-        launched = [f.result() for f in self._launch_all(results.new_nodes, bind=False)]
-        return sum(1 for n in launched if n)
 
     def _update_status(self) -> None:
         """status.resources: the capacity of every node each provisioner launched."""

@@ -1,24 +1,35 @@
-"""Termination: a karpy node being deleted is cordoned, drained through the Eviction API, its
-instance terminated, and only then is the `karpenter.sh/termination` finalizer removed.
+"""Termination: a karpy node being deleted is cordoned (and taken out of external load balancers),
+drained through the Eviction API, its instance terminated, and only then is the
+`karpenter.sh/termination` finalizer removed.
 
-Each step is safe to repeat after a crash: cordoning sets a value, evictions
+Each step is safe to repeat after a crash: cordoning sets values, evictions
 of gone pods are 404s, a terminated instance answers InstanceNotFound. Pods
-are evicted, never deleted, so PodDisruptionBudgets hold (a 429 means wait);
-daemonset and mirror pods are left to go with the node; a pod annotated
-`karpenter.sh/do-not-evict` holds the node until it is gone.
+are evicted, never deleted, so PodDisruptionBudgets hold (a 429 means wait).
+Which pods go, and what holds the node, is Karpenter v0.16.3's rule
+(terminate.go): a pod without an owner reference (nothing would recreate it)
+or annotated `karpenter.sh/do-not-evict` holds the node, mirror pods
+included; pods that tolerate the cordon, daemonset and mirror pods are left
+to go with the node; critical pods are evicted once no other pod is left to
+ask; pods terminating for over a minute (a partitioned kubelet) are not
+waited for.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
+from karpy.apis import disruption
 from karpy.apis import labels as wk
-from karpy.apis.pods import evictable, object_key
+from karpy.apis.pods import mirror, object_key, owned_by_daemonset, terminal
+from karpy.apis.selectors import Taint, tolerates
+from karpy.apis.timestamps import parse_time
+from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
 from karpy.controller.metrics import NODES_TERMINATED
 from karpy.controller.state import ClusterState
@@ -27,6 +38,9 @@ from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.termination")
 EVICTIONS = Counter("karpy_evictions_total", "Evictions requested while draining", ["result"])
+STUCK_TERMINATING = dt.timedelta(minutes=1)     # past this, a terminating pod's kubelet is taken to be gone
+CORDON_TAINT = Taint(wk.TAINT_UNSCHEDULABLE, "", "NoSchedule")
+LOAD_BALANCER_EXCLUSION = "karpenter"
 
 
 def termination_reason(node: dict[str, Any]) -> str:
@@ -39,32 +53,86 @@ def termination_reason(node: dict[str, Any]) -> str:
 class DrainPlan:
     """What draining a node needs now. Computed by `plan_drain`; performs nothing."""
 
-    evict: tuple[dict[str, Any], ...]        # pods to ask to leave
-    waiting: int                             # pods still on their way out
-    blocked_by: str | None                   # a do-not-evict pod holding the node
+    evict: tuple[dict[str, Any], ...]        # pods to ask to leave now
+    waiting: int                             # pods still on their way out, or held back until the others are
+    blocked_by: str | None = None            # the pod ("ns/name") that holds the node
+    blocker: str | None = None               # why, as a sentence naming the pod and the rule
+
+    @property
+    def drained(self) -> bool:
+        return self.blocked_by is None and not self.evict and not self.waiting
 
 
-def plan_drain(pods: list[dict[str, Any]]) -> DrainPlan:
-    """Pure: which pods to evict, how many are still leaving, and what blocks the drain."""
-    candidates = [p for p in pods if evictable(p)]
-    for p in candidates:
-        if (p["metadata"].get("annotations") or {}).get(wk.DO_NOT_EVICT) == "true":
-            return DrainPlan((), len(candidates), object_key(p))
-    leaving = [p for p in candidates if p["metadata"].get("deletionTimestamp")]
-    return DrainPlan(tuple(p for p in candidates if not p["metadata"].get("deletionTimestamp")), len(leaving), None)
+def draining(node: Mapping[str, Any]) -> bool:
+    """Being deleted and held by the termination finalizer: this controller's to drain."""
+    meta = node["metadata"]
+    return bool(meta.get("deletionTimestamp")) and wk.TERMINATION_FINALIZER in (meta.get("finalizers") or [])
+
+
+def stuck_terminating(pod: Mapping[str, Any], now: dt.datetime) -> bool:
+    """Pure: deleted over a minute ago and still there (its kubelet is partitioned): not waited for."""
+    deleted = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return deleted is not None and now > deleted + STUCK_TERMINATING
+
+
+def critical(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("spec") or {}).get("priorityClassName") in wk.CRITICAL_PRIORITY_CLASSES
+
+
+def plan_drain(pods: Sequence[dict[str, Any]], *, now: dt.datetime) -> DrainPlan:
+    """Pure: which of a node's pods to evict now, how many are still leaving, and which pod holds the node.
+
+    v0.16.3's order: finished and stuck pods are passed over; then every other pod, mirror pods
+    included, is checked for an owner and for do-not-evict (the first offender holds the node);
+    only then are pods that tolerate the cordon, daemonset and mirror pods left out."""
+    live = [p for p in pods if not terminal(p) and not stuck_terminating(p, now)]
+    for p in live:
+        meta = p.get("metadata") or {}
+        if not meta.get("ownerReferences"):
+            return DrainPlan((), 0, object_key(p), f"pod {object_key(p)} does not have any owner references")
+        if (meta.get("annotations") or {}).get(wk.DO_NOT_EVICT) == "true":
+            return DrainPlan((), 0, object_key(p), f"pod {object_key(p)} has do-not-evict annotation")
+    candidates = [p for p in live if not tolerates((p.get("spec") or {}).get("tolerations") or [], CORDON_TAINT)
+                  and not mirror(p) and not owned_by_daemonset(p)]
+    fresh = [p for p in candidates if not p["metadata"].get("deletionTimestamp")]
+    ordinary = [p for p in fresh if not critical(p)]
+    evict = ordinary or fresh              # critical pods once every other pod has been asked to leave
+    return DrainPlan(tuple(evict), len(candidates) - len(evict))
+
+
+def pdb_hold(plan: DrainPlan, *, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """Pure: the first pod the drain would evict that a PodDisruptionBudget allows no disruption of now,
+    as a sentence naming the pod and the budget; None when no budget holds the drain."""
+    for p in plan.evict:
+        for pdb in pdbs:
+            if disruption.eviction_blocker(p, [pdb], pods) is not None:
+                return f"pod {object_key(p)} is held by PodDisruptionBudget {object_key(pdb)} (no disruption allowed now)"
+    return None
+
+
+def drain_status(plan: DrainPlan, *, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> str:
+    """Pure: what a draining node waits for now, in one sentence (`karpy explain node`)."""
+    if plan.blocker:
+        return f"cannot drain: {plan.blocker}"
+    if held := pdb_hold(plan, pdbs=pdbs, pods=pods):
+        return f"cannot evict: {held}"
+    if plan.evict:
+        return f"evicting {len(plan.evict)} pod(s): {', '.join(object_key(p) for p in plan.evict)}"
+    if plan.waiting:
+        return f"waiting for {plan.waiting} pod(s) to leave"
+    return "drained: terminating its instance"
 
 
 class Terminator:
-    def __init__(self, state: ClusterState, cloud: CloudProvider) -> None:
-        self.state, self.cloud = state, cloud
-        self._announced: set[str] = set()
+    def __init__(self, state: ClusterState, cloud: CloudProvider, clock: Clock | None = None) -> None:
+        self.state, self.cloud, self.clock = state, cloud, clock or Clock()
+        self._announced: dict[str, str] = {}     # node -> the drain failure last said about it
 
     def reconcile(self) -> float | None:
         """Advance every deleting karpy node one step; returns when to look again."""
         again: float | None = None
         for node in self.state.nodes.items():
-            meta = node["metadata"]
-            if meta.get("deletionTimestamp") and wk.TERMINATION_FINALIZER in (meta.get("finalizers") or []):
+            if draining(node):
                 wait = self._terminate(node)
                 if wait is not None:
                     again = wait if again is None else min(again, wait)
@@ -74,22 +142,26 @@ class Terminator:
         name = node["metadata"]["name"]
         client = self.state.client
         try:
-            # 1. cordon, so nothing new lands here
-            if not (node.get("spec") or {}).get("unschedulable"):
-                client.patch(path_of("v1", "nodes", name=name), {"spec": {"unschedulable": True}})
+            # 1. cordon, so nothing new lands here, and leave external load balancers before the pods go
+            labels = node["metadata"].get("labels") or {}
+            if not (node.get("spec") or {}).get("unschedulable") or \
+                    labels.get(wk.EXCLUDE_FROM_LOAD_BALANCERS) != LOAD_BALANCER_EXCLUSION:
+                node = client.patch(path_of("v1", "nodes", name=name),      # the finalizer patch tests this version
+                                    {"metadata": {"labels": {wk.EXCLUDE_FROM_LOAD_BALANCERS: LOAD_BALANCER_EXCLUSION}},
+                                     "spec": {"unschedulable": True}})
                 log.info("Cordoned node %s", name)
             # 2. drain through the Eviction API
-            plan = plan_drain(self.state.pods_on(name))
-            if plan.blocked_by:
-                if name not in self._announced:
-                    log.info("Cannot drain node %s, pod %s has %s", name, plan.blocked_by, wk.DO_NOT_EVICT)
+            plan = plan_drain(self.state.pods_on(name), now=self.clock.now())
+            if plan.blocker:
+                if self._announced.get(name) != plan.blocker:
+                    log.info("Failed to drain node %s, %s", name, plan.blocker)
                     events.record(client, node, reason="FailedDraining", component="karpy", event_type="Warning",
-                                  message=f"pod {plan.blocked_by} has {wk.DO_NOT_EVICT}")
-                    self._announced.add(name)
+                                  message=f"Failed to drain node, {plan.blocker}")
+                    self._announced[name] = plan.blocker
                 return 5.0
             for pod in plan.evict:
                 self._evict(pod)
-            if plan.evict or plan.waiting:
+            if not plan.drained:
                 return 1.0
             # 3. terminate the instance; the finalizer stays until the provider says it is gone
             provider_id = (node.get("spec") or {}).get("providerID")
@@ -105,7 +177,7 @@ class Terminator:
                          [{"op": "test", "path": "/metadata/resourceVersion", "value": node["metadata"]["resourceVersion"]},
                           {"op": "replace", "path": "/metadata/finalizers", "value": finalizers}], "application/json-patch+json")
             NODES_TERMINATED.inc(termination_reason(node), self.state.ours(node) or "")
-            self._announced.discard(name)
+            self._announced.pop(name, None)
             log.info("Deleted node %s", name)
             return None
         except ApiException as e:

@@ -2,7 +2,8 @@
 
 Reads Provisioners (validated, and defaulted for the `aws` catalog as the
 webhook would), Pods, Nodes, workloads (expanded into pods), DaemonSets
-(overhead), Namespaces, PodDisruptionBudgets and InstanceTypeCatalogs. Every
+(overhead), Namespaces, PodDisruptionBudgets and InstanceTypeCatalogs, refusing
+unknown fields as kubectl's strict validation does (`plan/fields.py`). Every
 problem is reported as one line naming the file, the document and the field;
 nothing is raised past `load()` but PlanInputError.
 """
@@ -34,8 +35,13 @@ from karpy.controller.cloudprovider.catalog import (
 )
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot
+from karpy.plan.fields import model_of, unknown_fields
 
 WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
+PROVISIONER = ("karpenter.sh/v1alpha5", "Provisioner")
+# every kind plan reads (an InstanceTypeCatalog too): each is checked for unknown fields
+READ_KINDS = WORKLOADS | {PROVISIONER, ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("apps/v1", "DaemonSet"),
+                          ("policy/v1", "PodDisruptionBudget"), (CATALOG_API_VERSION, CATALOG_KIND)}
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
                  "AWSNodeTemplate", "CustomResourceDefinition", "Event", "Lease"}
@@ -107,8 +113,13 @@ def read_documents(paths: Sequence[str]) -> list[Document]:
 
 
 def load(paths: Sequence[str], *, catalog: str = "aws") -> PlanInput:
-    """Read `paths` into a PlanInput; raises PlanInputError listing every problem."""
-    return from_documents(read_documents(paths), catalog=catalog)
+    """Read `paths` into a PlanInput; raises PlanInputError listing every problem, or saying that the files
+    hold no documents at all (as kubectl says "no objects passed to apply")."""
+    docs = read_documents(paths)
+    if not docs:
+        named = ", ".join("standard input" if p == "-" else p for p in paths)
+        raise PlanInputError([f"no objects passed to plan: {named} {'holds' if len(paths) == 1 else 'hold'} no documents"])
+    return from_documents(docs, catalog=catalog)
 
 
 def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInput:
@@ -129,7 +140,9 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     for d in docs:
         kind, api_version = d.body.get("kind"), d.body.get("apiVersion")
         try:
-            if (api_version, kind) == ("karpenter.sh/v1alpha5", "Provisioner"):
+            if (api_version, kind) in READ_KINDS:
+                _strict(d)
+            if (api_version, kind) == PROVISIONER:
                 parsed = _provisioner(d, aws=aws)
                 if parsed.name in first_seen:
                     problems.append(f"{d.where()}: Provisioner {parsed.name!r} is given more than once "
@@ -162,6 +175,21 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
 
 class FieldProblem(ValueError):
     """One document's problems, already rendered with their paths."""
+
+
+def _strict(d: Document) -> None:
+    """kubectl's strict field validation: raises FieldProblem naming every field the object's type lacks.
+    Built-in kinds are checked whole; a Provisioner or a catalog here only in its metadata, its reader
+    (pydantic, catalog_from_document) refusing unknown fields in the rest."""
+    model = model_of(d.body.get("apiVersion"), d.body.get("kind"))
+    if model is not None:
+        unknown = unknown_fields(d.body, model)
+    elif isinstance(d.body.get("metadata"), Mapping):
+        unknown = unknown_fields(d.body["metadata"], "V1ObjectMeta", "metadata")
+    else:
+        return
+    if unknown:
+        raise FieldProblem("; ".join(f"{path}: unknown field" for path in unknown))
 
 
 def _has_name(body: Mapping[str, Any]) -> bool:

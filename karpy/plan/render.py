@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from karpy.controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
+from karpy.controller.provisioning.scheduling.node_reasons import node_reasons
+from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
 from karpy.controller.provisioning.scheduling.scheduler import Results
 
 
-def plan_json(results: Results) -> dict[str, Any]:
+def plan_json(results: Results, templates: Sequence[NodeTemplate] = ()) -> dict[str, Any]:
+    """The plan as DESIGN.md's JSON; `templates` (the scheduler's, after solving) let `reasons` name limits."""
     nodes: list[dict[str, Any]] = [
         {
             "name": n.name,
@@ -21,6 +24,7 @@ def plan_json(results: Results) -> dict[str, Any]:
             "labels": dict(n.labels),
             "taints": [t.to_manifest() for t in n.taints],
             "pods": [p.key for p in n.pods],
+            "reasons": node_reasons(n, templates),
         }
         for n in results.new_nodes
     ]
@@ -38,19 +42,24 @@ def plan_json(results: Results) -> dict[str, Any]:
     }
 
 
-def plan_table(results: Results) -> str:
-    doc = plan_json(results)
+def plan_table(results: Results, templates: Sequence[NodeTemplate] = (), *, wide: bool = False) -> str:
+    """The plan for people: a row per new node with why it exists; `wide` adds its pods."""
+    doc = plan_json(results, templates)
     lines = []
     if doc["nodes"]:
-        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS")]
+        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS", "REASONS")
+                + (("POD NAMES",) if wide else ())]
         rows += [(n["name"], n["provisioner"], n["instanceType"], n["zone"], n["capacityType"],
-                  f"{n['pricePerHour']:.4f}", str(len(n["pods"]))) for n in doc["nodes"]]
+                  f"{n['pricePerHour']:.4f}", str(len(n["pods"])), "; ".join(n["reasons"]))
+                 + ((",".join(n["pods"]),) if wide else ()) for n in doc["nodes"]]
         lines += _columns(rows)
     else:
         lines.append("No new nodes.")
     if doc["existingNodes"]:
         lines += ["", "Existing nodes receiving pending pods:"]
-        lines += _columns([("NODE", "PODS")] + [(n["name"], str(len(n["pods"]))) for n in doc["existingNodes"]])
+        lines += _columns([("NODE", "PODS") + (("POD NAMES",) if wide else ())]
+                          + [(n["name"], str(len(n["pods"]))) + ((",".join(n["pods"]),) if wide else ())
+                             for n in doc["existingNodes"]])
     if doc["unschedulable"]:
         lines += ["", "Unschedulable pods:"]
         lines += _columns([("POD", "REASON")] + [(u["pod"], u["reason"]) for u in doc["unschedulable"]])
@@ -70,6 +79,8 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         doc: dict[str, Any] = {"type": a.kind, "nodes": list(a.nodes), "savingsPerHour": a.savings_per_hour,
                                **_replacements_json(a)}
         doc["pods"] = list(a.pods)
+        doc["podsMoved"] = a.pods_moved
+        doc["disruptionCost"] = a.disruption_cost
         doc["moves"] = [{"pod": pod, "to": _destination(a, to)} for pod, to in a.moves]
         actions.append(doc)
     by_kind = {kind: sum(1 for a in plan.actions if _kind_of(a) == kind)
@@ -80,6 +91,8 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         "summary": {"actions": len(actions), "savingsPerHour": round(sum(a.savings_per_hour for a in plan.actions), 6),
                     "pricePerHourBefore": plan.price_before, "pricePerHourAfter": plan.price_after,
                     "nodesRemoved": sum(len(a.nodes) for a in plan.actions),
+                    "podsMoved": sum(a.pods_moved for a in plan.actions),
+                    "disruptionCost": round(sum(a.disruption_cost for a in plan.actions), 6),
                     "nodesLaunched": sum(len(a.replacements) + len(a.provisioned) for a in plan.actions),
                     "actionsByKind": by_kind, "complete": plan.complete},
     }
@@ -107,10 +120,11 @@ def _destination(a: Action, to: str) -> str:
 def consolidation_table(plan: ConsolidationPlan) -> str:
     lines = []
     if plan.actions:
-        lines += _columns([("#", "ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED")] + [
+        lines += _columns([("#", "ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED", "DISRUPTION COST")] + [
             (str(i), _kind_of(a), _nodes_cell(a.nodes),
              ", ".join(f"{r.instance_type} {r.capacity_type} {r.zone}" for r in a.replacements) or "-",
-             f"{a.savings_per_hour:.4f}", str(len(a.pods))) for i, a in enumerate(plan.actions, 1)])
+             f"{a.savings_per_hour:.4f}", str(a.pods_moved), f"{a.disruption_cost:g}")
+            for i, a in enumerate(plan.actions, 1)])
         moves = [(str(i), pod, _destination(a, to)) for i, a in enumerate(plan.actions, 1) for pod, to in a.moves]
         if moves:
             lines += ["", "Pods moved:"]
@@ -121,7 +135,8 @@ def consolidation_table(plan: ConsolidationPlan) -> str:
         lines += ["", "Nodes kept:"]
         lines += _columns([("NODE", "REASON")] + [(k.node, k.reason) for k in plan.kept])
     total = sum(a.savings_per_hour for a in plan.actions)
-    lines += ["", f"{len(plan.actions)} action(s), saving ${total:.4f}/hour: "
+    moved = sum(a.pods_moved for a in plan.actions)
+    lines += ["", f"{len(plan.actions)} action(s), {moved} pod(s) moved, saving ${total:.4f}/hour: "
                   f"${plan.price_before:.4f}/hour before, ${plan.price_after:.4f}/hour after"]
     if not plan.complete:
         lines.append("The decision time budget ran out: the actions above are those found in time.")
@@ -156,7 +171,8 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
         return {"node": name, "verdict": "unknown", "reason": "no such node"}
     if isinstance(verdict, Action):
         doc: dict[str, Any] = {"node": name, "verdict": _kind_of(verdict), "reason": verdict.describe(),
-                               "savingsPerHour": verdict.savings_per_hour, **_replacements_json(verdict)}
+                               "savingsPerHour": verdict.savings_per_hour, "podsMoved": verdict.pods_moved,
+                               "disruptionCost": verdict.disruption_cost, **_replacements_json(verdict)}
         doc["nodes"] = list(verdict.nodes)
         doc["moves"] = [{"pod": pod, "to": _destination(verdict, to)} for pod, to in verdict.moves]
         return doc

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import boto3
 import kubernetes
+import pytest
 
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto
 from tests.aws.faults import FaultProxy, out_of_capacity
@@ -24,6 +25,8 @@ from tests.builders import deployment
 from tests.conftest import free_port
 from tests.expectations import eventually
 from tests.simulator.conftest import Kube
+
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,6 +15,8 @@ from tests.aws.conftest import Moto, provider, request
 from tests.aws.faults import FaultProxy, answer_lost, ec2_error, out_of_capacity, throttled
 from tests.simulator.conftest import Kube
 
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
+
 
 def claims(moto: Moto) -> dict[str, str]:
     """node name -> instance id, for the running instances."""

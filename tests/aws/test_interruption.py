@@ -18,6 +18,8 @@ from tests.aws.conftest import REGION, Moto
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import CATALOG, Env, env  # noqa: F401 — env is a fixture, used by name
 
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
+
 
 def ec2_event(detail_type: str, **detail: Any) -> str:
     return json.dumps({"version": "0", "id": "7bf73129-1428-4cd3-a780-95db273d1602", "detail-type": detail_type,

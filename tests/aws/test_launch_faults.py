@@ -25,6 +25,8 @@ from tests.builders import provisioner, unschedulable_pod
 from tests.expectations import eventually
 from tests.simulator.conftest import Kube, start
 
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
+
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
 

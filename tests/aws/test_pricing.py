@@ -13,6 +13,8 @@ from tests.aws.conftest import Moto, provider
 from tests.aws.faults import FaultProxy, Reply, Request
 from tests.simulator.conftest import Kube
 
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
+
 
 def product(instance_type: str, usd: str, sku: str) -> str:
     """One PriceList entry as GetProducts returns it: a JSON document in a string."""

@@ -16,6 +16,8 @@ from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto, provider, request
 from tests.simulator.conftest import Kube
 
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
+
 
 def test_launches_with_create_fleet_and_returns_what_the_node_needs(moto: Moto, kube: Kube) -> None:
     cloud = provider(kube)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from karpy.apis.resources import Resources
 from karpy.kubeclient.informer import Informer
 from karpy.kubeclient.raw import RawClient, path_of
@@ -9,6 +11,8 @@ from karpy.simulator.aws import Registrar
 from tests.aws.conftest import CLUSTER, REGION, Moto, provider
 from tests.expectations import eventually
 from tests.simulator.conftest import Kube
+
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
 
 
 def test_a_joined_node_reports_the_allocatable_the_catalog_planned(moto: Moto, kube: Kube) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from cryptography import x509
 
@@ -21,6 +22,7 @@ def karpy(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "karpy.main", *args], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow      # runs karpy certs as a process
 def test_generate_writes_pem_files_with_private_key_0600(tmp_path: Path) -> None:
     result = karpy("certs", "generate", "--out-dir", str(tmp_path / "out"), "--dns-name", "karpy-webhook.karpenter.svc",
                    "--dns-name", "10.0.0.7", "--dns-name", "::1")
@@ -45,6 +47,7 @@ def test_serving_certificate_is_signed_by_the_ca_and_valid_for_a_year() -> None:
     assert 364 <= days <= 366
 
 
+@pytest.mark.slow      # runs karpy certs as a process
 def test_regenerating_over_an_existing_directory_keeps_the_key_private(tmp_path: Path) -> None:
     (tmp_path / "tls.key").write_text("old")
     (tmp_path / "tls.key").chmod(0o644)
@@ -53,6 +56,7 @@ def test_regenerating_over_an_existing_directory_keeps_the_key_private(tmp_path:
     assert (tmp_path / "tls.key").read_text().startswith("-----BEGIN PRIVATE KEY-----")
 
 
+@pytest.mark.slow      # runs karpy certs as a process
 def test_inject_ca_sets_every_webhook_ca_bundle(tmp_path: Path) -> None:
     assert karpy("certs", "generate", "--out-dir", str(tmp_path)).returncode == 0
     result = karpy("certs", "inject-ca", "--ca", str(tmp_path / "ca.crt"), "-f", str(ROOT / "manifests/webhook/webhook.yaml"))
@@ -65,6 +69,7 @@ def test_inject_ca_sets_every_webhook_ca_bundle(tmp_path: Path) -> None:
     assert {d["kind"] for d in docs} >= {"Service", "Deployment"}
 
 
+@pytest.mark.slow      # runs karpy certs as a process
 def test_inject_ca_refuses_a_file_that_is_not_a_certificate(tmp_path: Path) -> None:
     (tmp_path / "ca.crt").write_text("hello")
     result = karpy("certs", "inject-ca", "--ca", str(tmp_path / "ca.crt"), "-f", str(ROOT / "manifests/webhook/webhook.yaml"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -59,6 +60,61 @@ class Env:
 
     def settle(self, check: Any, timeout: float = 10) -> Any:
         return eventually(check, timeout=timeout)
+
+    def sync(self) -> None:
+        """Wait until the controller's caches hold every node, pod and PDB as the API server does now, so a
+        reconcile called next decides from what the test just wrote (a controller reading its client directly,
+        as Karpenter's suites do, would see it at once)."""
+        def versions(objects: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+            return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+                    for o in objects}
+
+        def same() -> bool:
+            return all(versions(informer.items()) == versions(self.client.get(path_of(api_version, plural))["items"])
+                       for informer, api_version, plural in ((self.state.nodes, "v1", "nodes"), (self.state.pods, "v1", "pods"),
+                                                             (self.state.pdbs, "policy/v1", "poddisruptionbudgets")))
+        self.settle(same)
+
+
+def _clean_up(env: Env) -> None:
+    """Karpenter's ExpectCleanedUp: every pod, budget, node and provisioner goes, finalizers or not."""
+    for pod in env.client.get(path_of("v1", "pods"))["items"]:
+        env.client.delete(path_of("v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"]), gracePeriodSeconds=0)
+    for pdb in env.client.get(path_of("policy/v1", "poddisruptionbudgets"))["items"]:
+        env.client.delete(path_of("policy/v1", "poddisruptionbudgets", pdb["metadata"]["namespace"], pdb["metadata"]["name"]))
+    for api_version, plural in (("v1", "nodes"), ("karpenter.sh/v1alpha5", "provisioners")):
+        for obj in env.client.get(path_of(api_version, plural))["items"]:
+            path = path_of(api_version, plural, name=obj["metadata"]["name"])
+            if obj["metadata"].get("finalizers"):
+                env.client.patch(path, {"metadata": {"finalizers": None}})
+            if not obj["metadata"].get("deletionTimestamp"):
+                env.client.delete(path)
+    env.settle(lambda: not env.state.nodes.items() and not env.state.pods.items() and not env.state.provisioners.items())
+
+
+@pytest.fixture(scope="session")
+def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    """The local cluster's API server alone, as Karpenter's controller suites run on envtest: no scheduler,
+    kubelets or workload controllers, so pods stay as a test writes them (an evicted pod stays terminating
+    until the test deletes it). Started once and shared (its start is most of a short test's time); `bare`
+    cleans up after each test."""
+    cluster, kube = start(tmp_path_factory.mktemp("bare"), system_nodes=0, controllers=False)
+    kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+    client = RawClient(kube.api_client)
+    state = ClusterState(client)
+    state.start()
+    yield Env(kube, client, state, FakeCloudProvider(client, CATALOG), FakeClock())
+    state.stop()
+    kube.api_client.close()
+    cluster.stop()
+
+
+@pytest.fixture
+def bare(bare_cluster: Env) -> Iterator[Env]:
+    """`bare_cluster` for one test, its clock at the wall clock's now (the API server stamps objects with it)."""
+    bare_cluster.clock = FakeClock(dt.datetime.now(dt.timezone.utc))
+    yield bare_cluster
+    _clean_up(bare_cluster)
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import CATALOG_DOC, Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 SETTINGS = Settings(stabilization_seconds=15, min_node_age_seconds=0, poll_seconds=10)
 
 
@@ -175,6 +177,22 @@ def test_a_blocked_node_gets_an_event_naming_the_blocker(env: Env) -> None:
     assert len(event()) == 1                       # the same reason is not reported again
 
 
+def test_an_action_that_does_not_pay_for_its_disruption_is_not_taken_and_says_so(env: Env) -> None:
+    """At $0.50/h per pod moved, deleting `a` ($0.40/h, one pod) does not pay, nor, saving less, does replacing it."""
+    c = consolidation(env)
+    c.settings = dataclasses.replace(SETTINGS, min_savings_per_pod=0.5)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
+              pod("p", cpu="1", node_name="a"), pod("other", cpu="7", node_name="b"))
+    c.reconcile()
+    assert c._proposal is None
+
+    def event() -> list[str]:
+        return [e["message"] for e in env.client.get(path_of("v1", "events", "default"))["items"]
+                if e["reason"] == "Unconsolidatable" and e["involvedObject"]["name"] == "a"]
+    assert env.settle(event) == ["not worth its disruption: saves $0.4000/h for 1 pod(s) moved (disruption cost 1), "
+                                 "less than $0.5000/h ($0.5/h per unit of disruption cost)"]
+
+
 def test_an_unchanged_reason_is_not_reported_every_pass(env: Env) -> None:
     c = consolidation(env)
     env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
@@ -269,7 +287,7 @@ def test_several_nodes_go_at_once_within_the_disruption_budget(env: Env) -> None
     env.clock.step(15)
     c.reconcile()
     env.settle(lambda: len(live_nodes(env)) == 3)
-    assert set(live_nodes(env)) == {"b", "d", "e"}      # a's and c's pods fit on b, the first node with room
+    assert set(live_nodes(env)) == {"c", "d", "e"}      # a's and b's pods go to e, the node the others go before
 
 
 def test_a_pod_no_provisioner_can_satisfy_holds_consolidation_back_only_for_the_window(env: Env) -> None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
 from tests.builders import pod
 from tests.controller.conftest import Env
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 
 def _events(env: Env, name: str) -> list[dict[str, Any]]:

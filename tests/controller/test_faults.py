@@ -18,6 +18,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 
 def kill_at(point: str) -> Callable[[str], None]:
     def fault(at: str) -> None:

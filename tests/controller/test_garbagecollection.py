@@ -18,6 +18,8 @@ from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 from tests.controller.test_faults import kill_at
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 
 def test_an_instance_is_an_orphan_only_when_nothing_accounts_for_it_for_the_grace_period() -> None:
     a, b = Instance("fake://a", "a", {}, claim_name="a"), Instance("fake://b", "b", {}, claim_name="b")

@@ -9,6 +9,7 @@ import inspect
 from pathlib import Path
 
 import boto3
+import pytest
 
 from karpy.apis import labels as wk
 from karpy.apis import nodeclaim as api
@@ -23,11 +24,13 @@ from tests.aws.conftest import SETTINGS, TEMPLATE
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, ROOT, Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
 
 
 def test_deleting_a_provisioner_drains_and_deletes_its_nodes_through_the_finalizer(env: Env) -> None:
-    env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m"))
+    env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m", owner=("ReplicationController", "web")))
     launcher = Launcher(env.state, env.cloud, lambda: CATALOG)
     Provisioner(env.state, env.cloud, CATALOG, launcher=launcher).reconcile()
     (node,) = env.client.get(path_of("v1", "nodes"))["items"]
@@ -51,7 +54,7 @@ def test_deleting_a_provisioner_drains_and_deletes_its_nodes_through_the_finaliz
 
 
 def test_a_node_deleted_by_hand_takes_its_claim_with_it(env: Env) -> None:
-    env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m"))
+    env.apply(provisioner("default"), unschedulable_pod("web-0", cpu="500m", owner=("ReplicationController", "web")))
     launcher = Launcher(env.state, env.cloud, lambda: CATALOG)
     Provisioner(env.state, env.cloud, CATALOG, launcher=launcher).reconcile()
     (node,) = env.client.get(path_of("v1", "nodes"))["items"]

@@ -24,6 +24,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import pod
 from tests.controller.conftest import Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 LEASE = path_of("coordination.k8s.io/v1", "leases", "default", "karpy-leader-election")
 RECORD = Record("first", 10, "2024-01-01T00:00:00.000000Z", "2024-01-01T00:00:00.000000Z", 0)
 

@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import IO
 
 import kubernetes
+import pytest
 
 from tests.builders import catalog, instance_type, provisioner, unschedulable_pod
 from tests.expectations import eventually
 from tests.simulator.conftest import start
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS = 6

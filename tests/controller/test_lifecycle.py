@@ -15,6 +15,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,7 @@ events = st.one_of(
 )
 
 
+@pytest.mark.slow      # hypothesis replays 300 event sequences
 @settings(max_examples=300, deadline=None)
 @given(st.lists(events, max_size=40))
 def test_the_index_equals_a_full_filter_after_any_events(sequence: list[tuple[str, str, str, int]]) -> None:

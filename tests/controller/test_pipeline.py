@@ -17,6 +17,8 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
 ELSEWHERE = "another-scheduler"      # the local cluster's scheduler leaves these pods to karpy
 

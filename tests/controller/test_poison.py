@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.kubeclient.raw import path_of
 from tests.builders import provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 BENCHMARK_LIMITS = {"limits": {"resources": {"cpu": "10000000", "memory": "10000000Gi"}}}
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.fake import Faults
 from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.kubeclient.raw import path_of
-from tests.builders import node, provisioner, unschedulable_pod
+from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 from tests.expectations import expect_events, expect_nodes, expect_not_scheduled, expect_scheduled
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 
 def test_launches_a_node_and_binds_the_pods_at_once(env: Env) -> None:
@@ -123,3 +127,25 @@ def test_a_batch_plans_the_pods_it_gathered_and_a_batch_without_pods_plans_every
     provisioning.reconcile(Batch(frozenset(), everything=True))
     assert len(env.cloud.create_calls) == 2
     assert env.client.get(path_of("v1", "pods", "default", "second"))["spec"]["nodeName"] == env.cloud.create_calls[1].node_name
+
+
+def test_an_interrupted_nodes_pods_are_planned_as_pending_pods_are_and_left_unbound(env: Env) -> None:
+    """launch_replacements plans the node's pods with provisioning's own path, the node taken as gone: `a` fits the
+    room `spare` has (2 cpu, 0.5 used), `b` needs a new node (the cheapest that holds 1500m: small), and `huge` fits
+    nowhere, so it gets provisioning's FailedProvisioning Event. Nothing is bound: the pods still run on `doomed`."""
+    def karpy_node(name: str, instance_type: str, cpu: str) -> dict[str, object]:
+        return node(name, provisioner="default", instance_type=instance_type, zone="zone-a", capacity_type="on-demand",
+                    initialized=True, allocatable={"cpu": cpu, "memory": "16Gi", "pods": "40"})
+
+    huge = pod("huge", cpu="100", node_name="doomed")
+    env.apply(provisioner("default"), karpy_node("doomed", "large", "8"), karpy_node("spare", "small", "2"),
+              pod("busy", cpu="500m", node_name="spare"), pod("a", cpu="1500m", node_name="doomed"),
+              pod("b", cpu="1500m", node_name="doomed"), huge)
+    launched = Provisioner(env.state, env.cloud, CATALOG).launch_replacements("doomed")
+    assert launched == 1
+    (request,) = env.cloud.create_calls
+    assert [t.name for t in request.instance_type_options][0] == "small"
+    for name in ("a", "b", "huge"):
+        assert env.client.get(path_of("v1", "pods", "default", name))["spec"]["nodeName"] == "doomed"
+    (event,) = expect_events(env.client, huge, "FailedProvisioning")
+    assert "cpu" in event["message"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import RawClient, path_of
@@ -11,6 +13,8 @@ from tests.builders import pod
 from tests.controller.conftest import CATALOG, Env
 from tests.expectations import eventually
 from tests.simulator.conftest import start
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 
 def test_caches_converge_after_dropped_watches_and_gone_resource_versions(tmp_path: Path) -> None:

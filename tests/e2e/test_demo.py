@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 
 def test_karpy_demo_scales_up_binds_and_scales_down(tmp_path: Path) -> None:
     chart = tmp_path / "demo.png"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from karpy.extender.app import create_app
 from karpy.extender.view import ClusterView
 from karpy.kubeclient.outage import OutageReporter
 from karpy.kubeclient.raw import RawClient, api_client
 from karpy.simulator.cluster import LocalCluster
 from tests.builders import node, pod
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 
 def test_filter_reports_the_gap_and_bind_an_error_while_the_api_server_is_down() -> None:

@@ -10,6 +10,8 @@ import pytest
 from tests.builders import node, pod
 from tests.conftest import Server, start_server, stop_server
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 
 @pytest.fixture(scope="module")
 def extender(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:

@@ -22,6 +22,8 @@ from karpy.simulator.cluster import LocalCluster
 from karpy.simulator.kubeconfig import write_kubeconfig
 from tests.expectations import eventually
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""

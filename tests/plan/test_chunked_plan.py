@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import fake_catalog
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -46,6 +48,7 @@ def test_chunks_double_only_after_one_needed_new_nodes() -> None:
     assert sizes[:2] == [10, 20]                      # chunks of 10 (on the existing node), 10, then 20
 
 
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_each_chunk_is_handed_over_once_decided_and_never_changed() -> None:
     pods = [pod(f"p-{i:03d}", cpu=f"{100 * (i % 5 + 1)}m", memory=f"{128 * (i % 3 + 1)}Mi") for i in range(120)]
     handed: list[list[tuple[str, tuple[str, ...]]]] = []
@@ -100,6 +103,7 @@ def test_the_plan_ends_where_on_decided_says_stop() -> None:
     assert results.unschedulable == {}                    # the pods not planned are not called unschedulable
 
 
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_without_on_decided_the_batch_is_planned_at_once() -> None:
     pods = [pod(f"p-{i:03d}", cpu=f"{100 * (i % 5 + 1)}m") for i in range(60)]
     assert layout(scheduler(pods).solve().new_nodes) == layout(scheduler(pods).solve(first_chunk=5).new_nodes)

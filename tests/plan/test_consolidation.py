@@ -46,7 +46,8 @@ def test_empty_nodes_are_deleted_together_first() -> None:
     run = consolidate(consolidating(), karpy_node("a"), karpy_node("b", "large"),
                       karpy_node("c"), pod("busy", cpu="3", node_name="c"))
     first = run["actions"][0]
-    assert first == {"type": "delete", "nodes": ["a", "b"], "savingsPerHour": 0.6, "pods": [], "moves": []}
+    assert first == {"type": "delete", "nodes": ["a", "b"], "savingsPerHour": 0.6, "pods": [], "moves": [],
+                     "podsMoved": 0, "disruptionCost": 0.0}
     assert reasons(run)["c"].startswith("no cheaper fit")
 
 
@@ -54,7 +55,7 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted() -> None:
     run = consolidate(consolidating(), karpy_node("a"), karpy_node("b"),
                       pod("p1", cpu="1", node_name="a"), pod("p2", cpu="2", node_name="b"))
     assert run["actions"] == [{"type": "delete", "nodes": ["a"], "savingsPerHour": 0.2, "pods": ["default/p1"],
-                                     "moves": [{"pod": "default/p1", "to": "b"}]}]
+                               "podsMoved": 1, "disruptionCost": 1.0, "moves": [{"pod": "default/p1", "to": "b"}]}]
     assert reasons(run) == {"b": "no cheaper fit: pod default/p1 would fit nowhere else (insufficient cpu)"} \
         or reasons(run)["b"].startswith("no cheaper fit")
 

@@ -60,6 +60,7 @@ def test_catalog_type_with_huge_memory_is_chosen_exactly() -> None:
     assert expect_scheduled(run, "default/tiny")["instanceType"] in ("small", "vast")
 
 
+@pytest.mark.slow      # runs karpy plan as a process
 def test_plan_command_exits_0_without_traceback_on_the_poison_pod(tmp_path: Path) -> None:
     path = tmp_path / "poison.yaml"
     path.write_text(yaml.safe_dump_all([provisioner("default", **BENCHMARK_LIMITS),

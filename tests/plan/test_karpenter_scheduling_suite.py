@@ -524,6 +524,7 @@ def _assorted_catalog() -> dict[str, Any]:
 
 
 # Topology/Combined Hostname, Zonal, and Capacity Type Topology / It("should spread pods while respecting all constraints")
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_capacity_type_zonal_and_hostname_spreads_never_exceed_their_max_skew() -> None:
     cluster = Cluster(_assorted_catalog())
     cluster.apply(default_provisioner())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -82,6 +83,7 @@ def batches(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches())
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_the_optimiser_is_never_dearer_than_the_greedy_and_breaks_no_rule(tmp_path: Path, batch: list[dict[str, Any]]) -> None:
     docs = [CATALOG, provisioner("default"), *batch]
     greedy, best = solve(tmp_path, *docs, optimize=False), solve(tmp_path, *docs)
@@ -107,6 +109,7 @@ def spread_per_zone(results: Results) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_the_realistic_mix_costs_less_than_the_greedy_plan(tmp_path: Path) -> None:
     greedy, best = solve(tmp_path, *realistic_mix(), optimize=False), solve(tmp_path, *realistic_mix())
     assert len(placed(best)) == 212 and not best.unschedulable
@@ -217,6 +220,7 @@ def test_a_node_gets_cheaper_through_a_chain_of_trades_no_single_trade_makes(tmp
         assert (node.template.allocatable[node.cheapest()] >= node.used).all()
 
 
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_a_mixed_batch_of_a_few_hundred_pods_tries_every_fill_order_and_keeps_every_rule(tmp_path: Path) -> None:
     # Karpenter's diverse benchmark at 300 pods: anti-affinity, hostname and zone spreads, zone affinity
     docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},

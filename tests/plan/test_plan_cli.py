@@ -19,6 +19,7 @@ def karpy_plan(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
                           input=stdin, timeout=60)
 
 
+@pytest.mark.slow      # runs karpy plan as a process
 def test_plan_from_files_and_stdin_as_a_user_would(tmp_path: Path) -> None:
     (tmp_path / "provisioner.yaml").write_text(yaml.safe_dump(provisioner("default")))
     (tmp_path / "app.json").write_text(json.dumps(deployment("web", replicas=3, cpu="1")))
@@ -33,7 +34,8 @@ def test_table_output_shows_nodes_unschedulable_pods_and_a_summary(plan: Plan) -
     run = plan(provisioner("default"), pod("web", cpu="1"), pod("huge", cpu="10000"), output="table")
     assert run.code == 0
     lines = run.out.splitlines()
-    assert lines[0].split() == ["NODE", "PROVISIONER", "INSTANCE", "TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS"]
+    assert lines[0].split() == ["NODE", "PROVISIONER", "INSTANCE", "TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS", "REASONS"]
+    assert lines[1].split()[-2:] == ["1", "capacity"]
     assert "Unschedulable pods:" in lines
     assert any(line.startswith("default/huge") and "cpu=10k" in line for line in lines)
     assert lines[-1].startswith("1/2 pod(s) scheduled, 1 new node(s), $")
@@ -63,6 +65,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("documents", "message"), BAD)
+@pytest.mark.slow      # runs karpy plan as a process
 def test_invalid_input_is_one_line_per_problem_and_exit_2(tmp_path: Path, documents: list[dict], message: str) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
@@ -81,6 +84,7 @@ def test_invalid_input_is_one_line_per_problem_and_exit_2(tmp_path: Path, docume
         pytest.param(b"\xff\xfe\x00", "not UTF-8", id="binary"),
     ],
 )
+@pytest.mark.slow      # runs karpy plan as a process
 def test_unreadable_files_are_named(tmp_path: Path, content: str | bytes, message: str) -> None:
     path = tmp_path / "plan.yaml"
     path.write_bytes(content.encode() if isinstance(content, str) else content)
@@ -89,6 +93,7 @@ def test_unreadable_files_are_named(tmp_path: Path, content: str | bytes, messag
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow      # runs karpy plan as a process
 def test_missing_file_and_unknown_catalog_are_named(tmp_path: Path) -> None:
     result = karpy_plan("-f", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2 and "nope.yaml: No such file or directory" in result.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.controller.cloudprovider.catalog import built_in, catalog_from_document, fake_catalog
@@ -21,6 +23,7 @@ def solve(*pods: dict[str, Any], provisioners: list[dict[str, Any]] | None = Non
     return Scheduler(snapshot).solve()
 
 
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_every_pending_pod_is_placed_exactly_once_or_reported() -> None:
     pods = [pod(f"p-{i}", cpu=f"{100 * (i % 7 + 1)}m", memory=f"{64 * (i % 5 + 1)}Mi") for i in range(200)]
     pods.append(pod("too-big", cpu="64"))
@@ -30,6 +33,7 @@ def test_every_pending_pod_is_placed_exactly_once_or_reported() -> None:
     assert set(results.unschedulable) == {"default/too-big"}
 
 
+@pytest.mark.slow      # plans large batches (seconds each)
 def test_no_new_node_is_over_committed() -> None:
     pods = [pod(f"p-{i}", cpu=f"{137 * (i % 11 + 1)}m", memory=f"{300 * (i % 3 + 1)}Mi") for i in range(300)]
     for n in solve(*pods).new_nodes:

@@ -13,6 +13,8 @@ import yaml
 from tests.conftest import Server
 from tests.simulator.conftest import Kube, start
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = """apiVersion: karpenter.sh/v1alpha5
 kind: Provisioner

@@ -16,6 +16,8 @@ from kubernetes.client.exceptions import ApiException
 from tests.builders import pod
 from tests.simulator.conftest import Kube
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -285,6 +287,34 @@ def test_owner_references_are_garbage_collected(kube: Kube) -> None:
                  "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
     kube.apps.delete_namespaced_deployment(deploy.metadata.name, "default")
     assert status_code(lambda: kube.apps.read_namespaced_replica_set(rs, "default")) == 404
+
+
+def test_a_nodes_mirror_pods_stay_while_its_finalizer_holds_it_and_go_with_it(kube: Kube) -> None:
+    """Background propagation: the garbage collector deletes dependents once the owner is really gone."""
+    node_name = name("held")
+    node = kube.core.create_node({"metadata": {"name": node_name, "finalizers": ["karpenter.sh/termination"]}})
+    mirror = name("static")
+    kube.core.create_namespaced_pod("default", {**pod(mirror, owner=None, node_name=node_name), "metadata": {
+        "name": mirror, "annotations": {"kubernetes.io/config.mirror": "x"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node.metadata.uid}]}})
+    kube.kubectl("delete", "node", node_name, "--wait=false")
+    assert kube.core.read_node(node_name).metadata.deletion_timestamp is not None
+    assert kube.core.read_namespaced_pod(mirror, "default").metadata.deletion_timestamp is None
+    kube.core.patch_node(node_name, {"metadata": {"finalizers": None}})
+    assert status_code(lambda: kube.core.read_node(node_name)) == 404
+    assert status_code(lambda: kube.core.read_namespaced_pod(mirror, "default")) == 404
+
+
+def test_orphaned_dependents_stay_without_their_owner_reference(kube: Kube) -> None:
+    rs = kube.apps.create_namespaced_replica_set("default", {
+        "metadata": {"name": name("rs")},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs.metadata.name, "uid": rs.metadata.uid, "controller": True}
+    dependent = name("dep")
+    kube.core.create_namespaced_pod("default", {**pod(dependent, owner=None), "metadata": {"name": dependent, "ownerReferences": [ref]}})
+    kube.kubectl("delete", "replicaset", rs.metadata.name, "--cascade=orphan")
+    assert not kube.core.read_namespaced_pod(dependent, "default").metadata.owner_references
 
 
 def test_malformed_requests_get_status_errors_not_500(kube: Kube) -> None:

@@ -13,6 +13,8 @@ from tests.builders import node, pod
 from tests.expectations import eventually, expect_events
 from tests.simulator.conftest import Kube, start
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:

@@ -15,6 +15,8 @@ import yaml
 from tests.conftest import free_port
 from tests.expectations import eventually
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_karpy_sim_serves_kubectl_and_stops_within_five_seconds(tmp_path: Path, sig: signal.Signals) -> None:

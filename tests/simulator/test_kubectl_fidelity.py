@@ -19,6 +19,8 @@ from tests.builders import pod
 from tests.expectations import eventually
 from tests.simulator.conftest import Kube, start
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 ROOT = Path(__file__).resolve().parents[2]
 PAUSE = "registry.k8s.io/pause:3.9"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from kubernetes.client import ApiClient, Configuration
 
 from karpy.kubeclient.informer import Informer
@@ -14,6 +15,8 @@ from karpy.simulator.scheduler import INITIAL_BACKOFF_SECONDS, Scheduler
 from tests.builders import node, pod
 from tests.expectations import eventually
 from tests.simulator.conftest import Kube
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 
 def test_a_pod_that_fit_nowhere_is_tried_again_only_after_its_backoff(kube: Kube) -> None:

@@ -15,6 +15,8 @@ from tests.builders import pod
 from tests.expectations import eventually
 from tests.simulator.conftest import start
 
+pytestmark = pytest.mark.slow      # starts the local cluster
+
 
 class Recorder(ThreadingHTTPServer):
     """A loopback extender that keeps only system-1, scores it 10, and records what it was sent."""

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from karpy.kubeclient.raw import RawClient, path_of
 from karpy.simulator.workloads import Workloads
 from tests.simulator.conftest import Kube
+
+pytestmark = pytest.mark.slow      # starts the local cluster
 
 Obj = dict[str, Any]
 

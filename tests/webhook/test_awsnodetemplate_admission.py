@@ -10,6 +10,8 @@ from tests.builders import admission_review, awsnodetemplate
 from tests.conftest import Server
 from tests.expectations import expect_admitted, expect_denied
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 VALIDATE = "/validate-karpenter-k8s-aws-v1alpha1-awsnodetemplate"
 MUTATE = "/mutate-karpenter-k8s-aws-v1alpha1-awsnodetemplate"
 

@@ -98,6 +98,7 @@ def test_unknown_path_is_a_404_with_json(client: FlaskClient) -> None:
     assert client.post("/validate-something-else", json={}).status_code == 404
 
 
+@pytest.mark.slow      # talks to a karpy webhook process
 def test_hostile_bodies_over_tls_leave_the_server_serving(webhook_server: Server) -> None:
     expect_json_error(webhook_server.post(VALIDATE, data=b"{", headers={"Content-Type": "application/json"}))
     expect_json_error(webhook_server.post(VALIDATE, data=b"[" * 100_000, headers={"Content-Type": "application/json"}))
@@ -105,6 +106,7 @@ def test_hostile_bodies_over_tls_leave_the_server_serving(webhook_server: Server
     assert webhook_server.post(VALIDATE, json=admission_review(provisioner())).json()["response"]["allowed"] is True
 
 
+@pytest.mark.slow      # talks to a karpy webhook process
 def test_oversized_body_is_refused_before_it_is_sent(webhook_server: Server) -> None:
     """A 9 MiB Content-Length is answered 413 at once: the server does not wait for the body."""
     head = webhook_server.raw_post(VALIDATE, f"Content-Length: {9 * 1024 * 1024}\r\n", '{"pad": "', until="}")
@@ -113,6 +115,7 @@ def test_oversized_body_is_refused_before_it_is_sent(webhook_server: Server) -> 
     assert webhook_server.get("/healthz").status_code == 200
 
 
+@pytest.mark.slow      # talks to a karpy webhook process
 def test_metrics_count_requests_and_denials(webhook_server: Server) -> None:
     webhook_server.post(VALIDATE, json=admission_review(provisioner(ttlSecondsAfterEmpty=-1)))
     text = webhook_server.get("/metrics").text
@@ -121,6 +124,7 @@ def test_metrics_count_requests_and_denials(webhook_server: Server) -> None:
     assert "karpy_webhook_bad_requests_total" in text
 
 
+@pytest.mark.slow      # talks to a karpy webhook process
 def test_a_body_that_is_not_valid_chunked_encoding_is_a_400(webhook_server: Server) -> None:
     head = webhook_server.raw_post(VALIDATE, "Transfer-Encoding: chunked\r\n", 'zz\r\n{"not": "a chunk size"}\r\n0\r\n\r\n')
     assert head.startswith("HTTP/1.1 400"), head[:200]

@@ -18,6 +18,8 @@ from tests.builders import admission_review, awsnodetemplate, provisioner
 from tests.conftest import Server
 from tests.expectations import expect_admitted, expect_denied
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 VALIDATE_PROVISIONER = "/validate-karpenter-sh-v1alpha5-provisioner"
 VALIDATE_TEMPLATE = "/validate-karpenter-k8s-aws-v1alpha1-awsnodetemplate"
 ZONE = "topology.kubernetes.io/zone"

@@ -11,6 +11,8 @@ from tests.builders import admission_review, provisioner
 from tests.conftest import Server
 from tests.expectations import expect_admitted, expect_denied, patch_of
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 VALIDATE = "/validate-karpenter-sh-v1alpha5-provisioner"
 MUTATE = "/mutate-karpenter-sh-v1alpha5-provisioner"
 AWS_PROVIDER = {"subnetSelector": {"karpenter.sh/discovery": "demo"},

@@ -8,6 +8,8 @@ from tests.builders import admission_review, provisioner
 from tests.conftest import Server
 from tests.expectations import expect_admitted
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 VALIDATE = "/validate-karpenter-sh-v1alpha5-provisioner"
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import start_server, stop_server
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 
 def test_missing_certificates_are_named(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "karpy.main", "webhook", "--port", "0", "--cert-dir", str(tmp_path)],

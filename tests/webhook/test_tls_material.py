@@ -11,6 +11,8 @@ import pytest
 
 from karpy.certs.authority import generate, write
 
+pytestmark = pytest.mark.slow      # starts karpy server processes
+
 
 def _start(command: str, cert_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "karpy.main", command, "--host", "127.0.0.1", "--port", "0",
