@@ -309,3 +309,22 @@ def test_the_plain_manifests_take_the_image_from_one_place(tmp_path: Path) -> No
     shipped = {str(p.relative_to(ROOT / "manifests")) for p in (ROOT / "manifests").rglob("*.yaml")
                if not {"chart", "aws", "examples"} & set(p.parts) and p.name != "kustomization.yaml"}
     assert shipped - listed == {"extender/deployment.yaml", "extender/scheduler-config.yaml"}   # optional, by design
+
+
+def test_every_value_the_docs_set_is_a_value_of_the_chart() -> None:
+    """The `--set` flags of the install steps in the docs name values the chart has, and the getting-started
+    install renders (placeholders for the shell variables)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    known = flatten(values) - {""}
+    for doc in ("getting-started.md", "install.md", "extender.md"):
+        text = (ROOT / "docs" / doc).read_text()
+        keys = re.findall(r"--set ([A-Za-z][\w.]*(?:\.\"[^\"]+\")?)=", text)
+        assert keys, doc
+        for key in keys:
+            path = key.split('."')[0]               # serviceAccount.annotations."eks\\.amazonaws\\.com/role-arn"
+            assert path in known, f"docs/{doc}: --set {key}: the chart has no value {path}"
+    objects, _ = render(clusterName="demo", clusterEndpoint="https://api.demo", aws__defaultInstanceProfile="p",
+                        aws__interruptionQueue="demo",
+                        serviceAccount__annotations={"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"})
+    args = objects[("Deployment", "karpy-controller")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--interruption-queue") + 1] == "demo"
