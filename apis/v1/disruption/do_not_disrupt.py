@@ -50,10 +50,26 @@ def pod_active(pod: Mapping[str, Any]) -> bool:
 
 def do_not_disrupt_duration(value: str) -> dt.timedelta:
     """A pod's do-not-disrupt duration; raises DurationError unless it is a positive Go duration."""
-    duration = parse_duration(value)
+    try:
+        duration = parse_duration(value)
+    except DurationError as e:
+        raise DurationError(f'failed to parse "{value}" as a duration: {e}') from None
     if duration <= dt.timedelta(0):
         raise DurationError(f'duration "{value}" must be positive')
     return duration
+
+
+def invalid_do_not_disrupt(pod: Mapping[str, Any]) -> str | None:
+    """The Event message for a pod whose do-not-disrupt value is neither "true" nor a positive duration
+    (v1 warns and ignores the annotation), or None."""
+    value = (_meta(pod).get("annotations") or {}).get(DO_NOT_DISRUPT)
+    if value is None or value == "true":
+        return None
+    try:
+        do_not_disrupt_duration(value)
+    except DurationError as e:
+        return f"Invalid {DO_NOT_DISRUPT} annotation: {e}, ignoring annotation"
+    return None
 
 
 def pod_hold(pod: Mapping[str, Any], now: dt.datetime) -> Hold | None:
