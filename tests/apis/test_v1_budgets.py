@@ -30,13 +30,13 @@ NOW = dt.datetime(2000, 6, 15, 12, 30, 30, tzinfo=UTC)
 
 @pytest.fixture
 def budgets() -> list[Budget]:
-    every_minute = {"schedule": "* * * * *", "duration": "1h"}
+    every_minute = "* * * * *"
     return [
-        Budget(nodes="10", **every_minute),
-        Budget(nodes="100", **every_minute),
-        Budget(nodes="100%", **every_minute),
-        Budget(reasons=["Drifted", "Underutilized"], nodes="15", **every_minute),
-        Budget(reasons=["Drifted"], nodes="5", **every_minute),
+        Budget(nodes="10", schedule=every_minute, duration="1h"),
+        Budget(nodes="100", schedule=every_minute, duration="1h"),
+        Budget(nodes="100%", schedule=every_minute, duration="1h"),
+        Budget(reasons=["Drifted", "Underutilized"], nodes="15", schedule=every_minute, duration="1h"),
+        Budget(reasons=["Drifted"], nodes="5", schedule=every_minute, duration="1h"),
         Budget(reasons=["Underutilized", "Drifted", "Empty"], nodes="0", schedule="@weekly", duration="1h"),
     ]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from karpy.apis.v1.disruption.budgets import REASONS
 from karpy.apis.v1.disruption.do_not_disrupt import (
     Hold,
     disruption_hold,
@@ -100,7 +101,7 @@ def test_v1alpha5_do_not_evict_holds_as_do_not_disrupt() -> None:
 
 def test_a_node_annotation_holds_from_every_reason() -> None:
     expected = Hold('disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation')
-    assert [node_hold({DND: "true"}, r) for r in ("Empty", "Drifted", "Underutilized")] == [expected] * 3
+    assert [node_hold({DND: "true"}, r) for r in REASONS] == [expected] * 3
     assert node_hold({DND: "false"}, "Empty") is None
 
 

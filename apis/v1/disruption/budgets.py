@@ -28,7 +28,7 @@ MAX_ALLOWED: Final = 2**31 - 1          # Go's math.MaxInt32: no active budget b
 REASONS: Final[tuple[DisruptionReason, ...]] = ("Empty", "Drifted", "Underutilized")
 
 # robfig/cron's standard parser: the five fields' bounds and names (its `ParseStandard`)
-_FIELDS: Final = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
+_FIELDS: Final[tuple[tuple[str, int, int, dict[str, int]], ...]] = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
                   ("month", 1, 12, {m: i + 1 for i, m in enumerate(
                       ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"))}),
                   ("day of week", 0, 6, {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}))
@@ -90,7 +90,7 @@ def _utc(moment: dt.datetime) -> dt.datetime:
 
 def next_hit(schedule: str, after: dt.datetime) -> dt.datetime:
     """The first time `schedule` fires strictly after `after`, in UTC (robfig/cron's `Schedule.Next`)."""
-    return croniter(cron_expression(schedule), _utc(after)).get_next(dt.datetime)  # type: ignore[no-any-return]
+    return croniter(cron_expression(schedule), _utc(after)).get_next(dt.datetime)
 
 
 def _duration(budget: Budget) -> dt.timedelta:
