@@ -5,21 +5,27 @@ termination suite's force-delete rules), over frozen times."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
-from karpy.apis.v1.disruption.consolidatable import consolidatability
+from karpy.apis.v1.disruption.consolidatable import condition_change, consolidatability, nodeclaim_consolidatability
 from karpy.apis.v1.disruption.expiration import (
     PodDrainStep,
     expired,
     expires_at,
     forced_grace_period_seconds,
     needs_force_delete,
+    nodeclaim_expires_at,
+    nodeclaim_termination_time,
     pod_delete_at,
     pod_drain_step,
     termination_time,
 )
 from karpy.apis.v1.duration import DurationError, parse_duration, parse_nillable_duration
+from karpy.apis.v1.nodeclaim import NodeClaim
+from karpy.apis.v1.nodepool import NodePool
+from tests.simulator.test_v1_validation import nodeclaim, nodepool
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
@@ -178,3 +184,58 @@ def test_a_forced_grace_period_is_what_is_left_and_never_below_one_second() -> N
     assert forced_grace_period_seconds(deadline=NOW + dt.timedelta(seconds=42.9), now=NOW) == 42
     assert forced_grace_period_seconds(deadline=NOW, now=NOW) == 1
     assert forced_grace_period_seconds(deadline=NOW - minutes(5), now=NOW) == 1
+
+
+# read off the objects
+
+
+def claim(*, initialized: str | None = "2026-11-27T11:00:00Z", last_pod_event: str | None = None,
+          consolidatable: str | None = None, **metadata: Any) -> NodeClaim:
+    raw = nodeclaim(expireAfter="720h", terminationGracePeriod="1h")
+    raw["metadata"].update(metadata)
+    conditions = []
+    if initialized is not None:
+        conditions.append({"type": "Initialized", "status": "True", "lastTransitionTime": initialized})
+    if consolidatable is not None:
+        conditions.append({"type": "Consolidatable", "status": consolidatable, "lastTransitionTime": initialized})
+    raw["status"] = {"conditions": conditions, **({"lastPodEventTime": last_pod_event} if last_pod_event else {})}
+    return NodeClaim.model_validate(raw)
+
+
+POOL = NodePool.model_validate(nodepool(disruption={"consolidateAfter": "30m"}))
+
+
+def test_consolidatability_reads_the_nodeclaim_and_nodepool() -> None:
+    since_init = nodeclaim_consolidatability(claim(), POOL, NOW)                       # initialized an hour ago
+    assert (since_init.consolidatable, since_init.at) == (True, NOW - minutes(30))
+    recent = nodeclaim_consolidatability(claim(last_pod_event="2026-11-27T11:50:00Z"), POOL, NOW)
+    assert (recent.consolidatable, recent.at) == (False, NOW + minutes(20))
+    assert nodeclaim_consolidatability(claim(initialized=None), POOL, NOW).why == "nodeclaim isn't initialized"
+
+
+@pytest.mark.parametrize(("current", "consolidatable", "expected"), [
+    pytest.param(None, True, "set", id="mark"),
+    pytest.param("True", True, None, id="already-marked"),
+    pytest.param("True", False, "clear", id="unmark"),
+    pytest.param(None, False, None, id="already-clear"),
+])
+def test_the_condition_changes_only_when_it_is_wrong(current: str | None, consolidatable: bool,
+                                                     expected: str | None) -> None:
+    recent = "2026-11-27T11:50:00Z" if not consolidatable else None
+    nc = claim(consolidatable=current, last_pod_event=recent)
+    assert condition_change(nc, nodeclaim_consolidatability(nc, POOL, NOW)) == expected
+
+
+def test_a_nodeclaim_expires_from_its_creation_timestamp() -> None:
+    assert nodeclaim_expires_at(claim(creationTimestamp="2026-11-01T00:00:00Z")) == dt.datetime(
+        2026, 12, 1, 0, 0, tzinfo=UTC)
+    assert nodeclaim_expires_at(claim()) is None                                       # not created yet
+
+
+def test_a_deleted_nodeclaims_termination_time_is_recorded_once() -> None:
+    deleted = claim(deletionTimestamp="2026-11-27T10:00:00Z")
+    assert nodeclaim_termination_time(deleted) == dt.datetime(2026, 11, 27, 11, 0, tzinfo=UTC)
+    recorded = claim(deletionTimestamp="2026-11-27T10:00:00Z",
+                     annotations={"karpenter.sh/nodeclaim-termination-timestamp": "2026-11-27T10:30:00Z"})
+    assert nodeclaim_termination_time(recorded) == dt.datetime(2026, 11, 27, 10, 30, tzinfo=UTC)
+    assert nodeclaim_termination_time(claim()) is None

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from typing import Literal
 
+from karpy.apis.timestamps import parse_time
 from karpy.apis.v1.duration import parse_nillable_duration
+from karpy.apis.v1.labels import CONDITION_CONSOLIDATABLE, CONDITION_INITIALIZED
+from karpy.apis.v1.nodeclaim import Condition, NodeClaim
+from karpy.apis.v1.nodepool import NodePool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,3 +57,26 @@ def consolidatability(*, consolidate_after: str, initialized_at: dt.datetime | N
         return Consolidatability(False, at=at, why=f"consolidateAfter {consolidate_after} not yet elapsed since "
                                                    f"the last pod event at {since.isoformat()}")
     return Consolidatability(True, at=at)
+
+
+def _condition(nodeclaim: NodeClaim, kind: str) -> Condition | None:
+    conditions = nodeclaim.status.conditions if nodeclaim.status else None
+    return next((c for c in conditions or [] if c.type == kind), None)
+
+
+def nodeclaim_consolidatability(nodeclaim: NodeClaim, nodepool: NodePool, now: dt.datetime) -> Consolidatability:
+    """consolidatability() read off the objects: the NodePool's consolidateAfter, the NodeClaim's
+    Initialized condition (True, and since when) and its lastPodEventTime."""
+    initialized = _condition(nodeclaim, CONDITION_INITIALIZED)
+    initialized_at = parse_time(initialized.last_transition_time) if initialized and initialized.status == "True" else None
+    last_event = parse_time(nodeclaim.status.last_pod_event_time) if nodeclaim.status else None
+    return consolidatability(consolidate_after=nodepool.spec.disruption.consolidate_after,
+                             initialized_at=initialized_at, last_pod_event_time=last_event, now=now)
+
+
+def condition_change(nodeclaim: NodeClaim, verdict: Consolidatability) -> Literal["set", "clear"] | None:
+    """What to do to the NodeClaim's Consolidatable condition: set it True, clear it, or nothing (already right)."""
+    current = _condition(nodeclaim, CONDITION_CONSOLIDATABLE)
+    if verdict.consolidatable:
+        return None if current is not None and current.status == "True" else "set"
+    return None if current is None else "clear"

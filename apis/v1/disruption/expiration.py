@@ -21,6 +21,8 @@ from typing import Any, Literal, Mapping
 
 from karpy.apis.timestamps import parse_time
 from karpy.apis.v1.duration import parse_duration, parse_nillable_duration
+from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
+from karpy.apis.v1.nodeclaim import NodeClaim
 
 
 def expires_at(*, created_at: dt.datetime, expire_after: str) -> dt.datetime | None:
@@ -85,3 +87,21 @@ def pod_drain_step(pod: Mapping[str, Any], *, deadline: dt.datetime | None, now:
         return PodDrainStep("delete", grace_period_seconds=forced_grace_period_seconds(deadline=deadline, now=now))
     force_at = pod_delete_at(pod, deadline) if deadline is not None else None
     return PodDrainStep("evict", force_at=force_at)
+
+
+def nodeclaim_expires_at(nodeclaim: NodeClaim) -> dt.datetime | None:
+    """expires_at() of a NodeClaim: its creationTimestamp plus its spec.expireAfter (None: Never or not created)."""
+    created = parse_time(nodeclaim.metadata.creation_timestamp)
+    return None if created is None else expires_at(created_at=created, expire_after=nodeclaim.spec.expire_after)
+
+
+def nodeclaim_termination_time(nodeclaim: NodeClaim) -> dt.datetime | None:
+    """A deleted NodeClaim's termination time: the recorded annotation if there is one (it is set once and
+    kept), else its deletionTimestamp plus spec.terminationGracePeriod; None when it has neither."""
+    recorded = parse_time((nodeclaim.metadata.annotations or {}).get(NODECLAIM_TERMINATION_TIMESTAMP))
+    if recorded is not None:
+        return recorded
+    deleted = parse_time(nodeclaim.metadata.deletion_timestamp)
+    if deleted is None:
+        return None
+    return termination_time(deletion_timestamp=deleted, termination_grace_period=nodeclaim.spec.termination_grace_period)
