@@ -13,14 +13,17 @@ from karpy.apis.v1.disruption.budgets import (
     Allowance,
     BudgetError,
     BudgetNode,
+    active_until,
     allowed_by_reason,
     allowed_disruptions,
+    budget_hold,
     budget_mapping,
     cron_expression,
     is_active,
     next_hit,
     scaled_nodes,
 )
+from karpy.apis.v1.disruption.hold import Hold
 from karpy.apis.v1.nodepool import Budget, Disruption
 
 UTC = dt.timezone.utc
@@ -250,3 +253,54 @@ def test_each_nodepool_is_counted_apart_and_an_empty_one_is_listed() -> None:
     mapping = budget_mapping({"a": [Budget(nodes="1")], "b": [Budget(nodes="10%")], "c": [Budget(nodes="10%")]},
                              nodes, now=NOW, reason="Empty")
     assert {name: (p.node_count, p.remaining) for name, p in mapping.items()} == {"a": (4, 1), "b": (30, 3), "c": (0, 0)}
+
+
+# what holds a NodePool, and until when
+
+
+BUSINESS_HOURS = Budget(nodes="0", schedule="0 9 * * mon-fri", duration="8h")
+MONDAY_NOON = dt.datetime(2024, 1, 8, 12, 0, tzinfo=UTC)
+
+
+def test_a_closed_window_holds_until_it_ends() -> None:
+    hold = budget_hold([Budget(nodes="10%"), BUSINESS_HOURS], nodepool="default", reason="Underutilized",
+                       node_count=20, disrupting=0, now=MONDAY_NOON)
+    assert hold == Hold('NodePool "default" allows 0 Underutilized disruption(s) of 20 node(s) and 0 are already '
+                        "disrupting", dt.datetime(2024, 1, 8, 17, 0, tzinfo=UTC))
+    assert budget_hold([Budget(nodes="10%"), BUSINESS_HOURS], nodepool="default", reason="Underutilized",
+                       node_count=20, disrupting=0, now=dt.datetime(2024, 1, 8, 17, 0, tzinfo=UTC)) is None
+
+
+def test_a_budget_used_up_by_leaving_nodes_holds_while_they_leave() -> None:
+    hold = budget_hold([Budget(nodes="1")], nodepool="default", reason="Drifted", node_count=5, disrupting=1,
+                       now=MONDAY_NOON)
+    assert hold == Hold('NodePool "default" allows 1 Drifted disruption(s) of 5 node(s) and 1 are already disrupting')
+    assert budget_hold([Budget(nodes="2")], nodepool="default", reason="Drifted", node_count=5, disrupting=1,
+                       now=MONDAY_NOON) is None
+
+
+def test_a_budget_for_another_reason_does_not_hold() -> None:
+    drift_only = BUSINESS_HOURS.model_copy(update={"reasons": ["Drifted"]})
+    assert budget_hold([drift_only], nodepool="p", reason="Empty", node_count=3, disrupting=0, now=MONDAY_NOON) is None
+
+
+def test_an_unreadable_budget_holds_and_says_why() -> None:
+    hold = budget_hold([Budget(nodes="1", schedule="@wrongly", duration="1h")], nodepool="p", reason="Empty",
+                       node_count=3, disrupting=0, now=MONDAY_NOON)
+    assert hold is not None and hold.until is None
+    assert hold.why.endswith("spec.disruption.budgets[0]: unrecognized descriptor: @wrongly")
+
+
+def test_overlapping_windows_join_up() -> None:
+    assert active_until(Budget(nodes="0", schedule="@daily", duration="48h"), MONDAY_NOON) is None   # endless
+    assert active_until(Budget(nodes="0", schedule="@daily", duration="24h"), MONDAY_NOON) is None   # joined end to end
+    weekly = Budget(nodes="0", schedule="0 0 * * mon", duration="36h")
+    assert active_until(weekly, MONDAY_NOON) == dt.datetime(2024, 1, 9, 12, 0, tzinfo=UTC)
+    assert active_until(weekly, dt.datetime(2024, 1, 10, tzinfo=UTC)) is None
+    assert active_until(Budget(nodes="0"), MONDAY_NOON) is None
+
+
+def test_an_endless_window_holds_without_an_end() -> None:
+    hold = budget_hold([Budget(nodes="0", schedule="* * * * *", duration="1h")], nodepool="p", reason="Empty",
+                       node_count=3, disrupting=0, now=MONDAY_NOON)
+    assert hold is not None and hold.until is None

@@ -12,12 +12,12 @@ import pytest
 
 from karpy.apis.v1.disruption.budgets import REASONS
 from karpy.apis.v1.disruption.do_not_disrupt import (
-    Hold,
     disruption_hold,
     invalid_do_not_disrupt,
     node_hold,
     pod_hold,
 )
+from karpy.apis.v1.disruption.hold import Hold
 from karpy.apis.v1.disruption.methods import (
     METHODS,
     MIN_SPOT_TO_SPOT_TYPES,

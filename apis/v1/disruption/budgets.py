@@ -21,6 +21,7 @@ from typing import Final, Iterable, Mapping, Sequence
 
 from croniter import croniter
 
+from karpy.apis.v1.disruption.hold import Hold
 from karpy.apis.v1.duration import DurationError, parse_duration
 from karpy.apis.v1.nodepool import Budget, DisruptionReason
 
@@ -204,3 +205,51 @@ def budget_mapping(budgets_by_nodepool: Mapping[str, Sequence[Budget]], nodes: I
         out[name] = PoolBudget(name, reason, counts.get(name, 0), allowance.allowed, disrupting.get(name, 0),
                                allowance.errors)
     return out
+
+
+_MAX_WINDOWS: Final = 400           # overlapping windows joined before calling the window endless (daily: a year)
+
+
+def active_until(budget: Budget, now: dt.datetime) -> dt.datetime | None:
+    """When an active scheduled budget stops applying, windows that overlap joined (the end is
+    excluded: at that moment it no longer applies). None when it does not apply now, has no schedule,
+    or its windows keep joining up (`* * * * *` for `1h` never lets go). Raises BudgetError as is_active() does."""
+    if budget.schedule is None or not is_active(budget, now):
+        return None
+    duration = _duration(budget)
+    now = _utc(now)
+    expression = cron_expression(budget.schedule)
+    # the latest hit at or before now opens the window that holds now
+    hit: dt.datetime = croniter(expression, now + dt.timedelta(seconds=1)).get_prev(dt.datetime)
+    for _ in range(_MAX_WINDOWS):
+        following = next_hit(budget.schedule, hit)
+        if following > hit + duration:
+            return hit + duration
+        hit = following
+    return None
+
+
+def budget_hold(budgets: Sequence[Budget], *, nodepool: str, reason: DisruptionReason, node_count: int,
+                disrupting: int, now: dt.datetime) -> Hold | None:
+    """What in `nodepool`'s budgets keeps another node from being disrupted for `reason` now, or None.
+
+    `until` is when the last budget closing the way stops applying (None while a budget without a
+    schedule, or one that cannot be read, keeps it closed); a window opening later is not foreseen."""
+    allowance = allowed_by_reason(budgets, now=now, node_count=node_count, reason=reason)
+    if allowance.allowed - disrupting > 0:
+        return None
+    why = (f'NodePool "{nodepool}" allows {allowance.allowed} {reason} disruption(s) of {node_count} node(s) '
+           f"and {disrupting} are already disrupting")
+    if allowance.errors:
+        return Hold(f"{why}; {'; '.join(allowance.errors)}")
+    ends: list[dt.datetime] = []
+    for budget in budgets:
+        if budget.reasons is not None and reason not in budget.reasons:
+            continue
+        if allowed_disruptions(budget, now=now, node_count=node_count) - disrupting > 0:
+            continue                      # this one leaves room; another closes the way
+        end = active_until(budget, now)
+        if end is None:
+            return Hold(why)              # closed for as long as the spec stays
+        ends.append(end)
+    return Hold(why, max(ends) if ends else None)

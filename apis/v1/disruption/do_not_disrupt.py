@@ -14,28 +14,17 @@ consolidation (Empty, Underutilized) but not from drift. Forceful paths
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from typing import Any, Iterable, Mapping
 
 from karpy.apis.labels import DO_NOT_CONSOLIDATE, DO_NOT_EVICT
-from karpy.apis.timestamps import parse_time, rfc3339
+from karpy.apis.timestamps import parse_time
+from karpy.apis.v1.disruption.hold import Hold
 from karpy.apis.v1.duration import DurationError, parse_duration
 from karpy.apis.v1.labels import DO_NOT_DISRUPT
 from karpy.apis.v1.nodepool import DisruptionReason
 
 _CONSOLIDATION_REASONS: frozenset[str] = frozenset({"Empty", "Underutilized"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Hold:
-    """Something that keeps a node from being disrupted: `why` in words, `until` when it lets go (None: while it stays)."""
-
-    why: str
-    until: dt.datetime | None = None
-
-    def describe(self) -> str:
-        return self.why if self.until is None else f"{self.why} until {rfc3339(self.until)}"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
