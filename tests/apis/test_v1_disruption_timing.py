@@ -193,11 +193,12 @@ def claim(*, initialized: str | None = "2026-11-27T11:00:00Z", last_pod_event: s
           consolidatable: str | None = None, **metadata: Any) -> NodeClaim:
     raw = nodeclaim(expireAfter="720h", terminationGracePeriod="1h")
     raw["metadata"].update(metadata)
-    conditions = []
+    conditions: list[dict[str, Any]] = []
     if initialized is not None:
         conditions.append({"type": "Initialized", "status": "True", "lastTransitionTime": initialized})
     if consolidatable is not None:
-        conditions.append({"type": "Consolidatable", "status": consolidatable, "lastTransitionTime": initialized})
+        conditions.append({"type": "Consolidatable", "status": consolidatable,
+                           "lastTransitionTime": "2026-11-27T11:00:00Z"})
     raw["status"] = {"conditions": conditions, **({"lastPodEventTime": last_pod_event} if last_pod_event else {})}
     return NodeClaim.model_validate(raw)
 

@@ -29,10 +29,15 @@ MAX_ALLOWED: Final = 2**31 - 1          # Go's math.MaxInt32: no active budget b
 REASONS: Final[tuple[DisruptionReason, ...]] = ("Empty", "Drifted", "Underutilized")
 
 # robfig/cron's standard parser: the five fields' bounds and names (its `ParseStandard`)
-_FIELDS: Final[tuple[tuple[str, int, int, dict[str, int]], ...]] = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
-                  ("month", 1, 12, {m: i + 1 for i, m in enumerate(
-                      ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"))}),
-                  ("day of week", 0, 6, {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}))
+_MONTHS: Final = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_WEEKDAYS: Final = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_FIELDS: Final[tuple[tuple[str, int, int, dict[str, int]], ...]] = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    ("month", 1, 12, {month: i + 1 for i, month in enumerate(_MONTHS)}),
+    ("day of week", 0, 6, {day: i for i, day in enumerate(_WEEKDAYS)}),
+)
 _MACROS: Final = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
                   "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
 _RANGE: Final = re.compile(r"^(?P<start>[^-/]+)(-(?P<end>[^-/]+))?(/(?P<step>\d+))?$")
