@@ -184,3 +184,13 @@ def test_an_image_no_longer_selected_is_ami_drift() -> None:
     assert drifted(claim, default, image_ids=set()) is None          # nothing resolved: no verdict
     assert drifted(claim, default, nodeclass_annotations={**NODECLASS, EC2NODECLASS_HASH: "2"},
                    image_ids={"ami-new"}) == "AMIDrift"               # no nodeclass hash on the claim: only the AMI tells
+
+
+def test_a_label_the_nodeclaim_lacks_drifts_it_unless_the_requirement_allows_absence() -> None:
+    before = pool()
+    claim = launched_from(before)
+    for operator, expected in (("NotIn", None), ("DoesNotExist", None), ("Exists", "RequirementsDrifted"),
+                               ("In", "RequirementsDrifted")):
+        after = pool(**reqs(("example.com/team", operator, ["a"] if operator in ("In", "NotIn") else [])))
+        after.metadata.annotations = before.metadata.annotations
+        assert drifted(claim, after) == expected, operator
