@@ -6,7 +6,8 @@ schema has no place for the pods a node was launched for, so karpy keeps
 them in one annotation holding JSON (PODS); the rest is v1's own: labels
 name the NodePool or Provisioner and, once launched, the instance type,
 zone and capacity type; status conditions say how far the launch got
-(Launched, Registered, Initialized, Ready) plus karpy's PodsBound. One pod
+(Launched, Registered, Initialized, Ready) plus karpy's PodsBound; the
+disruption model's Drifted and Consolidatable are apis/v1/labels.py's. One pod
 reference type, `PodReference`, travels from the watch to the bind.
 Pure: no I/O, no clock reads (callers pass `now`).
 """
@@ -18,6 +19,7 @@ import json
 from typing import Any, Iterable, Mapping
 
 from karpy.apis import labels as wk
+from karpy.apis.v1.labels import CONDITION_INITIALIZED
 from karpy.apis.v1.nodepool import NODEPOOL_LABEL
 
 NODEPOOL = NODEPOOL_LABEL              # the label of a claim (and node) launched from a NodePool
@@ -26,11 +28,9 @@ NODECLASS_PROVISIONER = {"group": wk.GROUP, "kind": "Provisioner"}   # a Provisi
 
 LAUNCHED = "Launched"                   # the instance exists; providerID recorded
 REGISTERED = "Registered"               # its Node exists (written by karpy, or registered first and adopted)
-INITIALIZED = "Initialized"             # its Node is initialized (karpenter.sh/initialized)
+INITIALIZED = CONDITION_INITIALIZED     # its Node is initialized (karpenter.sh/initialized)
 READY = "Ready"                         # all of the above: v1's root condition (the `Ready` printer column)
 PODS_BOUND = "PodsBound"                # karpy's: the pods it was launched for were bound (or left to the scheduler)
-DRIFTED = "Drifted"
-CONSOLIDATABLE = "Consolidatable"
 
 
 @dataclasses.dataclass(frozen=True, order=True)
