@@ -1,11 +1,15 @@
 """The one launch path: every node karpy launches (provisioning, consolidation and interruption replacements)
 goes through `Launcher.launch`, in the order of Karpenter v1's NodeClaim lifecycle:
 
-1. write a NodeClaim named for the planned node (requirements, options, pods, owner, finalizer);
+1. write a karpenter.sh/v1 NodeClaim named for the planned node (requirements, options, pods, owner, finalizer:
+   apis/launch_record.py says how it records what v1's schema has no field for);
 2. `cloud.create()` with the claim's name as the idempotency key (a second call adopts, never launches again);
-3. record the providerID (and the Node's name) on the claim;
-4. create the Node (labels, taints, finalizer, owner reference), or adopt the one the kubelet registered;
-5. bind the claim's pods.
+3. record the providerID, the Node's name and capacity on the claim (Launched);
+4. create the Node (labels, taints, finalizer, owner reference), or adopt the one the kubelet registered (Registered);
+5. bind the claim's pods (PodsBound);
+6. once the Node is initialized, say so on the claim (Initialized, Ready).
+
+What is in flight meanwhile (pods promised, nodes landing) is the cluster state's index (controller/inflight.py).
 
 Each step is safe to repeat, and `reconcile` takes every claim one step further from wherever a crash left it,
 so a restarted controller finishes a launch instead of making another. A claim whose Node is gone (terminated,
@@ -100,13 +104,13 @@ class Pause:
             self._resumed.wait(max(0.0, self._until - time.monotonic()))
 
 
-def node_request(planned: PlannedNode, *, annotations: dict[str, str] | None = None) -> NodeRequest:
+def node_request(planned: PlannedNode) -> NodeRequest:
     """What the cloud provider launches for a planned node."""
     labels = {k: v for k, v in planned.labels.items()
               if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
     return NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
                        instance_type_options=planned.options, labels=labels,
-                       taints=tuple(t.to_manifest() for t in planned.taints), annotations=dict(annotations or {}))
+                       taints=tuple(t.to_manifest() for t in planned.taints))
 
 
 def claim_path(name: str, subresource: str | None = None) -> str:
@@ -139,10 +143,10 @@ class Launcher:
     def launch(self, planned: PlannedNode, *, bind: bool = True) -> str | None:
         """Launch a node for `planned` (and bind its pods unless `bind` is False: replacements, whose pods still
         run elsewhere). Returns the Node's name, or None when nothing was launched (Events on the pods say why)."""
-        # the extender keeps this capacity for these pods until they are bound
         request = node_request(planned)
         owner = self.state.provisioners.get("", planned.provisioner)
-        manifest = claim_manifest(request, pods=[PodReference(p.namespace, p.name, p.uid or None) for p in planned.pods], bind=bind, owner=owner)
+        pods = [PodReference(p.namespace, p.name, p.uid or None) for p in planned.pods]
+        manifest = claim_manifest(request, pods=pods, bind=bind, owner=owner)
         with self._claiming(request.node_name) as mine:
             if not mine:
                 return None
