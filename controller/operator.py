@@ -124,7 +124,7 @@ class Operator:
         CLUSTER.watch(self._cluster_samples)
 
     def _cluster_samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
-        claimed = self.launcher.claimed_pods()
+        claimed = self.state.in_flight.promised_pods()
         waiting = sum(1 for p in self.state.pending.pods() if p["metadata"].get("uid") not in claimed)
         return cluster_samples(pods=self.state.pods.items(), nodes=self.state.nodes.items(),
                                provisioners=self.state.provisioners.items(), pending_pods=waiting)
