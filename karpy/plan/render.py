@@ -18,6 +18,7 @@ def plan_json(results: Results) -> dict[str, Any]:
             "zone": n.offering.zone,
             "capacityType": n.offering.capacity_type,
             "pricePerHour": n.offering.price_per_hour,
+            "costPerHour": n.cost_per_hour,
             "labels": dict(n.labels),
             "taints": [t.to_manifest() for t in n.taints],
             "pods": [p.key for p in n.pods],
@@ -34,6 +35,7 @@ def plan_json(results: Results) -> dict[str, Any]:
             "scheduled": scheduled,
             "newNodes": len(nodes),
             "pricePerHour": round(sum(n["pricePerHour"] for n in nodes), 6),
+            "costPerHour": round(sum(n["costPerHour"] for n in nodes), 6),
         },
     }
 
@@ -42,9 +44,9 @@ def plan_table(results: Results) -> str:
     doc = plan_json(results)
     lines = []
     if doc["nodes"]:
-        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS")]
+        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "COST $/HOUR", "PODS")]
         rows += [(n["name"], n["provisioner"], n["instanceType"], n["zone"], n["capacityType"],
-                  f"{n['pricePerHour']:.4f}", str(len(n["pods"]))) for n in doc["nodes"]]
+                  f"{n['pricePerHour']:.4f}", f"{n['costPerHour']:.4f}", str(len(n["pods"]))) for n in doc["nodes"]]
         lines += _columns(rows)
     else:
         lines.append("No new nodes.")
@@ -55,7 +57,8 @@ def plan_table(results: Results) -> str:
         lines += ["", "Unschedulable pods:"]
         lines += _columns([("POD", "REASON")] + [(u["pod"], u["reason"]) for u in doc["unschedulable"]])
     s = doc["summary"]
-    lines += ["", f"{s['scheduled']}/{s['pods']} pod(s) scheduled, {s['newNodes']} new node(s), ${s['pricePerHour']:.4f}/hour"]
+    lines += ["", f"{s['scheduled']}/{s['pods']} pod(s) scheduled, {s['newNodes']} new node(s), ${s['pricePerHour']:.4f}/hour"
+                  f" list, ${s['costPerHour']:.4f}/hour true cost"]
     return "\n".join(lines)
 
 

@@ -24,9 +24,11 @@ from karpy.apis.conditions import initialized
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.apis.selectors import Taint, untolerated
+from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.provisioning.scheduling.cost import node_costs
 from karpy.controller.provisioning.scheduling.nodes import (
     FLOAT_LIMIT,
     STARTING_TAINTS,
@@ -60,6 +62,7 @@ class PlannedNode:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     pods: tuple[PodInfo, ...]
+    cost_per_hour: float = 0.0                      # its true cost with its pods (cost.py)
 
 
 @dataclasses.dataclass
@@ -88,6 +91,7 @@ class ClusterSnapshot:
     nodes: Sequence[Mapping[str, Any]] = ()
     pods: Sequence[PodInfo] = ()
     daemonsets: Sequence[PodInfo] = ()               # one pod per DaemonSet, from its template
+    node_templates: Mapping[str, AWSSettings] = dataclasses.field(default_factory=dict)   # AWSNodeTemplates by name
 
 
 def node_name(provisioner: str, index: int) -> str:
@@ -279,7 +283,15 @@ class Scheduler:
             labels={**(spec.labels or {}), wk.PROVISIONER_NAME: p.name}, taints=taints, startup_taints=startup,
             instance_types=self.snapshot.catalog.instance_types(spec.kubelet_configuration),
             daemon_overhead=overhead, limits=limits, well_known=self.well_known, rows=self.rows,
+            node_costs=node_costs(self._aws_settings(p), operator=self.packing.node_cost_per_hour),
         )
+
+    def _aws_settings(self, p: Provisioner) -> AWSSettings | None:
+        """The provisioner's inline provider block, else the AWSNodeTemplate its providerRef names (when known)."""
+        if p.spec.provider is not None:
+            return p.spec.provider
+        ref = p.spec.provider_ref
+        return self.snapshot.node_templates.get(ref.name) if ref is not None else None
 
     def _domains(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
         # As Karpenter: every value the provisioners' instance types offer, whether or not the provisioner
@@ -544,17 +556,17 @@ class Scheduler:
 
     def _finalize(self, node: NewNode) -> PlannedNode:
         t = node.template
-        options = node.option_types()
+        options = node.option_costs()
         if t.remaining is not None:
             budget = t.remaining + node.reserved
-            fitting = [(it, o) for it, o in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
+            fitting = [(it, o, c) for it, o, c in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
             options = fitting or options
-        chosen, offering = options[0]
+        chosen, offering, cost = options[0]
         return PlannedNode(
             name=node.hostname, provisioner=t.name, instance_type=chosen, offering=offering,
-            options=tuple(it for it, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]), requirements=node.requirements,
+            options=tuple(it for it, _, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]), requirements=node.requirements,
             labels=node_labels(node.requirements, t, chosen, offering),
-            taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods),
+            taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods), cost_per_hour=round(cost, 6),
         )
 
 
