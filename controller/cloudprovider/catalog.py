@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from karpy.apis import labels as wk
 from karpy.apis.errors import FieldError, join
@@ -246,7 +246,7 @@ def burst_from(raw: Any, at: str, errors: list[FieldError]) -> Burst | None:
         errors.append(FieldError(join(at, "creditPricePerVCPUHour"), f"must be a non-negative number (got {price!r})"))
     if len(errors) > count:
         return None
-    return Burst(float(baseline), mode == "unlimited", float(price))
+    return Burst(float(cast(float, baseline)), mode == "unlimited", float(price))
 
 
 def _resources(raw: Any, at: str, errors: list[FieldError], *, required: bool) -> Resources | None:

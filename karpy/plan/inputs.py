@@ -153,7 +153,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
                 template, errors = decode_awsnodetemplate(d.body)   # its volumes are part of what a node costs
                 if template is None:
                     raise FieldProblem("; ".join(map(str, errors)))
-                node_templates[template.metadata.name] = template.spec
+                node_templates[str(template.metadata.name)] = template.spec
             elif kind in ("Namespace", CATALOG_KIND):
                 continue
             elif kind in IGNORED_KINDS:

@@ -20,7 +20,15 @@ from karpy.apis import labels as wk
 from karpy.apis.errors import FieldError
 from karpy.apis.resources import CPU, MEMORY, PODS, Resources
 from karpy.apis.v1alpha5 import KubeletConfiguration
-from karpy.controller.cloudprovider.catalog import BaseType, Catalog, CatalogError, base_requirements, burst_from, eviction_memory, reserved
+from karpy.controller.cloudprovider.catalog import (
+    BaseType,
+    Catalog,
+    CatalogError,
+    base_requirements,
+    burst_from,
+    eviction_memory,
+    reserved,
+)
 from karpy.controller.cloudprovider.types import Offering
 
 AWS_DATA = Path(__file__).parent / "instance_types.json"

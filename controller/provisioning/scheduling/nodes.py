@@ -107,7 +107,7 @@ class NodeTemplate:
     def __init__(self, *, name: str, weight: int, requirements: Requirements, labels: Mapping[str, str],
                  taints: Sequence[Taint], startup_taints: Sequence[Taint], instance_types: Sequence[InstanceType],
                  daemon_overhead: Resources, limits: Resources | None, well_known: frozenset[str],
-                 rows: ResourceRows, node_costs: NodeCosts = NodeCosts()) -> None:
+                 rows: ResourceRows, node_costs: NodeCosts | None = None) -> None:
         self.name, self.weight = name, weight
         self.requirements = requirements
         self.labels = dict(labels)
@@ -115,7 +115,7 @@ class NodeTemplate:
         self.daemon_overhead = daemon_overhead
         self.remaining = limits                              # None: unlimited
         self.well_known = well_known
-        self.node_costs = node_costs
+        self.node_costs = node_costs = node_costs or NodeCosts()     # none: the instance's price alone
         daemon_cpu = daemon_overhead.get(CPU, 0)
         priced: list[tuple[float, InstanceType, Resources]] = []   # each usable type: its cheapest allowed price, room
         for t in instance_types:
@@ -168,15 +168,13 @@ class NodeTemplate:
     def list_prices(self, reqs: Requirements) -> np.ndarray:
         """Each type's cheapest allowed list price under `reqs` (inf where none is allowed)."""
         self.compatible(reqs)
-        return self._prices[frozenset(r for k, r in reqs.items() if k in self.type_keys)]
-
-    def most_costs(self, reqs: Requirements) -> np.ndarray:
-        """Each type's cost at full load under `reqs` (inf where not allowed): no node of it costs more."""
-        return self.list_prices(reqs) + self.full_extra
+        prices: np.ndarray = self._prices[frozenset(r for k, r in reqs.items() if k in self.type_keys)]
+        return prices
 
     def costs_at(self, reqs: Requirements, which: np.ndarray, pods_cpu: float) -> np.ndarray:
         """The true cost of types `which` (indices) holding pods that request `pods_cpu` (thousandths)."""
-        return self.list_prices(reqs)[which] + self.costs.extra(pods_cpu, which)
+        costs: np.ndarray = self.list_prices(reqs)[which] + self.costs.extra(pods_cpu, which)
+        return costs
 
     def cpu_of(self, row: np.ndarray) -> float:
         return float(row[self.cpu_column]) if self.cpu_column is not None else 0.0
