@@ -12,6 +12,7 @@ import yaml
 from bench.scheduling import diverse_pods
 from karpy.apis.v1alpha1 import AWSNodeTemplateSpec
 from karpy.controller.cloudprovider.catalog import CatalogError, built_in, catalog_from_document
+from karpy.controller.cloudprovider.types import Burst
 from karpy.controller.provisioning.scheduling.cost import (
     PUBLIC_IPV4_PER_HOUR,
     VOLUME_PRICE_PER_GB_MONTH,
@@ -68,10 +69,9 @@ def test_per_node_costs_come_from_the_block_devices_or_the_ami_family() -> None:
 
 def test_the_aws_catalog_carries_the_burstable_economics() -> None:
     aws = {t.name: t for t in built_in("aws").instance_types()}
-    assert (aws["t3a.micro"].burst.baseline, aws["t3a.micro"].burst.unlimited, aws["t3a.micro"].burst.credit_price) == \
-        (0.1, True, 0.05)  # type: ignore[union-attr]
-    assert aws["t4g.small"].burst.credit_price == 0.04  # type: ignore[union-attr]
-    assert not aws["t2.small"].burst.unlimited  # type: ignore[union-attr]
+    assert aws["t3a.micro"].burst == Burst(baseline=0.1, unlimited=True, credit_price=0.05)
+    assert aws["t4g.small"].burst == Burst(baseline=0.2, unlimited=True, credit_price=0.04)
+    assert aws["t2.small"].burst == Burst(baseline=0.2, unlimited=False, credit_price=0.05)
     assert aws["m6a.large"].burst is None
 
 
