@@ -129,3 +129,14 @@ def test_the_same_plan_comes_out_twice_even_beside_a_cpu_hog(tmp_path: Any) -> N
         hog.kill()
         hog.wait()
     assert first == second
+
+
+def test_a_plan_the_safety_cap_cuts_short_says_so_and_keeps_a_whole_plan(tmp_path: Any) -> None:
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all([provisioner("default"), *diverse_pods(50)], sort_keys=False))
+    snapshot = load([str(path)], catalog="fake-400").snapshot
+    capped = Scheduler(snapshot, packing=PackingOptions(max_seconds=0.0)).solve()
+    greedy = Scheduler(snapshot, packing=PackingOptions(optimize=False)).solve()
+    assert len(capped.cut_short) == 1 and "stopped at its 0 s cap" in capped.cut_short[0]
+    assert sorted(p.key for n in capped.new_nodes for p in n.pods) == sorted(p.key for n in greedy.new_nodes for p in n.pods)
+    assert not Scheduler(snapshot).solve().cut_short

@@ -254,18 +254,29 @@ class NewNode:
         self.host_ports: frozenset[tuple[str, str, int]] = frozenset()
         self.pods: list[PodInfo] = []
         self.domains: dict[str, str] = {wk.HOSTNAME: hostname}
+        self._ranked_for: Requirements | None = None
+        self._ranked_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
+
+    def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """The types the node's requirements allow, in compatible()'s order, and each type's list price;
+        kept while the requirements stay the same object (they are replaced, never edited, as pods come)."""
+        if self._ranked_for is not self.requirements:
+            t = self.template
+            self._ranked_cache = (t.compatible(self.requirements)[1], t.list_prices(self.requirements))
+            self._ranked_for = self.requirements
+        return self._ranked_cache
 
     def _least(self, candidates: np.ndarray, used: np.ndarray) -> tuple[int, float]:
-        """Of `candidates` (indices, cheapest first by most_costs), the one that costs least holding `used`
-        (the first of equal cost), and that cost."""
+        """Of `candidates` (indices, in compatible()'s order), the one that costs least holding `used` (the first
+        of equal cost), and that cost."""
         t = self.template
-        costs = t.costs_at(self.requirements, candidates, t.cpu_of(used))
+        costs = self._ranked()[1][candidates] + t.costs.extra(t.cpu_of(used), candidates)
         at = int(costs.argmin())
         return int(candidates[at]), float(costs[at])
 
     def cheapest(self) -> int:
         """Index of the option that costs least with the node's pods."""
-        order = self.template.compatible(self.requirements)[1]
+        order = self._ranked()[0]
         candidates = order[self.options[order]]
         if not len(candidates):
             return int(order[0]) if len(order) else 0
@@ -273,19 +284,15 @@ class NewNode:
 
     def price(self) -> float:
         """What the node costs now (cost.py): its cheapest option with its pods, per-node costs included."""
-        order = self.template.compatible(self.requirements)[1]
+        order = self._ranked()[0]
         candidates = order[self.options[order]]
         if not len(candidates):
             return 0.0
         return self._least(candidates, self.used)[1]
 
-    def cost_of(self, index: int) -> float:
-        """What the node would cost as instance type `index` with its pods."""
-        return float(self.template.costs_at(self.requirements, np.array([index]), self.template.cpu_of(self.used))[0])
-
     def _with(self, row: np.ndarray) -> tuple[int, float] | None:
         t = self.template
-        order = t.compatible(self.requirements)[1]
+        order = self._ranked()[0]
         candidates = order[self.options[order]]
         used = self.used + row
         candidates = candidates[(t.allocatable[candidates] >= used).all(axis=1)]

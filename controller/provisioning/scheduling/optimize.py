@@ -93,8 +93,16 @@ def better(cost: float, count: int, than_cost: float, than_count: int) -> bool:
     return cost < than_cost - 1e-9 or (cost <= than_cost + 1e-9 and count < than_count)
 
 
+@dataclasses.dataclass(frozen=True)
+class Repacked:
+    """What repack() chose, and, when the safety cap (`max_seconds`) cut its search short, what was left undone."""
+
+    nodes: list[NewNode]
+    cut_short: str | None = None
+
+
 def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-           options: PackingOptions = PackingOptions()) -> list[NewNode]:
+           options: PackingOptions = PackingOptions()) -> Repacked:
     """A cheaper set of nodes for the pods on `nodes`, or `nodes` itself when none is found.
 
     `open_node(template)` makes an empty new node (naming it). The nodes passed in are left as
@@ -102,11 +110,11 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     matching whichever set is returned."""
     nodes = list(nodes)
     if not nodes or not options.optimize:
-        return nodes
+        return Repacked(nodes)
     # amounts past int64 (nodes.amounts keeps them exact, as Python integers) are beyond the solver's floats:
     # such batches keep the greedy's exact plan
     if any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object for n in nodes):
-        return nodes
+        return Repacked(nodes)
     templates = {id(n.template): n.template for n in nodes}
     saved = {key: t.remaining for key, t in templates.items()}
     started = time.monotonic()
@@ -117,7 +125,9 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] and \
             any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
         fills = [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
-    for order, tie in fills:
+    cut_short = None
+    pods = sum(len(n.pods) for n in nodes)
+    for tried, (order, tie) in enumerate(fills):
         for key, t in templates.items():
             t.remaining = saved[key]
         candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, tie=tie,
@@ -125,9 +135,14 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
         if candidate is not None and better(total_cost(candidate), len(candidate), best_cost, len(best)):
             best, best_cost = candidate, total_cost(candidate)
             best_remaining = {key: t.remaining for key, t in templates.items()}
+        if options.max_seconds is not None and time.monotonic() - started > options.max_seconds:
+            kept = "the first-fit plan kept" if best is nodes else "the cheapest plan found so far kept"
+            cut_short = (f"optimising {pods} pod(s) on {len(nodes)} node(s) stopped at its {options.max_seconds:g} s cap "
+                         f"in fill {tried + 1} of {len(fills)}, {kept}")
+            break
     for key, t in templates.items():
         t.remaining = best_remaining[key]
-    return best
+    return Repacked(best, cut_short)
 
 
 @dataclasses.dataclass

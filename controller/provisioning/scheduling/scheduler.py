@@ -75,6 +75,8 @@ class Results:
     # the caller logs and reports these: the core stays pure.
     failed_pods: dict[str, str] = dataclasses.field(default_factory=dict)           # pod key -> error
     failed_provisioners: dict[str, str] = dataclasses.field(default_factory=dict)   # name -> error
+    # where the optimiser's safety cap (PackingOptions.max_seconds) cut a search short, and what it left
+    cut_short: list[str] = dataclasses.field(default_factory=list)
 
 
 def failure(e: Exception) -> str:
@@ -390,6 +392,7 @@ class Scheduler:
         queue = [pod for _, pod in sorted(keyed, key=lambda kp: kp[0])]
         size = len(queue) if on_decided is None else max(1, first_chunk)
         decided: list[PlannedNode] = []
+        cut_short: list[str] = []
         waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
         at = 0
         while True:
@@ -400,8 +403,11 @@ class Scheduler:
                 self._place_all(queue[at:end] + waiting, errors, broken)
             # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
-            nodes = repack(self.new_nodes, topology=self.topology, options=packing,
-                           open_node=lambda t: NewNode(t, self._hostname(t.name)))
+            repacked = repack(self.new_nodes, topology=self.topology, options=packing,
+                              open_node=lambda t: NewNode(t, self._hostname(t.name)))
+            nodes = repacked.nodes
+            if repacked.cut_short is not None:
+                cut_short.append(repacked.cut_short)
             planned = [self._finalize(n) for n in nodes]
             decided += planned
             self.new_nodes = []                         # handed over: later chunks open nodes of their own
@@ -420,6 +426,7 @@ class Scheduler:
             pending=list(self.pending),
             failed_pods={key: reason.text for key, reason in broken.items()},
             failed_provisioners=dict(self.failed_provisioners),
+            cut_short=cut_short,
         )
 
     def _place_in_turn(self, pods: list[PodInfo], errors: dict[str, Reason], broken: dict[str, Reason]) -> list[PodInfo]:
