@@ -244,6 +244,8 @@ class NewNode:
     def __init__(self, template: NodeTemplate, hostname: str) -> None:
         self.template = template
         self.hostname = hostname
+        self._ranked_for: Requirements | None = None
+        self._ranked_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
         self.requirements = template.requirements.copy()
         self.requests = Resources(template.daemon_overhead)
         # held as Python integers when the types' sizes are: then no sum of requests can wrap
@@ -254,8 +256,6 @@ class NewNode:
         self.host_ports: frozenset[tuple[str, str, int]] = frozenset()
         self.pods: list[PodInfo] = []
         self.domains: dict[str, str] = {wk.HOSTNAME: hostname}
-        self._ranked_for: Requirements | None = None
-        self._ranked_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
 
     def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
         """The types the node's requirements allow, in compatible()'s order, and each type's list price;
