@@ -569,6 +569,9 @@ class Scheduler:
             fitting = [(it, o, c) for it, o, c in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
             options = fitting or options
         chosen, offering, cost = options[0]
+        # a launch takes the option of the lowest list price it can get: options that list cheaper than the chosen
+        # one but cost more with these pods (a burstable type's credits) must not be offered to it
+        options = [options[0]] + [opt for opt in options[1:] if opt[1].price_per_hour >= offering.price_per_hour]
         return PlannedNode(
             name=node.hostname, provisioner=t.name, instance_type=chosen, offering=offering,
             options=tuple(it for it, _, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]), requirements=node.requirements,
