@@ -140,6 +140,7 @@ def test_the_chart_and_the_plain_manifests_hold_the_same_objects_both_ways() -> 
     assert scheduler == yaml.safe_load((ROOT / "manifests" / "extender" / "scheduler-config.yaml").read_text())
 
 
+@pytest.mark.slow      # starts the controller against a moto server
 def test_the_plain_controller_runs_the_aws_provider_once_the_cluster_is_named() -> None:
     (container,) = plain_objects()[("Deployment", "karpy-controller")]["spec"]["template"]["spec"]["containers"]
     args = container["args"]

@@ -19,6 +19,8 @@ from karpy.controller.cloudprovider.aws.interruption import SqsQueue
 from karpy.controller.cloudprovider.types import SPOT_INTERRUPTION
 from tests.aws.conftest import REGION, Moto
 
+pytestmark = pytest.mark.slow      # starts a moto server on loopback and runs cfn-lint
+
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = ROOT / "controller" / "cloudprovider" / "aws"
 TEMPLATE = ROOT / "manifests" / "aws" / "cloudformation.yaml"

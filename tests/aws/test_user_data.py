@@ -26,6 +26,8 @@ from karpy.kubeclient.raw import load_configuration
 from tests.aws.conftest import CLUSTER, REGION, SETTINGS, TEMPLATE, Moto, request, seed_parameter
 from tests.simulator.conftest import Kube
 
+pytestmark = pytest.mark.slow      # starts a moto server on loopback
+
 JOIN: dict[str, Any] = dict(cluster="prod", endpoint="https://api.example", ca_bundle="Q0E=", max_pods=29,
             labels={"karpenter.sh/provisioner-name": "default", "team": "web"},
             taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}])

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import requests
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -83,6 +84,7 @@ def test_counters_keep_karpenters_names_without_a_total_suffix() -> None:
     assert "karpenter_nodes_created_total" not in page
 
 
+@pytest.mark.slow      # runs the controller on the local cluster
 def test_the_running_controller_reports_pending_pods_until_they_run_and_then_none(tmp_path: Path) -> None:
     """`karpy_provisioner_pending_pods` is the pods waiting now: it rises with an unschedulable pod and falls back
     once karpy has launched a node and bound it, with no further batch to write it."""

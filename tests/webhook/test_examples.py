@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import pytest
 import yaml
 
 from karpy.webhook.app import Settings, create_app
@@ -40,6 +41,7 @@ def test_the_example_provisioner_and_node_template_are_admitted_as_written_and_d
             assert answer["allowed"] is True, (doc["kind"], answer.get("status"))
 
 
+@pytest.mark.slow      # runs karpy plan as a process
 def test_the_example_workload_plans_onto_the_example_provisioner(tmp_path: Path) -> None:
     files = {"provisioner.yaml": example("provisioner.yaml", CLUSTER_NAME="prod"),
              "inflate.yaml": [{**d, "spec": {**d["spec"], "replicas": 5}} for d in example("inflate.yaml")]}
