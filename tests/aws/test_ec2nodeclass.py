@@ -9,16 +9,19 @@ import datetime as dt
 import email
 import tomllib
 from email.message import Message
+from pathlib import Path
 from typing import Any, Iterator
 
 import boto3
 import pytest
 import requests
 import yaml
+from kubernetes.client.exceptions import ApiException
 from moto.server import ThreadedMotoServer
 
 from karpy.apis import labels as wk
-from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.apis.v1.ec2nodeclass import GROUP_VERSION, PLURAL, EC2NodeClass
+from karpy.controller.clock import FakeClock
 from karpy.controller.cloudprovider.aws.amifamily import (
     AMISelectionError,
     alias_parameters,
@@ -32,8 +35,12 @@ from karpy.controller.cloudprovider.aws.launch import (
     nodeclass_launch_templates,
 )
 from karpy.controller.cloudprovider.aws.nodeclass import NodeClassNotReady, NodeClassResolver, instance_profile_name
+from karpy.controller.nodeclass.controller import FINALIZER, NodeClassController
+from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, seed_parameter
+from tests.simulator.conftest import Kube, start
 
+ROOT = Path(__file__).resolve().parents[2]
 MINOR = "1.31"
 FACTS = ClusterFacts(name=CLUSTER, endpoint="https://cluster.example", ca_bundle=base64.b64encode(b"CA").decode(),
                      cidr="10.100.0.0/16")
@@ -280,3 +287,52 @@ def test_reserved_tags_and_unresolved_status_are_refused_by_name(world: World) -
         nodeclass_launch_templates(bad, FACTS, launch_spec("m5.large"))
     with pytest.raises(ValueError, match="EC2NodeClass default is not ready"):
         nodeclass_launch_templates(node_class(), FACTS, launch_spec("m5.large"))
+
+
+# --- the status controller, on the local cluster ---------------------------------------------------
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Kube]:
+    """A local cluster (API only) with the EC2NodeClass CRD."""
+    local, k = start(tmp_path, system_nodes=0, controllers=False)
+    try:
+        k.kubectl("apply", "-f", str(ROOT / "manifests" / "crds" / "karpenter.k8s.aws_ec2nodeclasses.yaml"))
+        yield k
+    finally:
+        k.api_client.close()
+        local.stop()
+
+
+def test_controller_keeps_status_current_and_removes_the_profile_with_the_node_class(world: World, cluster: Kube) -> None:
+    client = RawClient(cluster.api_client)
+    clock = FakeClock()
+    controller = NodeClassController(client, world.resolver, clock)
+    path = path_of(GROUP_VERSION, PLURAL)
+    client.create(path, {"apiVersion": GROUP_VERSION, "kind": "EC2NodeClass", "metadata": {"name": "ready"},
+                         "spec": node_class().spec.model_dump(by_alias=True, exclude_none=True)})
+    broken = node_class(securityGroupSelectorTerms=[{"tags": {"nobody": "*"}}]).spec.model_dump(by_alias=True, exclude_none=True)
+    client.create(path, {"apiVersion": GROUP_VERSION, "kind": "EC2NodeClass", "metadata": {"name": "broken"}, "spec": broken})
+
+    assert 1.0 <= controller.reconcile() <= 2.0                   # the broken one is retried first, after a pause
+    clock.step(2)
+    assert 2.0 <= controller.reconcile() <= 4.0                   # that doubles while it keeps failing
+    ready = client.get(path_of(GROUP_VERSION, PLURAL, name="ready"))
+    status = ready["status"]
+    assert {s["zone"] for s in status["subnets"]} == set(world.subnets) and all(s["zoneID"] for s in status["subnets"])
+    assert status["securityGroups"] == [{"id": world.security_group, "name": "nodes"}]
+    assert {a["id"] for a in status["amis"]} == {world.x86, world.arm, world.gpu}
+    assert status["instanceProfile"] == instance_profile_name(CLUSTER, REGION, "ready")
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "SubnetsReady": "True", "SecurityGroupsReady": "True", "AMIsReady": "True", "InstanceProfileReady": "True",
+        "Ready": "True"}
+    assert ready["metadata"]["finalizers"] == [FINALIZER]
+    conditions = {c["type"]: c for c in client.get(path_of(GROUP_VERSION, PLURAL, name="broken"))["status"]["conditions"]}
+    assert conditions["SecurityGroupsReady"]["status"] == "False" and conditions["Ready"]["status"] == "False"
+    assert "no security group matches securityGroupSelectorTerms" in conditions["Ready"]["message"]
+
+    client.delete(path_of(GROUP_VERSION, PLURAL, name="ready"))   # held by the finalizer until the profile is gone
+    controller.reconcile()
+    with pytest.raises(ApiException) as gone:
+        client.get(path_of(GROUP_VERSION, PLURAL, name="ready"))
+    assert gone.value.status == 404
+    profiles = {p["InstanceProfileName"] for p in world.iam.list_instance_profiles()["InstanceProfiles"]}
+    assert instance_profile_name(CLUSTER, REGION, "ready") not in profiles

@@ -44,6 +44,7 @@ from karpy.controller.cloudprovider.aws.launch import (
     launch_template_data,
     launch_template_name,
 )
+from karpy.controller.cloudprovider.aws.nodeclass import NodeClassResolver
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import (
@@ -107,6 +108,7 @@ class AwsCloudProvider:
         self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
         self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
         self.sqs = session.client("sqs", region_name=settings.region, config=RETRIES)   # the interruption queue
+        self.iam = session.client("iam", region_name=settings.region, config=RETRIES)   # EC2NodeClass instance profiles
         # CreateFleet is retried by the fleet launcher, which looks for a lost launch before sending again
         fleet_client = session.client("ec2", region_name=settings.region, config=botocore.config.Config(
             retries={"total_max_attempts": 1}, read_timeout=settings.fleet_timeout_seconds))
@@ -134,6 +136,11 @@ class AwsCloudProvider:
         from karpy.controller.cloudprovider.aws.interruption import SqsQueue  # it imports this module
 
         return SqsQueue(self.sqs, name)
+
+    def node_class_resolver(self) -> NodeClassResolver:
+        """What resolves EC2NodeClasses against this provider's account and region."""
+        return NodeClassResolver(self.ec2, self.ssm, self.iam, cluster=self.settings.cluster_name,
+                                 region=self.settings.region, kubernetes_minor=self.settings.kubernetes_minor)
 
     # --- launch --------------------------------------------------------------------------------
     def create(self, request: NodeRequest) -> Instance:
