@@ -63,7 +63,7 @@ def world() -> Iterator[World]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
-        url = "http://127.0.0.1:%d" % server.get_host_and_port()[1]
+        url = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
         requests.post(url + "/moto-api/reset", timeout=10)
         kw = dict(region_name=REGION, endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing")
         ec2, ssm, iam = (boto3.client(name, **kw) for name in ("ec2", "ssm", "iam"))  # type: ignore[call-overload]
