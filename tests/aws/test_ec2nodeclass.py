@@ -32,7 +32,9 @@ from karpy.controller.cloudprovider.aws.catalog import aws_catalog
 from karpy.controller.cloudprovider.aws.launch import (
     ClusterFacts,
     LaunchSpec,
+    fleet_request,
     nodeclass_launch_templates,
+    nodeclass_subnet,
 )
 from karpy.controller.cloudprovider.aws.nodeclass import NodeClassNotReady, NodeClassResolver, instance_profile_name
 from karpy.controller.nodeclass.controller import FINALIZER, NodeClassController
@@ -66,7 +68,7 @@ def world() -> Iterator[World]:
         url = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
         requests.post(url + "/moto-api/reset", timeout=10)
         kw = dict(region_name=REGION, endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing")
-        ec2, ssm, iam = (boto3.client(name, **kw) for name in ("ec2", "ssm", "iam"))  # type: ignore[call-overload]
+        ec2, ssm, iam = (boto3.client(name, **kw) for name in ("ec2", "ssm", "iam"))
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         tags = [{"Key": k, "Value": v} for k, v in DISCOVERY.items()]
         subnets = {zone: ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=zone, TagSpecifications=[
@@ -228,22 +230,24 @@ def test_launch_templates_launch_an_instance_with_the_node_class(world: World) -
     assert data["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1,
                                        "HttpProtocolIpv6": "disabled"}
     world.ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData=data)
-    subnet = world.subnets["us-east-1a"]
-    instance = world.ec2.run_instances(LaunchTemplate={"LaunchTemplateName": name}, InstanceType="m5.large", SubnetId=subnet,
-                                       MinCount=1, MaxCount=1)["Instances"][0]
-    described = world.ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]
+    subnet = nodeclass_subnet(nc, "us-east-1b")
+    assert subnet == world.subnets["us-east-1b"]
+    fleet = world.ec2.create_fleet(**fleet_request(templates={"m5.large": name}, overrides=[
+        ("m5.large", subnet, "us-east-1b", 0.096)], capacity_type=wk.CAPACITY_TYPE_ON_DEMAND, tags={"Name": "web"}))
+    instance_id = fleet["Instances"][0]["InstanceIds"][0]
+    described = world.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
     assert described["ImageId"] == world.x86 and described["SubnetId"] == subnet
-    assert [g["GroupId"] for g in described["SecurityGroups"]] == [world.security_group]
-    # moto's RunInstances does not apply a template's profile: read it off the stored template, and IAM
+    # moto's CreateFleet applies a template's image, not its groups or profile: read those off the stored template
     stored = world.ec2.describe_launch_template_versions(LaunchTemplateName=name)["LaunchTemplateVersions"][0]
+    assert stored["LaunchTemplateData"]["SecurityGroupIds"] == [world.security_group]
     profile = stored["LaunchTemplateData"]["IamInstanceProfile"]["Name"]
-    assert profile == nc.status.instance_profile == instance_profile_name(CLUSTER, REGION, "default")  # type: ignore[union-attr]
+    assert profile == instance_profile_name(CLUSTER, REGION, "default")
     assert world.iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Roles"][0]["RoleName"] == \
         "KarpenterNodeRole"
     tags = {t["Key"]: t["Value"] for t in described["Tags"]}
     assert tags["karpenter.sh/nodepool"] == "default" and tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
     assert tags["team"] == "payments" and tags[f"kubernetes.io/cluster/{CLUSTER}"] == "owned"
-    user_data = world.ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData")
+    user_data = world.ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
     document = base64.b64decode(user_data["UserData"]["Value"]).decode()
     custom_part, node_config_part = parts(document)
     assert custom_part.get_payload() == custom and node_config_part.get_content_type() == "application/node.eks.aws"
@@ -285,6 +289,8 @@ def test_reserved_tags_and_unresolved_status_are_refused_by_name(world: World) -
     bad = nc.model_copy(update={"spec": nc.spec.model_copy(update={"tags": {"karpenter.sh/nodepool": "x"}})})
     with pytest.raises(ValueError, match="spec.tags may not set karpenter.sh/nodepool"):
         nodeclass_launch_templates(bad, FACTS, launch_spec("m5.large"))
+    with pytest.raises(ValueError, match="no subnet in its status is in zone us-east-1c"):
+        nodeclass_subnet(nc, "us-east-1c")
     with pytest.raises(ValueError, match="EC2NodeClass default is not ready"):
         nodeclass_launch_templates(node_class(), FACTS, launch_spec("m5.large"))
 

@@ -329,7 +329,14 @@ class LaunchSpec:
     instance_types: Sequence[InstanceType]
     labels: Mapping[str, str]
     taints: Sequence[Mapping[str, str]]
-    capacity_type: str = wk.CAPACITY_TYPE_ON_DEMAND
+
+
+def nodeclass_subnet(node_class: EC2NodeClass, zone: str) -> str:
+    """The status subnet to launch into in `zone`: the first listed there (the one with the most free addresses)."""
+    subnet = next((s.id for s in (node_class.status.subnets if node_class.status else None) or [] if s.zone == zone), None)
+    if subnet is None:
+        raise ValueError(f"EC2NodeClass {node_class.name}: no subnet in its status is in zone {zone}")
+    return subnet
 
 
 def nodeclass_tags(node_class: EC2NodeClass, cluster: str, node_pool: str) -> dict[str, str]:

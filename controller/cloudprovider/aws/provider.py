@@ -31,6 +31,7 @@ import botocore.exceptions
 
 from karpy.apis import labels as wk
 from karpy.apis.v1alpha1 import AWSNodeTemplateSpec, AWSSettings
+from karpy.controller.cloudprovider.aws.amifamily import KUBE_ARCH, NEURON, NVIDIA_GPU
 from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error, plainly
 from karpy.controller.cloudprovider.aws.fleet import FleetLauncher, assigned, batch_tag
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
@@ -425,9 +426,6 @@ class AwsCloudProvider:
             return [self._instance(i) for i in self._live_instances([
                 {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]}])]
 
-
-NVIDIA_GPU, NEURON = "nvidia.com/gpu", "aws.amazon.com/neuron"
-KUBE_ARCH = {"x86_64": wk.ARCH_AMD64, "arm64": wk.ARCH_ARM64}
 
 
 def _image_fits(image: dict[str, Any], it: InstanceType) -> bool:
