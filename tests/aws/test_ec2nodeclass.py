@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime as dt
 import email
 import tomllib
 from email.message import Message
@@ -22,12 +21,6 @@ from moto.server import ThreadedMotoServer
 from karpy.apis import labels as wk
 from karpy.apis.v1.ec2nodeclass import GROUP_VERSION, PLURAL, EC2NodeClass
 from karpy.controller.clock import FakeClock
-from karpy.controller.cloudprovider.aws.amifamily import (
-    AMISelectionError,
-    alias_parameters,
-    newest_per_requirements,
-    parse_alias,
-)
 from karpy.controller.cloudprovider.aws.catalog import aws_catalog
 from karpy.controller.cloudprovider.aws.launch import (
     ClusterFacts,
@@ -41,6 +34,8 @@ from karpy.controller.nodeclass.controller import FINALIZER, NodeClassController
 from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, seed_parameter
 from tests.simulator.conftest import Kube, start
+
+pytestmark = pytest.mark.slow      # starts a moto server on loopback (and, once, the local cluster)
 
 ROOT = Path(__file__).resolve().parents[2]
 MINOR = "1.31"
@@ -129,17 +124,6 @@ def test_alias_without_parameters_is_not_ready_and_says_which(world: World) -> N
         world.resolver.amis(node_class(amiSelectorTerms=[{"alias": "al2@v20200101"}]))
 
 
-def test_alias_parameter_names_are_karpenter_v1s() -> None:
-    assert set(alias_parameters(parse_alias("al2@v20240807"), "1.30")) == {
-        "/aws/service/eks/optimized-ami/1.30/amazon-linux-2/amazon-eks-node-1.30-v20240807/image_id",
-        "/aws/service/eks/optimized-ami/1.30/amazon-linux-2-arm64/amazon-eks-arm64-node-1.30-v20240807/image_id",
-        "/aws/service/eks/optimized-ami/1.30/amazon-linux-2-gpu/amazon-eks-gpu-node-1.30-v20240807/image_id"}
-    assert list(alias_parameters(parse_alias("windows2022@latest"), "1.30")) == [
-        "/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.30/image_id"]
-    with pytest.raises(AMISelectionError, match="ubuntu@latest"):
-        parse_alias("ubuntu@latest")
-
-
 def test_id_name_tags_and_owner_terms_select_images(world: World) -> None:
     image = world.ec2.describe_images(ImageIds=[world.x86])["Images"][0]
     world.ec2.create_tags(Resources=[world.arm], Tags=[{"Key": "team", "Value": "nodes"}])
@@ -150,19 +134,6 @@ def test_id_name_tags_and_owner_terms_select_images(world: World) -> None:
         assert [a["id"] for a in world.resolver.amis(node_class(amiSelectorTerms=[{"tags": tags}]))] == [world.arm]
     with pytest.raises(NodeClassNotReady, match="no image matches amiSelectorTerms"):
         world.resolver.amis(node_class(amiSelectorTerms=[{"tags": {"team": "nobody"}}]))
-
-
-def test_newest_non_deprecated_image_wins_per_requirements() -> None:
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    amd = [{"key": wk.ARCH, "operator": "In", "values": ["amd64"]}]
-    images = [
-        ({"ImageId": "ami-old", "Name": "a", "CreationDate": "2025-01-01T00:00:00.000Z"}, amd),
-        ({"ImageId": "ami-new-deprecated", "Name": "b", "CreationDate": "2025-12-01T00:00:00.000Z",
-          "DeprecationTime": "2025-12-15T00:00:00.000Z"}, amd),
-        ({"ImageId": "ami-mid", "Name": "c", "CreationDate": "2025-06-01T00:00:00.000Z"}, amd),
-        ({"ImageId": "ami-same-date-lower-name", "Name": "a", "CreationDate": "2025-06-01T00:00:00.000Z"}, amd),
-    ]
-    assert [a["id"] for a in newest_per_requirements(images, now)] == ["ami-mid"]
 
 
 # --- subnets, security groups, instance profile ---------------------------------------------------

@@ -5,9 +5,10 @@ into the status's conditions."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import botocore.exceptions
 
@@ -56,8 +57,9 @@ class NodeClassResolver:
         found: dict[str, Obj] = {}
         for term in node_class.spec.subnet_selector_terms:
             query: Obj = {"SubnetIds": [term.id]} if term.id else {"Filters": tag_filters(term.tags or {})}
-            for s in self._call("describing subnets", self.ec2.describe_subnets, **query)["Subnets"]:
-                found[s["SubnetId"]] = s
+            with failing_as_not_ready("describing subnets"):
+                subnets = self.ec2.describe_subnets(**query)["Subnets"]
+            found.update({s["SubnetId"]: s for s in subnets})
         if not found:
             raise NodeClassNotReady("no subnet matches subnetSelectorTerms")
         ordered = sorted(found.values(), key=lambda s: (-s.get("AvailableIpAddressCount", 0), s["SubnetId"]))
@@ -71,8 +73,9 @@ class NodeClassResolver:
             else:
                 query = {"Filters": ([{"Name": "group-name", "Values": [term.name]}] if term.name else [])
                          + tag_filters(term.tags or {})}
-            for g in self._call("describing security groups", self.ec2.describe_security_groups, **query)["SecurityGroups"]:
-                found[g["GroupId"]] = g
+            with failing_as_not_ready("describing security groups"):
+                groups = self.ec2.describe_security_groups(**query)["SecurityGroups"]
+            found.update({g["GroupId"]: g for g in groups})
         if not found:
             raise NodeClassNotReady("no security group matches securityGroupSelectorTerms")
         return [{"id": g["GroupId"], "name": g.get("GroupName")} for g in sorted(found.values(), key=lambda g: g["GroupId"])]
@@ -143,17 +146,16 @@ class NodeClassResolver:
                 raise NodeClassNotReady(f"reading instance profile {name}: {e.response['Error']['Code']}") from None
             tags = instance_profile_tags(node_class, self.cluster, self.region)
             path = f"/karpenter/{self.region}/{self.cluster}/{uid}/" if uid else "/"
-            profile = self._call(f"creating instance profile {name}", self.iam.create_instance_profile,
-                                 InstanceProfileName=name, Path=path,
-                                 Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())])["InstanceProfile"]
+            with failing_as_not_ready(f"creating instance profile {name}"):
+                profile = self.iam.create_instance_profile(InstanceProfileName=name, Path=path, Tags=[
+                    {"Key": k, "Value": v} for k, v in sorted(tags.items())])["InstanceProfile"]
         role_name = role.rsplit("/", 1)[-1]       # AddRoleToInstanceProfile takes no path
         current = [r["RoleName"] for r in profile.get("Roles") or []]
         if current != [role_name]:
-            for old in current:
-                self._call(f"removing role {old} from {name}", self.iam.remove_role_from_instance_profile,
-                           InstanceProfileName=name, RoleName=old)
-            self._call(f"adding role {role_name} to {name}", self.iam.add_role_to_instance_profile,
-                       InstanceProfileName=name, RoleName=role_name)
+            with failing_as_not_ready(f"putting role {role_name} in instance profile {name}"):
+                for old in current:
+                    self.iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=old)
+                self.iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role_name)
         return name
 
     def delete_instance_profile(self, node_class: EC2NodeClass) -> None:
@@ -167,15 +169,17 @@ class NodeClassResolver:
             if e.response["Error"]["Code"] == "NoSuchEntity":
                 return
             raise NodeClassNotReady(f"reading instance profile {name}: {e.response['Error']['Code']}") from None
-        for r in profile.get("Roles") or []:
-            self._call(f"removing role {r['RoleName']} from {name}", self.iam.remove_role_from_instance_profile,
-                       InstanceProfileName=name, RoleName=r["RoleName"])
-        self._call(f"deleting instance profile {name}", self.iam.delete_instance_profile, InstanceProfileName=name)
+        with failing_as_not_ready(f"deleting instance profile {name}"):
+            for r in profile.get("Roles") or []:
+                self.iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=r["RoleName"])
+            self.iam.delete_instance_profile(InstanceProfileName=name)
 
-    @staticmethod
-    def _call(what: str, call: Callable[..., Any], **kwargs: Any) -> Any:
-        try:
-            return call(**kwargs)
-        except botocore.exceptions.ClientError as e:
-            error = e.response["Error"]
-            raise NodeClassNotReady(f"{what}: {error['Code']}: {error.get('Message', '')}") from None
+
+@contextlib.contextmanager
+def failing_as_not_ready(what: str) -> Iterator[None]:
+    """An AWS error inside becomes NodeClassNotReady saying what was being done."""
+    try:
+        yield
+    except botocore.exceptions.ClientError as e:
+        error = e.response["Error"]
+        raise NodeClassNotReady(f"{what}: {error['Code']}: {error.get('Message', '')}") from None
