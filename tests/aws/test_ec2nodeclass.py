@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import email
+import socket
 import tomllib
 from email.message import Message
 from pathlib import Path
@@ -30,9 +31,10 @@ from karpy.controller.cloudprovider.aws.launch import (
     nodeclass_subnet,
 )
 from karpy.controller.cloudprovider.aws.nodeclass import NodeClassNotReady, NodeClassResolver, instance_profile_name
+from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
 from karpy.controller.nodeclass.controller import FINALIZER, NodeClassController
 from karpy.kubeclient.raw import RawClient, path_of
-from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, seed_parameter
+from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, TEMPLATE, seed_parameter
 from tests.simulator.conftest import Kube, start
 
 pytestmark = pytest.mark.slow      # starts a moto server on loopback (and, once, the local cluster)
@@ -59,8 +61,16 @@ class World:
 def world() -> Iterator[World]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    refusing = socket.socket()            # bound, never listening: the Pricing API is refused (moto has none)
+    refusing.bind(("127.0.0.1", 0))
+    env = pytest.MonkeyPatch()
     try:
         url = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION,
+                           "AWS_ENDPOINT_URL": url,
+                           "AWS_ENDPOINT_URL_PRICING": f"http://127.0.0.1:{refusing.getsockname()[1]}"}.items():
+            env.setenv(key, value)              # the provider's clients reach moto, as deployed ones reach AWS
+        env.delenv("AWS_PROFILE", raising=False)
         requests.post(url + "/moto-api/reset", timeout=10)
         kw = dict(region_name=REGION, endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing")
         ec2, ssm, iam = (boto3.client(name, **kw) for name in ("ec2", "ssm", "iam"))
@@ -86,6 +96,8 @@ def world() -> Iterator[World]:
         resolver = NodeClassResolver(ec2, ssm, iam, cluster=CLUSTER, region=REGION, kubernetes_minor=MINOR)
         yield World(ec2, iam, resolver, subnets, group, x86, arm, gpu)
     finally:
+        env.undo()
+        refusing.close()
         server.stop()
 
 
@@ -313,3 +325,15 @@ def test_controller_keeps_status_current_and_removes_the_profile_with_the_node_c
     assert gone.value.status == 404
     profiles = {p["InstanceProfileName"] for p in world.iam.list_instance_profiles()["InstanceProfiles"]}
     assert instance_profile_name(CLUSTER, REGION, "ready") not in profiles
+
+
+def test_the_provider_creates_a_node_class_templates_once(world: World) -> None:
+    nc = resolved(world)
+    settings = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint=FACTS.endpoint, kubernetes_minor=MINOR,
+                           ca_bundle=FACTS.ca_bundle, cluster_cidr=FACTS.cidr)
+    cloud = AwsCloudProvider(boto3.session.Session(), settings, lambda _: TEMPLATE)
+    names = cloud.node_class_launch_templates(nc, launch_spec("m5.large", "c5.large", "m6g.large"))
+    assert names["m5.large"] == names["c5.large"] != names["m6g.large"]
+    stored = world.ec2.describe_launch_templates(LaunchTemplateNames=sorted(set(names.values())))["LaunchTemplates"]
+    assert len(stored) == 2
+    assert cloud.node_class_launch_templates(nc, launch_spec("m5.large")) == {"m5.large": names["m5.large"]}
