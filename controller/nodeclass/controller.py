@@ -38,7 +38,13 @@ class NodeClassController:
 
     def reconcile(self) -> float:
         """One pass over every EC2NodeClass; the seconds until the next is due."""
-        items = self.client.get(path_of(GROUP_VERSION, PLURAL)).get("items") or []
+        try:
+            items = self.client.get(path_of(GROUP_VERSION, PLURAL)).get("items") or []
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            log.debug("The EC2NodeClass CRD is not installed: nothing to resolve")
+            return RESYNC_SECONDS
         now = self.clock.monotonic()
         for raw in items:
             name = (raw.get("metadata") or {}).get("name", "")
