@@ -18,11 +18,13 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import yaml
 
+from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate
 from karpy.apis.errors import FieldError
 from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
+from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import (
     BUILT_IN,
@@ -44,7 +46,7 @@ READ_KINDS = WORKLOADS | {PROVISIONER, ("v1", "Pod"), ("v1", "Node"), ("v1", "Na
                           ("policy/v1", "PodDisruptionBudget"), (CATALOG_API_VERSION, CATALOG_KIND)}
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
-                 "AWSNodeTemplate", "CustomResourceDefinition", "Event", "Lease"}
+                 "CustomResourceDefinition", "Event", "Lease"}
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -135,6 +137,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     pods: list[PodInfo] = []
     daemonsets: list[PodInfo] = []
     pdbs: list[dict[str, Any]] = []
+    node_templates: dict[str, AWSSettings] = {}
     owners = _owners_named(docs)
     first_seen: dict[str, Document] = {}
     for d in docs:
@@ -159,6 +162,11 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
                 daemonsets.append(_daemon(d, namespaces))
             elif (api_version, kind) == ("policy/v1", "PodDisruptionBudget"):
                 pdbs.append(dict(d.body))
+            elif (api_version, kind) == ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate"):
+                template, errors = decode_awsnodetemplate(d.body)   # its volumes are part of what a node costs
+                if template is None:
+                    raise FieldProblem("; ".join(map(str, errors)))
+                node_templates[str(template.metadata.name)] = template.spec
             elif kind in ("Namespace", CATALOG_KIND):
                 continue
             elif kind in IGNORED_KINDS:
@@ -170,7 +178,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     if problems:
         raise PlanInputError(problems)
     assert chosen is not None
-    return PlanInput(ClusterSnapshot(provisioners, chosen, nodes, pods, daemonsets), pdbs, warnings)
+    return PlanInput(ClusterSnapshot(provisioners, chosen, nodes, pods, daemonsets, node_templates), pdbs, warnings)
 
 
 class FieldProblem(ValueError):
