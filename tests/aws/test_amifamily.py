@@ -1,4 +1,5 @@
-"""Pure parts of an EC2NodeClass: the SSM parameters an alias names, which image wins, and its conditions."""
+"""EC2NodeClass parts that need no AWS: the SSM parameters an alias names, which image wins, its conditions, and the
+--cluster-cidr flag AL2023 user data reads."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from karpy.controller.cloudprovider.aws.amifamily import (
     parse_alias,
 )
 from karpy.controller.nodeclass.status import conditions
+from karpy.main import main
 
 
 def test_alias_parameter_names_are_karpenter_v1s() -> None:
@@ -60,3 +62,11 @@ def test_conditions_keep_their_transition_time_while_their_status_stays() -> Non
                                                                       "InstanceProfileReady")), generation=2, now="t2")}
     assert second["SubnetsReady"]["lastTransitionTime"] == "t1" and second["Ready"]["lastTransitionTime"] == "t2"
     assert second["Ready"]["status"] == "True" and second["Ready"]["observedGeneration"] == 2
+
+
+def test_a_cluster_cidr_that_is_not_one_is_refused_by_flag(capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    assert main(["controller", "--cloud-provider", "aws", "--cluster-name", "c", "--cluster-endpoint",
+                 "https://api.example", "--cluster-cidr", "nonsense"]) == 2
+    assert "--cluster-cidr 'nonsense': expected a CIDR such as 10.100.0.0/16" in capsys.readouterr().err
