@@ -118,7 +118,8 @@ def plan(args: argparse.Namespace) -> int:
             consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
                                          budget_seconds=args.consolidation_budget_seconds,
                                          as_kube_scheduler_places=not args.consolidation_steering,
-                                         min_savings_per_pod=args.consolidation_min_savings_per_pod).plan()
+                                         min_savings_per_pod=args.consolidation_min_savings_per_pod,
+                                         node_cost_per_hour=args.node_cost_per_hour).plan()
         decided = time.monotonic() - started
         if args.output == "json":
             doc = consolidation_json(consolidation)

@@ -18,6 +18,8 @@ CATALOG = catalog(
     instance_type("large", cpu="8", memory="32Gi", price=0.40, zones=("zone-a", "zone-b"),
                   capacity_types=("on-demand", "spot")),
 )
+# what every node costs besides its instance (docs/cost.md): a 20 GiB gp3 root volume and a public IPv4 address
+PER_NODE = 20 * 0.08 / 730 + 0.005
 
 
 def consolidating(**spec: Any) -> dict[str, Any]:
@@ -47,7 +49,7 @@ def test_empty_nodes_are_deleted_together_first() -> None:
                       karpy_node("c"), pod("busy", cpu="3", node_name="c"))
     first = run["actions"][0]
     assert first == {"type": "delete", "nodes": ["a", "b"], "savingsPerHour": 0.6, "pods": [], "moves": [],
-                     "podsMoved": 0, "disruptionCost": 0.0}
+                     "podsMoved": 0, "disruptionCost": 0.0, "costSavingsPerHour": round(0.6 + 2 * PER_NODE, 6)}
     assert reasons(run)["c"].startswith("no cheaper fit")
 
 
@@ -55,7 +57,7 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted() -> None:
     run = consolidate(consolidating(), karpy_node("a"), karpy_node("b"),
                       pod("p1", cpu="1", node_name="a"), pod("p2", cpu="2", node_name="b"))
     assert run["actions"] == [{"type": "delete", "nodes": ["a"], "savingsPerHour": 0.2, "pods": ["default/p1"],
-                               "podsMoved": 1, "disruptionCost": 1.0, "moves": [{"pod": "default/p1", "to": "b"}]}]
+                               "costSavingsPerHour": round(0.2 + PER_NODE, 6), "podsMoved": 1, "disruptionCost": 1.0, "moves": [{"pod": "default/p1", "to": "b"}]}]
     assert reasons(run) == {"b": "no cheaper fit: pod default/p1 would fit nowhere else (insufficient cpu)"} \
         or reasons(run)["b"].startswith("no cheaper fit")
 
@@ -67,8 +69,9 @@ def test_an_oversized_on_demand_node_is_replaced_by_a_cheaper_one() -> None:
     (action,) = run["actions"]
     assert action["type"] == "replace" and action["nodes"] == ["big"]
     assert action["replacement"] == {"instanceType": "small", "zone": "zone-a", "capacityType": "on-demand",
-                                     "pricePerHour": 0.1}
+                                     "pricePerHour": 0.1, "costPerHour": pytest.approx(0.1 + PER_NODE)}
     assert action["savingsPerHour"] == pytest.approx(0.3)
+    assert action["costSavingsPerHour"] == pytest.approx(0.3, abs=1e-6)     # both nodes pay the same per-node costs
     assert run["kept"] == []
 
 
@@ -90,7 +93,7 @@ def test_a_spot_node_is_never_replaced() -> None:
 def test_no_replacement_that_is_not_strictly_cheaper() -> None:
     run = consolidate(consolidating(), karpy_node("s", "small"), pod("p", cpu="1500m", node_name="s"))
     assert run["actions"] == []
-    assert reasons(run)["s"].endswith("does not cost less than $0.1000/h")
+    assert reasons(run)["s"].endswith(f"does not cost less than ${0.1 + PER_NODE:.4f}/h")
 
 
 @pytest.mark.parametrize("blocked, expected", [
