@@ -83,6 +83,23 @@ def test_replacement_is_priced_at_its_worst_case_offering() -> None:
     assert action["savingsPerHour"] == pytest.approx(0.3)
 
 
+def test_a_burstable_node_paying_credits_is_replaced_by_one_that_lists_dearer() -> None:
+    """A t3-like node (2 cpu, 20% baseline, $0.05/h) holding a pod of 1.5 cpu is billed (1.5 - 0.4) x $0.05 in
+    credits: it costs more than a steady type listed at $0.08/h, though at list prices the move costs $0.03/h."""
+    burstable = {"baseline": 0.2, "mode": "unlimited", "creditPricePerVCPUHour": 0.05}
+    two_types = catalog(instance_type("bursty", cpu="2", memory="8Gi", price=0.05, burstable=burstable),
+                        instance_type("steady", cpu="2", memory="8Gi", price=0.08))
+    run = expect_consolidated(two_types, consolidating(), pod("p", cpu="1500m", node_name="t"),
+                              node("t", provisioner="default", instance_type="bursty", zone="zone-a",
+                                   capacity_type="on-demand", allocatable={"cpu": "2", "memory": "8Gi", "pods": "110"},
+                                   created="2024-01-01T00:00:00Z", initialized=True))
+    (action,) = run["actions"]
+    assert action["replacement"]["instanceType"] == "steady"
+    assert action["savingsPerHour"] == pytest.approx(0.05 - 0.08)
+    assert action["costSavingsPerHour"] == pytest.approx(0.05 + (1.5 - 0.4) * 0.05 - 0.08, abs=1e-6)
+    assert run["summary"]["costPerHourAfter"] == pytest.approx(0.08 + PER_NODE, abs=1e-6)
+
+
 def test_a_spot_node_is_never_replaced() -> None:
     run = consolidate(consolidating(), karpy_node("big", "large", capacity_type="spot"),
                       pod("p", cpu="1", node_name="big"))
