@@ -218,7 +218,8 @@ def controller(args: argparse.Namespace) -> int:
                                                             budget_seconds=args.consolidation_budget_seconds,
                                                             pending_wait_seconds=args.consolidation_pending_wait,
                                                             steer=args.consolidation_steering,
-                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod),
+                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod,
+                                                            node_cost_per_hour=args.node_cost_per_hour),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
                                                max_seconds=args.packing_budget_seconds))
     try:
@@ -257,6 +258,8 @@ def explain_node(args: argparse.Namespace) -> int:
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
 
+    if args.node_cost_per_hour < 0:
+        raise UsageError("--node-cost-per-hour must not be negative")
     catalog = _catalog(args.catalog)
     try:
         client = api_client(args.kubeconfig)
@@ -316,7 +319,7 @@ def explain_consolidation(state: Any, catalog: Any, args: argparse.Namespace, no
 
     plan = decide(state, catalog, now, min_age_seconds=args.consolidation_min_node_age,
                   name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering,
-                  min_savings_per_pod=args.consolidation_min_savings_per_pod)
+                  min_savings_per_pod=args.consolidation_min_savings_per_pod, node_cost_per_hour=args.node_cost_per_hour)
     doc = explain_node_json(plan, args.name)
     if waiting := unsettled(state):
         if waiting == "pods are waiting for capacity":
