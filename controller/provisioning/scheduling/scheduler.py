@@ -60,6 +60,7 @@ class PlannedNode:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     pods: tuple[PodInfo, ...]
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)   # a NodePool's template annotations
 
 
 @dataclasses.dataclass
@@ -216,7 +217,7 @@ class Scheduler:
         self.snapshot = snapshot
         self.packing = packing
         self._name_node = name_node
-        self.well_known = wk.WELL_KNOWN_LABELS | snapshot.catalog.known_label_keys()
+        self.well_known = wk.WELL_KNOWN_LABELS | {wk.NODEPOOL} | snapshot.catalog.known_label_keys()
         live = [p for p in snapshot.provisioners if not p.metadata.deletion_timestamp]
         self.provisioners = {p.name: p for p in live}
         nodes = {n["metadata"]["name"]: n for n in snapshot.nodes}
@@ -233,7 +234,7 @@ class Scheduler:
         for p in sorted(live, key=lambda p: (-(p.spec.weight or 0), p.name)):
             try:
                 self.templates.append(self._template(p, nodes))
-            except Exception as e:  # one Provisioner's error is confined to it
+            except Exception as e:  # one Provisioner's (or NodePool's) error is confined to it
                 self.failed_provisioners[p.name] = failure(e)
         self.topology = Topology(self._domains(nodes))
         self._unregistered: dict[str, Reason] = {}     # pending pods whose topology could not be read
@@ -255,9 +256,10 @@ class Scheduler:
 
     # --- setup -------------------------------------------------------------------
     def _template(self, p: Provisioner, nodes: Mapping[str, Mapping[str, Any]]) -> NodeTemplate:
+        """What `p` launches. A v1 NodePool comes as a Provisioner too (apis/v1/pool.py): one path for both."""
         spec = p.spec
         requirements = p.node_requirements()
-        requirements.add(Requirement.exactly(wk.PROVISIONER_NAME, p.name))
+        requirements.add(Requirement.exactly(p.owner_label, p.name))
         taints = [Taint.parse(t.model_dump(exclude_none=True)) for t in spec.taints or []]
         startup = [Taint.parse(t.model_dump(exclude_none=True)) for t in spec.startup_taints or []]
         overhead = Resources()
@@ -269,16 +271,17 @@ class Scheduler:
         if limits is not None:
             used = Resources()
             for n in nodes.values():
-                if (n["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME) == p.name:
+                if (n["metadata"].get("labels") or {}).get(p.owner_label) == p.name:
                     status = n.get("status") or {}
                     used = used + Resources.parse(status.get("capacity") or status.get("allocatable"))
             reported = Resources.parse((p.status.resources if p.status else None) or {})
             limits = Resources({n: amount - max(used.get(n, 0), reported.get(n, 0)) for n, amount in limits.items()})
         return NodeTemplate(
             name=p.name, weight=spec.weight or 0, requirements=requirements,
-            labels={**(spec.labels or {}), wk.PROVISIONER_NAME: p.name}, taints=taints, startup_taints=startup,
+            labels={**(spec.labels or {}), p.owner_label: p.name}, taints=taints, startup_taints=startup,
             instance_types=self.snapshot.catalog.instance_types(spec.kubelet_configuration),
             daemon_overhead=overhead, limits=limits, well_known=self.well_known, rows=self.rows,
+            owner_label=p.owner_label, annotations=p.node_annotations, min_values=p.min_values,
         )
 
     def _domains(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
@@ -323,7 +326,7 @@ class Scheduler:
                 self.topology.record(pod, labels)   # after every group is registered (solve())
             if spec.get("unschedulable"):
                 continue
-            template = next((t for t in self.templates if t.name == labels.get(wk.PROVISIONER_NAME)), None)
+            template = next((t for t in self.templates if t.name == labels.get(t.owner_label)), None)
             up = initialized(n)
             taints = [Taint.parse(t) for t in spec.get("taints") or []]
             allocatable = Resources.parse(status.get("allocatable") or status.get("capacity"))
@@ -550,17 +553,21 @@ class Scheduler:
             fitting = [(it, o) for it, o in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
             options = fitting or options
         chosen, offering = options[0]
+        kept = options[:MAX_INSTANCE_TYPE_OPTIONS]
+        if t.min_values and t.short_of_min_values([it for it, _ in kept], node.requirements):
+            kept = options                             # as v1: never truncate below a requirement's minValues
         return PlannedNode(
             name=node.hostname, provisioner=t.name, instance_type=chosen, offering=offering,
-            options=tuple(it for it, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]), requirements=node.requirements,
+            options=tuple(it for it, _ in kept), requirements=node.requirements,
             labels=node_labels(node.requirements, t, chosen, offering),
-            taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods),
+            taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods), annotations=dict(t.annotations),
         )
 
 
 def node_labels(reqs: Requirements, template: NodeTemplate, chosen: InstanceType, offering: Offering) -> dict[str, str]:
     """The labels a new node gets: every well-known label resolved, the chosen type's single-valued
-    labels, the provisioner's labels, and a satisfying value for each other requirement."""
+    labels, the provisioner's labels, and a satisfying value for each other requirement. The owner label is
+    `karpenter.sh/provisioner-name` for a Provisioner's node, `karpenter.sh/nodepool` for a NodePool's."""
     labels: dict[str, str] = {}
     for key, value in reqs.labels().items():
         if key == wk.HOSTNAME or wk.restricted_label_error(key) is not None:
@@ -572,7 +579,7 @@ def node_labels(reqs: Requirements, template: NodeTemplate, chosen: InstanceType
     labels.update(template.labels)
     labels.update({
         wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type, wk.INSTANCE_TYPE: chosen.name,
-        wk.PROVISIONER_NAME: template.name,
+        template.owner_label: template.name,
     })
     labels.setdefault(wk.ARCH, wk.ARCH_AMD64)
     labels.setdefault(wk.OS, wk.OS_LINUX)
