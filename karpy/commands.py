@@ -237,12 +237,12 @@ def controller(args: argparse.Namespace) -> int:
 def _catalog(name: str) -> Any:
     """A built-in catalog or an InstanceTypeCatalog file; UsageError naming the problem otherwise."""
     from karpy.controller.cloudprovider.catalog import BUILT_IN, built_in
-    from karpy.plan.inputs import PlanInputError, load
+    from karpy.plan.inputs import PlanInputError, from_documents
 
     if name in BUILT_IN:
         return built_in(name)
     try:
-        return load([], catalog=name).snapshot.catalog
+        return from_documents([], catalog=name).snapshot.catalog
     except PlanInputError as e:
         raise UsageError("; ".join(e.problems)) from None
 
