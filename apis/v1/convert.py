@@ -43,12 +43,12 @@ from karpy.apis.errors import FieldError
 from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.v1 import ec2nodeclass, nodepool
+from karpy.apis.v1.duration import NEVER
 from karpy.apis.v1alpha1 import AWS_GROUP_VERSION, AWS_NODE_TEMPLATE_KIND, AWSSettings
 from karpy.apis.v1alpha5 import GROUP_VERSION as V1ALPHA5
 from karpy.apis.v1alpha5 import PROVISIONER_KIND, KubeletConfiguration, Provisioner
 
 NODE_ROLE_PLACEHOLDER = "$KARPENTER_NODE_ROLE"
-NEVER = "Never"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # v1's AMI aliases, by the v1alpha1 family they stand for (Ubuntu has none: v1 dropped it).
 ALIASES = {"AL2": "al2", "Bottlerocket": "bottlerocket"}
