@@ -30,6 +30,7 @@ from karpy.apis import labels as wk
 from karpy.apis.errors import FieldError, from_validation_error
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import nodepool as v1
+from karpy.apis.v1.duration import parse_nillable_duration
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1alpha5 import (
     Consolidation,
@@ -43,19 +44,11 @@ from karpy.apis.v1alpha5 import (
     Taint,
 )
 
-NEVER = "Never"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-
 
 def duration_seconds(value: str) -> int | None:
-    """A Go duration (`720h`, `1h30m`, `30s`) in whole seconds; `Never` -> None. Raises ValueError otherwise."""
-    if value == NEVER:
-        return None
-    parts = _DURATION.findall(value)
-    if not parts or "".join(n + u for n, u in parts) != value:
-        raise ValueError(f"{value!r} is not a duration (such as 30s, 1h30m or Never)")
-    return int(sum(float(n) * _SECONDS[u] for n, u in parts))
+    """A NillableDuration (`720h`, `1h30m`, `Never`) in whole seconds, None for `Never`; raises ValueError."""
+    delta = parse_nillable_duration(value)
+    return None if delta is None else int(delta.total_seconds())
 
 
 class NodePoolProvisioner(Provisioner):
