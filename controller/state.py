@@ -132,6 +132,7 @@ class ClusterState:
         return out
 
     def _decode(self, kind: str, raw: Obj, node_class: Obj | None) -> Provisioner | None:
+        p: Provisioner | None
         try:
             if kind == NODEPOOL_KIND:
                 classes = {}

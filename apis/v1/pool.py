@@ -81,9 +81,8 @@ def _kubelet(node_class: EC2NodeClass | None) -> KubeletConfiguration | None:
     k = node_class.spec.kubelet if node_class is not None else None
     if k is None:
         return None
-    return KubeletConfiguration(cluster_dns=k.cluster_dns, max_pods=k.max_pods, pods_per_core=k.pods_per_core,
-                                system_reserved=k.system_reserved, kube_reserved=k.kube_reserved,
-                                eviction_hard=k.eviction_hard)
+    shared = {"cluster_dns", "max_pods", "pods_per_core", "system_reserved", "kube_reserved", "eviction_hard"}
+    return KubeletConfiguration.model_validate(k.model_dump(include=shared, by_alias=True, exclude_none=True))
 
 
 def as_provisioner(pool: v1.NodePool, node_class: EC2NodeClass | None = None) -> NodePoolProvisioner:
