@@ -216,6 +216,12 @@ def label_value_errors(value: str) -> list[str]:
     return []
 
 
+def owner_label(labels: Mapping[str, str], owner: str) -> str:
+    """The label that names `owner` on a node whose planned `labels` these are: `karpenter.sh/nodepool` when they
+    say a NodePool owns it, else `karpenter.sh/provisioner-name`."""
+    return NODEPOOL if labels.get(NODEPOOL) == owner else PROVISIONER_NAME
+
+
 def pool_of(labels: Mapping[str, str] | None) -> str | None:
     """The Provisioner or NodePool a node's labels name as its owner, or None."""
     labels = labels or {}

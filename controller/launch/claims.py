@@ -28,15 +28,10 @@ def owner_reference(provisioner: Mapping[str, Any]) -> dict[str, Any]:
             "name": provisioner["metadata"]["name"], "uid": provisioner["metadata"]["uid"], "blockOwnerDeletion": True}
 
 
-def owner_label(labels: Mapping[str, str], owner: str) -> str:
-    """The label naming a node's owner: `karpenter.sh/nodepool` when the planned labels say a NodePool owns it."""
-    return wk.NODEPOOL if labels.get(wk.NODEPOOL) == owner else wk.PROVISIONER_NAME
-
-
 def unregistered_taints(labels: Mapping[str, str], owner: str) -> list[Obj]:
     """v1: a NodePool's node starts with `karpenter.sh/unregistered:NoExecute`, removed once it registers
     (controller/node/initialization.py); a Provisioner's node does not."""
-    return [{"key": wk.TAINT_UNREGISTERED, "effect": "NoExecute"}] if owner_label(labels, owner) == wk.NODEPOOL else []
+    return [{"key": wk.TAINT_UNREGISTERED, "effect": "NoExecute"}] if wk.owner_label(labels, owner) == wk.NODEPOOL else []
 
 
 def claim_manifest(request: NodeRequest, *, pods: Sequence[tuple[str, str, str | None]], bind: bool,
@@ -48,7 +43,7 @@ def claim_manifest(request: NodeRequest, *, pods: Sequence[tuple[str, str, str |
                  "pods": [{"namespace": ns, "name": n, **({"uid": uid} if uid else {})} for ns, n, uid in pods], "bind": bind}
     return {"apiVersion": api.GROUP_VERSION, "kind": api.KIND,
             "metadata": {"name": request.node_name, "finalizers": [wk.TERMINATION_FINALIZER],
-                         "labels": {owner_label(request.labels, request.provisioner): request.provisioner},
+                         "labels": {wk.owner_label(request.labels, request.provisioner): request.provisioner},
                          **({"ownerReferences": [owner_reference(owner)]} if owner else {})},
             "spec": spec}
 
@@ -76,7 +71,7 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
     spec, status = claim.get("spec") or {}, claim.get("status") or {}
     name = status.get("nodeName") or instance.node_name
     owner = spec.get("provisioner", "")
-    labels = {**(spec.get("labels") or {}), **instance.labels, owner_label(spec.get("labels") or {}, owner): owner,
+    labels = {**(spec.get("labels") or {}), **instance.labels, wk.owner_label(spec.get("labels") or {}, owner): owner,
               wk.HOSTNAME: name}
     capacity, allocatable, price = instance.capacity, instance.allocatable, instance.price_per_hour
     if instance_type is not None:
