@@ -130,8 +130,8 @@ def fresh_cost(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], re
 def launches(port: int) -> tuple[int, int]:
     """Nodes the controller has launched so far, and how many of them were consolidation's replacements:
     after the scale-in no pod waits, so the others were launched for pods that drains left without room."""
-    return (int(sum(metric(port, "karpy_nodes_created_total").values())),
-            int(sum(metric(port, "karpy_consolidation_nodes_created_total").values())))
+    return (int(sum(metric(port, "karpenter_nodes_created").values())),
+            int(sum(metric(port, "karpenter_consolidation_nodes_created").values())))
 
 
 def offline_plan(work: Path, spec: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *,
@@ -399,7 +399,7 @@ def main() -> int:
         final_nodes = [n for n in nodes_seen.items() if ours(n)]
         final = price_of(final_nodes)
         offline = offline_plan(work, final_spec, nodes_seen.items(), pods_seen.items(), steering=args.steering)
-        actions = metric(metrics_port, "karpy_consolidation_actions_performed_total")
+        actions = metric(metrics_port, "karpenter_consolidation_actions_performed")
         cancelled = metric(metrics_port, "karpy_consolidation_actions_cancelled_total")
         evictions = metric(metrics_port, "karpy_evictions_total")
         evicted, blocked = (int(evictions.get(f'{{result="{r}"}}', 0)) for r in ("evicted", "blocked"))

@@ -24,6 +24,7 @@ from karpy.controller.consolidation.controller import Settings as ConsolidationS
 from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.leader import FencedClient, FencedCloud, LeaderElector, exit_process
+from karpy.controller.metrics import CLUSTER, MeasuredCloud, cluster_samples
 from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.finalizer import Finalizer
@@ -83,6 +84,7 @@ class Operator:
             assert catalog is not None
             self.cloud = cloud or FakeCloudProvider(self.client, catalog)
             source = catalog
+        self.cloud = MeasuredCloud(self.cloud)
         if self.elector is not None:
             self.cloud = FencedCloud(self.cloud, self.elector.still_leading)
         self.batcher = Batcher(idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds)
@@ -116,6 +118,13 @@ class Operator:
         self._threads: list[threading.Thread] = []
         self.probes = serve_probes(settings.host, settings.health_port, ready=self.state.pods.synced.is_set, metrics=False)
         self.metrics = serve_probes(settings.host, settings.metrics_port, ready=lambda: True, metrics=True)
+        CLUSTER.watch(self._cluster_samples)
+
+    def _cluster_samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        claimed = self.launcher.claimed_pods()
+        waiting = sum(1 for p in self.state.pending.pods() if p["metadata"].get("uid") not in claimed)
+        return cluster_samples(pods=self.state.pods.items(), nodes=self.state.nodes.items(),
+                               provisioners=self.state.provisioners.items(), pending_pods=waiting)
 
     def _on_pod(self, kind: str, pod: dict) -> None:
         if kind != "DELETED" and is_provisionable(pod):
@@ -186,6 +195,7 @@ class Operator:
         self._threads.append(thread)
 
     def stop(self) -> None:
+        CLUSTER.watch(None)
         self.stop_event.set()
         self.batcher.stop()
         for loop in self.loops + [self.consolidation_loop, self.launch_loop]:

@@ -242,7 +242,7 @@ def _catalog(name: str) -> Any:
     if name in BUILT_IN:
         return built_in(name)
     try:
-        return from_documents([], catalog=name).snapshot.catalog
+        return from_documents([], catalog=name).snapshot.catalog      # the catalog alone: no other documents
     except PlanInputError as e:
         raise UsageError("; ".join(e.problems)) from None
 
@@ -328,6 +328,7 @@ def explain_consolidation(state: Any, catalog: Any, args: argparse.Namespace, no
 def _aws_provider(args: argparse.Namespace) -> Any:
     """What builds the AWS provider once the controller has its API client: boto3's own credential and
     endpoint chain (AWS_ENDPOINT_URL included), the region by DESIGN.md's order."""
+    from karpy.controller.cloudprovider.aws.cluster import checked_bundle, eks_client, resolve_ca_bundle
     from karpy.controller.cloudprovider.aws.provider import (
         AwsCloudProvider,
         AwsConfigError,
@@ -338,16 +339,32 @@ def _aws_provider(args: argparse.Namespace) -> Any:
 
     if not args.cluster_endpoint:
         raise UsageError("--cloud-provider aws needs --cluster-endpoint (the API server address nodes join)")
+    if not args.cluster_endpoint.startswith("https://"):
+        raise UsageError(f"--cluster-endpoint {args.cluster_endpoint!r}: not an https:// URL (the API server address "
+                         "nodes join: aws eks describe-cluster --query cluster.endpoint)")
     try:
         region = resolve_region(args.aws_region)
     except AwsConfigError as e:
         raise UsageError(str(e)) from None
 
+    if args.cluster_ca_bundle:
+        try:
+            checked_bundle(args.cluster_ca_bundle, where="--cluster-ca-bundle")
+        except AwsConfigError as e:
+            raise UsageError(str(e)) from None
+
     def build(client: Any, state: Any) -> Any:
         version = client.get("/version")
         minor = f"{version['major']}.{str(version['minor']).rstrip('+')}"
+        ca = resolve_ca_bundle(flag=args.cluster_ca_bundle, ca_file=client.api_client.configuration.ssl_ca_cert,
+                               eks=eks_client(region), cluster_name=args.cluster_name)
+        if ca.data:
+            log.info("Found the cluster CA for node user data in %s", ca.source)
+        else:
+            log.warning("No cluster CA for node user data (pass --cluster-ca-bundle): Bottlerocket nodes cannot join")
         settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
-                               kubernetes_minor=minor, default_instance_profile=args.default_instance_profile)
+                               kubernetes_minor=minor, default_instance_profile=args.default_instance_profile,
+                               ca_bundle=ca.data)
         return AwsCloudProvider(None, settings, node_templates(state))
 
     return build
@@ -361,6 +378,12 @@ def demo(args: argparse.Namespace) -> int:
     if args.plot:
         require_extra("plot", "matplotlib", needed_by="--plot")
     return run_demo(replicas=args.replicas, plot_path=args.plot)
+
+
+def _positive(value: float, flag: str) -> float:
+    if value <= 0:
+        raise UsageError(f"{flag} must be positive")
+    return value
 
 
 def _tls_files(cert_dir: Path) -> tuple[Path, Path]:
@@ -391,7 +414,8 @@ def webhook(args: argparse.Namespace) -> int:
     log.info("Serving admission webhook on https://%s:%d", host, sock.getsockname()[1])
     settings = Settings(aws=args.cloud_provider == "aws")
     serve(lambda: create_app(settings), sock=sock, certfile=str(certfile), keyfile=str(keyfile),
-          workers=args.workers, threads=args.threads, header_timeout=args.header_timeout, body_timeout=args.body_timeout)
+          workers=args.workers, threads=args.threads, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+          cert_check_seconds=_positive(args.cert_check_seconds, "--cert-check-seconds"))
     return 0
 
 
@@ -436,7 +460,7 @@ def extender(args: argparse.Namespace) -> int:
 
     serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,
           workers=args.workers, threads=args.threads, preload=not watched, header_timeout=args.header_timeout,
-          body_timeout=args.body_timeout)
+          body_timeout=args.body_timeout, cert_check_seconds=_positive(args.cert_check_seconds, "--cert-check-seconds"))
     return 0
 
 

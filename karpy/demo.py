@@ -61,8 +61,33 @@ def say(message: str) -> None:
 class Sample:
     seconds: float
     nodes: int
-    pending: int
+    pending: int                     # inflate pods on no node yet
     price_per_hour: float
+    running: int = 0                 # inflate pods Running
+    pods: int = 0                    # inflate pods, whatever their state
+    marked_empty: int = 0            # karpy nodes whose emptiness TTL runs (karpenter.sh/emptiness-timestamp)
+
+
+def markers(samples: list[Sample]) -> list[tuple[float, str]]:
+    """Pure: the moments the picture marks, read from the samples: the scale-up, each node launched, the
+    deployment's deletion, the start of the emptiness TTL, each node deleted."""
+    out: list[tuple[float, str]] = []
+    scaled = deleted = ttl = False
+    for before, now in zip(samples, samples[1:]):
+        if not scaled and now.pods > before.pods:
+            scaled = True
+            out.append((now.seconds, "scale-up"))
+        if now.nodes > before.nodes:
+            out.append((now.seconds, "node launched"))
+        if scaled and not deleted and now.pods < before.pods:
+            deleted = True
+            out.append((now.seconds, "deployment deleted"))
+        if not ttl and now.marked_empty > before.marked_empty:
+            ttl = True
+            out.append((now.seconds, "TTL starts"))
+        if now.nodes < before.nodes:
+            out.append((now.seconds, "node deleted"))
+    return out
 
 
 def webhook_configurations(base_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
@@ -222,9 +247,13 @@ class Demo:
             nodes = [n for n in client.get(path_of("v1", "nodes"))["items"]
                      if "karpenter.sh/provisioner-name" in (n["metadata"].get("labels") or {})]
             pods = client.get(path_of("v1", "pods", "default"), labelSelector="app=inflate")["items"]
-            pending = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Pending")
+            # a pod bound to a node that still boots waits for the node, not for karpy: it is not pending
+            pending = sum(1 for p in pods if not (p.get("spec") or {}).get("nodeName"))
+            running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
             price = sum(float((n["metadata"].get("annotations") or {}).get(wk.PRICE_PER_HOUR, 0)) for n in nodes)
-            self.samples.append(Sample(time.monotonic() - self.started, len(nodes), pending, price))
+            marked = sum(1 for n in nodes if wk.EMPTINESS_TIMESTAMP in (n["metadata"].get("annotations") or {}))
+            self.samples.append(Sample(time.monotonic() - self.started, len(nodes), pending, price, running=running,
+                                       pods=len(pods), marked_empty=marked))
 
 
 def _https_ok(port: int, ca: Path) -> bool:
@@ -234,7 +263,7 @@ def _https_ok(port: int, ca: Path) -> bool:
 
 
 def plot(samples: list[Sample], path: str) -> None:
-    """Nodes, pending pods and $/h over time, as a PNG."""
+    """Nodes, pending and running pods and $/h over time, with the demo's moments marked, as a PNG."""
     import logging
 
     import matplotlib
@@ -246,12 +275,28 @@ def plot(samples: list[Sample], path: str) -> None:
     t = [s.seconds for s in samples]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     top.step(t, [s.nodes for s in samples], where="post", label="karpy nodes")
-    top.step(t, [s.pending for s in samples], where="post", label="pending pods")
+    top.step(t, [s.pending for s in samples], where="post", label="pending pods (on no node)")
+    top.step(t, [s.running for s in samples], where="post", label="running pods")
     top.set_ylabel("count")
-    top.legend(loc="upper right")
     top.set_title("karpy demo: deployment inflate scaled up, then deleted")
     bottom.step(t, [s.price_per_hour for s in samples], where="post", color="tab:green")
     bottom.set_ylabel("$/hour of karpy nodes")
+    ttl_start = None
+    for i, (seconds, label) in enumerate(markers(samples)):
+        for axis in (top, bottom):
+            axis.axvline(seconds, color="grey", linestyle=":", linewidth=1)
+        # alternate heights: moments a second apart (the deletion, the TTL's start) keep readable labels
+        top.annotate(label, (seconds, 1 - 0.45 * (i % 2)), xycoords=("data", "axes fraction"), rotation=90, va="top",
+                     ha="right", fontsize=8, color="dimgrey")
+        if label == "TTL starts":
+            ttl_start = seconds
+        if label == "node deleted" and ttl_start is not None:
+            # the idle node is the TTL doing its job (ttlSecondsAfterEmpty), not waste
+            bottom.axvspan(ttl_start, seconds, color="tab:orange", alpha=0.15, label="emptiness TTL")
+            ttl_start = None
+    top.legend(loc="center right")
+    if bottom.get_legend_handles_labels()[0]:
+        bottom.legend(loc="upper right")
     bottom.set_xlabel("seconds since the demo started")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--leader-elect", action="store_true", help="act only while holding the karpy-leader-election Lease")
     ctl.add_argument("--leader-election-namespace", default="default")
     ctl.add_argument("--cluster-endpoint", help="API server endpoint nodes join (aws)")
+    ctl.add_argument("--cluster-ca-bundle", metavar="BASE64",
+                     help="the cluster's CA (base64 PEM, as EKS reports it) written into node user data (aws); "
+                          "default: the CA the controller's connection trusts, else EKS DescribeCluster")
     ctl.add_argument("--default-instance-profile", help="instance profile for nodes when a Provisioner names none (aws)")
     ctl.add_argument("--aws-region", help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION)")
     ctl.add_argument("--interruption-queue", metavar="NAME",
@@ -157,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("--port", type=int, default=8443, help="HTTPS port (0 picks a free one)")
     hook.add_argument("--host", help="address to listen on (default: all interfaces in a pod, 127.0.0.1 elsewhere)")
     hook.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
+    _cert_check(hook)
     hook.add_argument("--cloud-provider", choices=["aws", "fake"], default="aws", help="whose rules and defaults apply")
     hook.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     hook.add_argument("--threads", type=int, default=32, help="threads per worker (a slow client holds one until its deadline)")
@@ -167,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--port", type=int, default=8888, help="port (0 picks a free one)")
     ext.add_argument("--host", help="address to listen on (default: all interfaces in a pod, 127.0.0.1 elsewhere)")
     ext.add_argument("--cert-dir", help="directory holding tls.crt and tls.key (HTTPS); plain HTTP without it")
+    _cert_check(ext)
     ext.add_argument("--kubeconfig", help="the cluster to watch and bind in; without it, $KUBECONFIG when set "
                                             "naming an existing file (and no cluster at all otherwise: every verb still answers)")
     ext.add_argument("--in-cluster", action="store_true",
@@ -176,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     _read_timeouts(ext, body=30.0)                 # filter bodies of tens of MB
     ext.set_defaults(run=commands.extender)
     return parser
+
+
+def _cert_check(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cert-check-seconds", type=float, default=10.0, metavar="SECONDS",
+                        help="how often tls.crt and tls.key are read for changes (a renewed Secret is served without "
+                             "a restart)")
 
 
 def _read_timeouts(server: argparse.ArgumentParser, *, body: float) -> None:

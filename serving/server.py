@@ -29,6 +29,7 @@ from flask import Flask
 from gunicorn import sock as gunicorn_sock
 from gunicorn.app.base import BaseApplication
 
+from karpy.serving.reload import CHECK_SECONDS, CertificateWatcher
 from karpy.serving.worker import with_deadlines
 
 GRACEFUL_TIMEOUT_SECONDS = 3  # inside the 5 s every karpy server has to stop
@@ -49,6 +50,7 @@ def _one_tls_context(config: Any, default_factory: Callable[[], ssl.SSLContext])
 def gunicorn_settings(
     *, sock: socket.socket, certfile: str | None, keyfile: str | None, workers: int, threads: int, preload: bool = True,
     header_timeout: float = HEADER_TIMEOUT_SECONDS, body_timeout: float = BODY_TIMEOUT_SECONDS,
+    cert_check_seconds: float = CHECK_SECONDS,
 ) -> dict[str, Any]:
     """The complete gunicorn configuration karpy's servers run with."""
     settings: dict[str, Any] = {
@@ -70,7 +72,9 @@ def gunicorn_settings(
         "worker_tmp_dir": worker_tmp_dir(),  # heartbeat files: RAM where there is some, never the (read-only) image
     }
     if certfile and keyfile:
-        settings.update(certfile=certfile, keyfile=keyfile, ssl_context=_one_tls_context)
+        watcher = CertificateWatcher([certfile, keyfile], interval=cert_check_seconds)
+        settings.update(certfile=certfile, keyfile=keyfile, ssl_context=_one_tls_context,
+                        when_ready=lambda _arbiter: watcher.start())    # in the master, once it serves
     return settings
 
 
@@ -125,8 +129,11 @@ def serve(
     app_factory: Callable[[], Flask], *, sock: socket.socket, certfile: str | None = None,
     keyfile: str | None = None, workers: int = 2, threads: int = 32, preload: bool = True,
     header_timeout: float = HEADER_TIMEOUT_SECONDS, body_timeout: float = BODY_TIMEOUT_SECONDS,
+    cert_check_seconds: float = CHECK_SECONDS,
 ) -> None:
-    """Serve until SIGTERM/SIGINT; returns after gunicorn's graceful stop."""
+    """Serve until SIGTERM/SIGINT; returns after gunicorn's graceful stop. A certificate or key that changes on
+    disk is served within `cert_check_seconds` (serving/reload.py)."""
     settings = gunicorn_settings(sock=sock, certfile=certfile, keyfile=keyfile, workers=workers, threads=threads,
-                                 preload=preload, header_timeout=header_timeout, body_timeout=body_timeout)
+                                 preload=preload, header_timeout=header_timeout, body_timeout=body_timeout,
+                                 cert_check_seconds=cert_check_seconds)
     _Embedded(app_factory, settings).run()

@@ -4,7 +4,9 @@ Supported: `{{ pipeline }}` with `{{-`/`-}}` trimming; if/else/end, with/end, de
 `$v = ...`; field paths on `.`, `$v` and `$`; parenthesised sub-pipelines; string, number and nil
 literals; and the functions below (Sprig's, as Helm has them). Anything else raises TemplateError, so a
 template that leaves the subset fails the test rather than rendering wrongly. genCA and genSignedCert
-make real certificates with `cryptography`, as Helm's do with Go's crypto.
+make real certificates with `cryptography`, as Helm's do with Go's crypto. `lookup` answers from the
+objects the Renderer is given (the cluster as `helm upgrade` would find it), an empty map otherwise, as
+Helm answers when the object does not exist or there is no cluster (`helm template`).
 """
 
 from __future__ import annotations
@@ -68,12 +70,21 @@ def _go_str(value: Any) -> str:
     return str(value)
 
 
+def _index(collection: Any, *keys: Any) -> Any:
+    for key in keys:
+        if collection is None:
+            raise TemplateError("index of a nil value")
+        collection = collection.get(key) if isinstance(collection, dict) else collection[key]
+    return collection
+
+
 def _truthy(value: Any) -> bool:
     return bool(value) and value != 0
 
 
 class Renderer:
-    def __init__(self, chart: Path, values: dict[str, Any], *, release: str, namespace: str) -> None:
+    def __init__(self, chart: Path, values: dict[str, Any], *, release: str, namespace: str,
+                 cluster: list[dict[str, Any]] | None = None) -> None:
         chart_doc = yaml.safe_load((chart / "Chart.yaml").read_text())
         self.root = {"Values": values, "Release": {"Name": release, "Namespace": namespace, "Service": "Helm"},
                      "Chart": {"Name": chart_doc["name"], "Version": chart_doc["version"],
@@ -97,9 +108,20 @@ class Renderer:
             "genCA": lambda cn, days: _keypair(cn, days, [], None),
             "genSignedCert": lambda cn, ips, dns, days, ca: _keypair(cn, days, list(dns or []), ca),
             "include": self._include,
+            "index": _index,
+            "lookup": self._lookup,
         }
+        self.cluster = cluster or []
         for path in sorted((chart / "templates").glob("_*.tpl")):
             self._parse(path.read_text())
+
+    def _lookup(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        for obj in self.cluster:
+            meta = obj.get("metadata", {})
+            if (obj.get("apiVersion"), obj.get("kind"), meta.get("namespace", ""), meta.get("name")) == \
+                    (api_version, kind, namespace, name):
+                return obj
+        return {}
 
     @staticmethod
     def _required(message: str, value: Any) -> Any:

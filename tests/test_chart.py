@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.gotemplate import Renderer
+from tests.gotemplate import Renderer, TemplateError
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "manifests" / "chart"
@@ -63,7 +66,10 @@ PLAIN = [ROOT / "manifests" / "controller" / "deployment.yaml", ROOT / "manifest
          ROOT / "manifests" / "webhook" / "webhook.yaml", ROOT / "manifests" / "extender" / "deployment.yaml"]
 
 
-def render(**overrides: Any) -> tuple[dict[tuple[str, str], dict[str, Any]], Renderer]:
+def render(cluster: list[dict[str, Any]] | None = None,
+           **overrides: Any) -> tuple[dict[tuple[str, str], dict[str, Any]], Renderer]:
+    """The chart's objects by (kind, name) with `overrides` (a__b for a.b) over values.yaml; `cluster` holds the
+    objects `lookup` finds, as on a `helm upgrade`."""
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     for dotted, value in overrides.items():
         node = values
@@ -71,7 +77,7 @@ def render(**overrides: Any) -> tuple[dict[tuple[str, str], dict[str, Any]], Ren
         for key in parents:
             node = node[key]
         node[leaf] = value
-    renderer = Renderer(CHART, values, release="karpy", namespace="karpenter")
+    renderer = Renderer(CHART, values, release="karpy", namespace="karpenter", cluster=cluster)
     objects = {}
     for template in sorted((CHART / "templates").glob("*.yaml")):
         for doc in yaml.safe_load_all(renderer.render(template.read_text())):
@@ -105,8 +111,9 @@ def flatten(node: Any, prefix: str = "") -> set[str]:
 def test_every_value_the_templates_read_exists_and_every_value_is_read() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     _, renderer = render(clusterName="c", clusterEndpoint="https://c", aws__defaultInstanceProfile="p",
-                         aws__region="r", aws__interruptionQueue="q", extender__enabled=True)
-    _, with_secret = render(clusterName="c", webhook__tls__secretName="s", webhook__tls__caBundle="Y2E=")
+                         aws__region="r", aws__interruptionQueue="q", extender__enabled=True,
+                         extender__secondScheduler__enabled=True, extender__clusterIP="10.0.0.1")
+    _, with_secret = render(clusterName="c", clusterEndpoint="https://c", webhook__tls__secretName="s", webhook__tls__caBundle="Y2E=")
     read = renderer.referenced | with_secret.referenced
     known = flatten(values) - {""}
     assert read <= known, read - known
@@ -115,21 +122,106 @@ def test_every_value_the_templates_read_exists_and_every_value_is_read() -> None
     assert not unread, unread
 
 
-def test_the_chart_with_matching_values_renders_the_plain_manifests() -> None:
+# The values the plain manifests correspond to: the placeholders they ask the user to replace, the extender on.
+PLAIN_VALUES: dict[str, Any] = dict(clusterName="CLUSTER_NAME", clusterEndpoint="CLUSTER_ENDPOINT", cloudProvider="aws",
+                                    extender__enabled=True)
+
+
+def test_the_chart_and_the_plain_manifests_hold_the_same_objects_both_ways() -> None:
     plain = plain_objects()
-    fake, _ = render(clusterName="karpy", cloudProvider="fake", extender__enabled=True)
-    aws, _ = render(clusterName="karpy", cloudProvider="aws", extender__enabled=True)
+    chart, _ = render(**PLAIN_VALUES)
     for key, want in plain.items():
-        chart = aws if key == ("Deployment", "karpy-webhook") else fake
         assert key in chart, f"the chart has no {key[0]} {key[1]}"
         assert comparable(chart[key]) == comparable(want), key
-    scheduler = yaml.safe_load(fake[("ConfigMap", "karpy-extender-scheduler-config")]["data"]["scheduler-config.yaml"])
+    # the chart's objects that are not plain manifests, and why: the Secret is made by the user (the steps in
+    # docs/install.md), the scheduler configuration is a file given to kube-scheduler (compared below)
+    assert set(chart) - set(plain) == {("Secret", "karpy-webhook-cert"), ("ConfigMap", "karpy-extender-scheduler-config")}
+    scheduler = yaml.safe_load(chart[("ConfigMap", "karpy-extender-scheduler-config")]["data"]["scheduler-config.yaml"])
     assert scheduler == yaml.safe_load((ROOT / "manifests" / "extender" / "scheduler-config.yaml").read_text())
+
+
+@pytest.mark.slow      # starts the controller against a moto server
+def test_the_plain_controller_runs_the_aws_provider_once_the_cluster_is_named() -> None:
+    (container,) = plain_objects()[("Deployment", "karpy-controller")]["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--cloud-provider") + 1] == "aws"
+    assert args[args.index("--cluster-name") + 1] == "CLUSTER_NAME"
+    assert args[args.index("--cluster-endpoint") + 1] == "CLUSTER_ENDPOINT"
+    result = subprocess.run([sys.executable, "-m", "karpy.main", *args], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "AWS_REGION": "us-east-1"})
+    assert result.returncode == 2 and "--cluster-endpoint 'CLUSTER_ENDPOINT': not an https:// URL" in result.stderr
+
+
+def test_cluster_endpoint_is_required_with_the_aws_provider() -> None:
+    with pytest.raises(TemplateError, match="clusterEndpoint is required with cloudProvider aws"):
+        render(clusterName="c", cloudProvider="aws")
+    objects, _ = render(clusterName="c", cloudProvider="fake")
+    assert "--cluster-endpoint" not in objects[("Deployment", "karpy-controller")]["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+
+
+def test_an_upgrade_keeps_the_webhook_certificate_the_install_made() -> None:
+    first, _ = render(clusterName="c", clusterEndpoint="https://c")
+    secret = first[("Secret", "karpy-webhook-cert")]
+    installed = {**secret, "metadata": {**secret["metadata"], "resourceVersion": "1"}}
+    upgrades = [render(cluster=[installed], clusterName="c", clusterEndpoint="https://c", replicas=n)[0] for n in (1, 3)]
+    for upgrade in [first, *upgrades]:
+        assert upgrade[("Secret", "karpy-webhook-cert")]["data"] == secret["data"]
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            config = next(d for k, d in upgrade.items() if k[0] == kind)
+            assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {secret["data"]["ca.crt"]}
+    # without the Secret (a fresh install, or `helm template`) a new CA is made
+    again, _ = render(clusterName="c", clusterEndpoint="https://c")
+    assert again[("Secret", "karpy-webhook-cert")]["data"]["ca.crt"] != secret["data"]["ca.crt"]
+    # a Secret that lacks a part is replaced whole, never mixed with new parts
+    broken = {**installed, "data": {k: v for k, v in secret["data"].items() if k != "tls.key"}}
+    mended, _ = render(cluster=[broken], clusterName="c", clusterEndpoint="https://c")
+    assert mended[("Secret", "karpy-webhook-cert")]["data"]["ca.crt"] != secret["data"]["ca.crt"]
+
+
+def test_a_second_scheduler_calls_the_extender_for_the_pods_that_name_it() -> None:
+    assert ("Deployment", "karpy-scheduler") not in render(clusterName="c", clusterEndpoint="https://c",
+                                                           extender__enabled=True)[0]      # off unless asked
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c", extender__enabled=True,
+                        extender__secondScheduler__enabled=True)
+    pod = objects[("Deployment", "karpy-scheduler")]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][0] == "kube-scheduler" and container["image"].startswith("registry.k8s.io/kube-scheduler:")
+    config_path = next(a.split("=", 1)[1] for a in container["command"] if a.startswith("--config="))
+    mount = next(m for m in container["volumeMounts"] if config_path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    config_map = objects[("ConfigMap", volume["configMap"]["name"])]
+    config = yaml.safe_load(config_map["data"][config_path.rsplit("/", 1)[1]])
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert [p["schedulerName"] for p in config["profiles"]] == ["karpy-scheduler"]      # pods opt in by this name
+    lease = config["leaderElection"]
+    assert lease["leaderElect"] is True and (lease["resourceName"], lease["resourceNamespace"]) == ("karpy-scheduler", "karpenter")
+    leases = objects[("Role", "karpy-scheduler-leader-election")]["rules"]
+    assert any(lease["resourceName"] in r.get("resourceNames", []) and "update" in r["verbs"] for r in leases)
+    service = objects[("Service", "karpy-extender")]
+    (extender,) = config["extenders"]
+    assert extender["urlPrefix"] == f"http://karpy-extender.karpenter.svc:{service['spec']['ports'][0]['port']}/scheduler"
+    # the same extender settings as the configuration for the cluster's own kube-scheduler
+    plain = yaml.safe_load((ROOT / "manifests" / "extender" / "scheduler-config.yaml").read_text())["extenders"][0]
+    assert {k: v for k, v in extender.items() if k != "urlPrefix"} == {k: v for k, v in plain.items() if k != "urlPrefix"}
+    roles = {o["roleRef"]["name"] for k, o in objects.items() if k[0] in ("ClusterRoleBinding", "RoleBinding")
+             and any(s["name"] == "karpy-scheduler" for s in o["subjects"])}
+    assert {"system:kube-scheduler", "system:volume-scheduler", "extension-apiserver-authentication-reader"} <= roles
+
+
+def test_a_pinned_cluster_ip_reaches_the_extender_without_cluster_dns() -> None:
+    """A kube-scheduler on the host network resolves no cluster names: both configurations name the IP."""
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c", extender__enabled=True,
+                        extender__secondScheduler__enabled=True, extender__clusterIP="10.100.0.50")
+    assert objects[("Service", "karpy-extender")]["spec"]["clusterIP"] == "10.100.0.50"
+    for name in ("karpy-extender-scheduler-config", "karpy-scheduler-config"):
+        (extender,) = yaml.safe_load(objects[("ConfigMap", name)]["data"]["scheduler-config.yaml"])["extenders"]
+        assert extender["urlPrefix"] == "http://10.100.0.50:8888/scheduler", name
 
 
 def test_consolidation_is_steered_only_when_asked_and_the_extender_is_installed() -> None:
     def controller_args(**values: Any) -> list[str]:
-        objects, _ = render(clusterName="c", **values)
+        objects, _ = render(clusterName="c", clusterEndpoint="https://c", **values)
         return objects[("Deployment", "karpy-controller")]["spec"]["template"]["spec"]["containers"][0]["args"]
 
     assert "--consolidation-steering" in controller_args(extender__enabled=True, extender__steerConsolidation=True)
@@ -138,9 +230,11 @@ def test_consolidation_is_steered_only_when_asked_and_the_extender_is_installed(
 
 
 def test_every_pod_and_container_runs_locked_down() -> None:
-    objects, _ = render(clusterName="c", extender__enabled=True)
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c", extender__enabled=True,
+                        extender__secondScheduler__enabled=True)
     deployments = [d for d in objects.values() if d["kind"] == "Deployment"]
-    assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook", "karpy-extender"}
+    assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook", "karpy-extender",
+                                                            "karpy-scheduler"}
     for d in deployments + [d for d in plain_objects().values() if d["kind"] == "Deployment"]:
         pod = d["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
@@ -158,7 +252,7 @@ def test_generated_webhook_certificate_is_signed_by_the_injected_bundle() -> Non
 
     from cryptography import x509
 
-    objects, _ = render(clusterName="c")
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c")
     secret = objects[("Secret", "karpy-webhook-cert")]
     ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
@@ -171,7 +265,7 @@ def test_generated_webhook_certificate_is_signed_by_the_injected_bundle() -> Non
 
 
 def test_a_user_secret_replaces_the_generated_one() -> None:
-    objects, _ = render(clusterName="c", webhook__tls__secretName="mine", webhook__tls__caBundle="Y2E=")
+    objects, _ = render(clusterName="c", clusterEndpoint="https://c", webhook__tls__secretName="mine", webhook__tls__caBundle="Y2E=")
     assert not any(k[0] == "Secret" for k in objects)
     pod = objects[("Deployment", "karpy-webhook")]["spec"]["template"]["spec"]
     assert {"name": "tls", "secret": {"secretName": "mine"}} in pod["volumes"]
@@ -212,8 +306,9 @@ def test_the_plain_manifests_take_the_image_from_one_place(tmp_path: Path) -> No
     assert {d["metadata"]["name"] for d in deployments} == {"karpy-controller", "karpy-webhook"}
     assert {c["image"] for d in deployments for c in d["spec"]["template"]["spec"]["containers"]} == {"registry.example.com/karpy:v9"}
     listed = set(kustomization["resources"])
+    # not Kubernetes objects to install: the chart, the AWS stack, the examples users copy
     shipped = {str(p.relative_to(ROOT / "manifests")) for p in (ROOT / "manifests").rglob("*.yaml")
-               if "chart" not in p.parts and p.name != "kustomization.yaml"}
+               if not {"chart", "aws", "examples"} & set(p.parts) and p.name != "kustomization.yaml"}
     assert shipped - listed == {"extender/deployment.yaml", "extender/scheduler-config.yaml"}   # optional, by design
 
 
@@ -224,3 +319,22 @@ def test_no_webhook_is_configured_for_the_v1_objects() -> None:
     served = {(group, version, resource) for c in configurations for hook in c["webhooks"] for rule in hook["rules"]
               for group in rule["apiGroups"] for version in rule["apiVersions"] for resource in rule["resources"]}
     assert served == {("karpenter.sh", "v1alpha5", "provisioners"), ("karpenter.k8s.aws", "v1alpha1", "awsnodetemplates")}
+
+
+def test_every_value_the_docs_set_is_a_value_of_the_chart() -> None:
+    """The `--set` flags of the install steps in the docs name values the chart has, and the getting-started
+    install renders (placeholders for the shell variables)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    known = flatten(values) - {""}
+    for doc in ("getting-started.md", "install.md", "extender.md"):
+        text = (ROOT / "docs" / doc).read_text()
+        keys = re.findall(r"--set ([A-Za-z][\w.]*(?:\.\"[^\"]+\")?)=", text)
+        assert keys, doc
+        for key in keys:
+            path = key.split('."')[0]               # serviceAccount.annotations."eks\\.amazonaws\\.com/role-arn"
+            assert path in known, f"docs/{doc}: --set {key}: the chart has no value {path}"
+    objects, _ = render(clusterName="demo", clusterEndpoint="https://api.demo", aws__defaultInstanceProfile="p",
+                        aws__interruptionQueue="demo",
+                        serviceAccount__annotations={"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"})
+    args = objects[("Deployment", "karpy-controller")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--interruption-queue") + 1] == "demo"

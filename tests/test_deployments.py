@@ -52,6 +52,8 @@ def adapted(container: dict[str, Any], *, cert_dir: Path) -> tuple[list[str], di
             arg = str(ports[int(arg)])
         elif arg in mounts and mounts[arg] == "tls":
             arg = str(cert_dir)
+        elif arg == "CLUSTER_ENDPOINT":         # the placeholder the plain manifests ask the user to fill
+            arg = "https://cluster.example"
         args.append(arg)
     missing = {p for p in container_ports if str(p) not in container["args"]}
     assert not missing, f"container {container['name']} exposes {missing}, which its command never opens"
@@ -77,6 +79,15 @@ def test_each_deployment_answers_its_probes_where_its_manifest_sends_them(
     named = {p["name"]: ports[p["containerPort"]] for p in container["ports"]}
     env = {k: v for k, v in os.environ.items() if k not in ("PROMETHEUS_MULTIPROC_DIR", "KUBERNETES_SERVICE_HOST")}
     env["KUBECONFIG"] = str(cluster.kubeconfig)
+    aws = None
+    if args[0] == "controller" and args[args.index("--cloud-provider") + 1] == "aws":   # EC2 played by moto
+        from moto.server import ThreadedMotoServer
+
+        aws = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        aws.start()
+        host, port = aws.get_host_and_port()
+        env.update(AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_REGION="us-east-1",
+                   AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
     log = tmp_path / f"{name}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "karpy.main", *args], stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -97,6 +108,9 @@ def test_each_deployment_answers_its_probes_where_its_manifest_sends_them(
             process.kill()
             process.wait()
             raise
+        finally:
+            if aws is not None:
+                aws.stop()
 
 
 def wait_ok(url: str, process: subprocess.Popen[bytes], *, seconds: float = 60) -> bool:

@@ -61,16 +61,15 @@ from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 from karpy.controller.launch.launcher import Launcher
+from karpy.controller.metrics import CONSOLIDATION_ACTIONS, CONSOLIDATION_NODES_CREATED
 from karpy.controller.provisioning.provisioner import provisionable_pods
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.consolidation")
-ACTIONS = Counter("karpy_consolidation_actions_performed_total", "Consolidation actions carried out", ["action"])
 CANCELLED = Counter("karpy_consolidation_actions_cancelled_total", "Consolidation actions dropped on re-validation",
                     ["action"])
-CREATED = Counter("karpy_consolidation_nodes_created_total", "Replacement nodes consolidation launched")
 REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
 REPORT_AGAIN_AFTER = dt.timedelta(minutes=30)   # an unchanged reason for a kept node is said again only this rarely
 REPORT_NODE_EVERY = dt.timedelta(minutes=2)     # and a node's changed reason no sooner than this (Karpenter's dedupe TTL)
@@ -410,7 +409,7 @@ class Consolidation:
             self._steer(action)
             for name in action.nodes:
                 self.state.delete_node(name)
-            ACTIONS.labels(action.kind).inc()
+            CONSOLIDATION_ACTIONS.inc(action.kind)
             return SETTLE_CHECK_SECONDS
         for name in action.nodes:
             self._cordon(name, True)                   # nothing new lands on a node that is going
@@ -425,7 +424,7 @@ class Consolidation:
                     self._cordon(name, False)
                 return self.settings.poll_seconds
             log.info("Launched replacement %s for node(s) %s", new, ", ".join(action.nodes))
-            CREATED.inc()
+            CONSOLIDATION_NODES_CREATED.inc()
             launched.append(new)
             self._launched_as[replacement.planned.name] = new
         self._replacing.append(_Replacing(action, tuple(launched), self.clock.now() + REPLACEMENT_TIMEOUT))
@@ -440,7 +439,7 @@ class Consolidation:
                 self._steer(r.action)
                 for name in r.old:
                     self.state.delete_node(name)
-                ACTIONS.labels(REPLACE).inc()
+                CONSOLIDATION_ACTIONS.inc(REPLACE)
                 self._replacing.remove(r)
             elif self.clock.now() >= r.deadline:
                 log.error("Replacement(s) %s for node(s) %s did not become ready; deleting them and keeping node(s) %s",
@@ -461,7 +460,7 @@ class Consolidation:
                 self._steer(action)
                 for name in action.nodes:
                     self.state.delete_node(name)
-                ACTIONS.labels(action.kind).inc()
+                CONSOLIDATION_ACTIONS.inc(action.kind)
             self._deferred = []
             self._launched_as = {}
             return SETTLE_CHECK_SECONDS

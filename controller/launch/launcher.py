@@ -51,6 +51,7 @@ from karpy.controller.launch.claims import (
     request_of,
     that_fit,
 )
+from karpy.controller.metrics import CONSOLIDATION, NODES_CREATED, PROVISIONING
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -58,7 +59,7 @@ from karpy.kubeclient.outage import ApiUnreachable, backoff_seconds
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.provisioning")
-NODES_LAUNCHED = Counter("karpy_nodes_created_total", "Nodes launched", ["provisioner"])
+EVENT_WORKERS = 2
 LAUNCH_ERRORS = Counter("karpy_cloudprovider_errors_total", "Failed launches", ["provisioner", "error"])
 LAUNCH_SECONDS = Histogram("karpy_nodes_launch_duration_seconds", "Time to launch one node")
 CLAIMS = path_of(api.GROUP_VERSION, api.PLURAL)
@@ -122,12 +123,16 @@ class Launcher:
         # one set of bind workers for every launch: a node's pods bind side by side, and a burst of nodes
         # cannot open more connections than the client's pool holds
         self._binds = concurrent.futures.ThreadPoolExecutor(bind_workers, thread_name_prefix="bind")
+        # what each pod is told (Nominated, Scheduled) goes out on the side: it informs people and decides nothing,
+        # so a launch or a bind never waits for it
+        self._events = concurrent.futures.ThreadPoolExecutor(EVENT_WORKERS, thread_name_prefix="launch-events")
         self.pause = Pause()                   # the provisioner pauses the workers while it plans a batch's first chunk
 
     # --- entry points --------------------------------------------------------------------------
     def close(self) -> None:
         """Wait for the binds already sent, and take no more: after this, nothing of this launcher reaches the API."""
         self._binds.shutdown(wait=True, cancel_futures=True)
+        self._events.shutdown(wait=True, cancel_futures=True)
 
     def launch(self, planned: PlannedNode, *, bind: bool = True) -> str | None:
         """Launch a node for `planned` (and bind its pods unless `bind` is False: replacements, whose pods still
@@ -295,6 +300,7 @@ class Launcher:
                         return None
                     claim = self._patch_status(claim, launched_status(instance))
                 written = self._write_node(claim, instance)                     # 4. the Node
+                self._nominate(claim, instance)
                 self._fault("after-node")
                 claim = self._patch_status(claim, {"nodeCreated": True})
             elif step is Step.BIND:
@@ -332,7 +338,9 @@ class Launcher:
             log.info("Found instance %s launched earlier for %s; adopting it", instance.provider_id, name)
             return instance
         LAUNCH_SECONDS.observe(time.perf_counter() - started)
-        NODES_LAUNCHED.labels(request.provisioner).inc()
+        # a claim that binds no pods is a replacement consolidation launched ahead of draining
+        NODES_CREATED.inc(PROVISIONING if (claim.get("spec") or {}).get("bind", True) else CONSOLIDATION,
+                          request.provisioner)
         log.info("Launched instance: %s, hostname: %s, type: %s, zone: %s, capacityType: %s", instance.provider_id,
                  instance.node_name, instance.instance_type, instance.zone, instance.capacity_type)
         for warning in instance.warnings:
@@ -428,8 +436,25 @@ class Launcher:
         if uid:
             with self._lock:
                 self._just_bound[uid] = (namespace, name)
+        self._say(namespace, name, uid, reason="Scheduled", message=f"Successfully assigned {namespace}/{name} to {node_name}")
         self._fault("mid-bind")
         return True
+
+    def _nominate(self, claim: Obj, instance: Instance) -> None:
+        """Karpenter's Nominated Event on each pod the node was launched for: which node, and what was launched."""
+        message = (f"Pod should schedule on node {instance.node_name}: launched {instance.instance_type} "
+                   f"({instance.capacity_type}) in {instance.zone} for it, as {instance.provider_id}")
+        for namespace, name, uid in pods_of(claim):
+            self._say(namespace, name, uid, reason="Nominated", message=message)
+
+    def _say(self, namespace: str, name: str, uid: str | None, *, reason: str, message: str) -> None:
+        """A Normal Event on a pod, sent by the event workers (aggregated with its repeats; one that cannot be
+        written is logged there and changes nothing: kubeclient/events.py)."""
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": name, "uid": uid}}
+        try:
+            self._events.submit(events.record, self.state.client, pod, reason=reason, message=message, component="karpy")
+        except RuntimeError:                             # closed: the launcher is stopping
+            pass
 
     def _finalize(self, claim: Obj) -> None:
         """A deleted claim: its Node goes through termination, then the instance must be gone, then the finalizer."""

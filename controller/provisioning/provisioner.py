@@ -26,12 +26,12 @@ import time
 from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
-from prometheus_client import Gauge, Histogram
 
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.launch.launcher import Launcher, Pause, node_request
+from karpy.controller.metrics import SCHEDULING_SECONDS
 from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
@@ -43,8 +43,6 @@ from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.provisioning")
-PENDING_PODS = Gauge("karpy_provisioner_pending_pods", "Provisionable pods seen in the last batch")
-SCHEDULING_SECONDS = Histogram("karpy_provisioner_scheduling_duration_seconds", "Time to plan a batch")
 __all__ = ["Provisioner", "is_provisionable", "node_request", "provisionable_pods"]
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -150,7 +148,6 @@ class Provisioner:
         if provisionable:
             on_the_way = self.launcher.claimed_pods()
             provisionable = [p for p in provisionable if p["metadata"].get("uid") not in on_the_way]
-        PENDING_PODS.set(len(provisionable))
         if not provisionable:
             return
         log.info("Found %d provisionable pod(s)", len(provisionable))

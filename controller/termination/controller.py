@@ -31,16 +31,22 @@ from karpy.apis.selectors import Taint, tolerates
 from karpy.apis.timestamps import parse_time
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
+from karpy.controller.metrics import NODES_TERMINATED
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.termination")
-NODES_TERMINATED = Counter("karpy_nodes_terminated_total", "Nodes whose instance was terminated", ["provisioner"])
 EVICTIONS = Counter("karpy_evictions_total", "Evictions requested while draining", ["result"])
 STUCK_TERMINATING = dt.timedelta(minutes=1)     # past this, a terminating pod's kubelet is taken to be gone
 CORDON_TAINT = Taint(wk.TAINT_UNSCHEDULABLE, "", "NoSchedule")
 LOAD_BALANCER_EXCLUSION = "karpenter"
+
+
+def termination_reason(node: dict[str, Any]) -> str:
+    """Pure: why a node went, as far as the node itself tells: emptiness marks it before deleting it."""
+    annotations = node["metadata"].get("annotations") or {}
+    return "emptiness" if annotations.get(wk.EMPTINESS_TIMESTAMP) else "deletion"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +176,7 @@ class Terminator:
             client.patch(path_of("v1", "nodes", name=name),
                          [{"op": "test", "path": "/metadata/resourceVersion", "value": node["metadata"]["resourceVersion"]},
                           {"op": "replace", "path": "/metadata/finalizers", "value": finalizers}], "application/json-patch+json")
-            NODES_TERMINATED.labels(self.state.ours(node) or "").inc()
+            NODES_TERMINATED.inc(termination_reason(node), self.state.ours(node) or "")
             self._announced.pop(name, None)
             log.info("Deleted node %s", name)
             return None

@@ -1,20 +1,25 @@
 """`karpy controller --cloud-provider aws` on the local cluster, EC2 played by a moto server on loopback:
 pending pods -> CreateFleet -> the instance joins as its Node -> pods bound and Running -> deleting the
 Node terminates the instance. The controller reaches moto through a proxy that reports the cheapest
-instance type out of capacity: the pods are told so in an Event, and the next cheapest is launched."""
+instance type out of capacity: the pods are told so in an Event, and the next cheapest is launched. The
+cluster's CA, which the local cluster (plain HTTP) cannot give, comes from EKS DescribeCluster into the
+node's user data."""
 
 from __future__ import annotations
 
+import base64
 import os
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import boto3
 import kubernetes
 import pytest
 
-from tests.aws.conftest import CLUSTER, DISCOVERY, Moto
+from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto
 from tests.aws.faults import FaultProxy, out_of_capacity
 from tests.builders import deployment
 from tests.conftest import free_port
@@ -30,6 +35,9 @@ def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto
     proxy.on("CreateFleet", out_of_capacity(), times=1)
     kubeconfig = tmp_path / "kubeconfig"
     env = {**os.environ}
+    eks = boto3.client("eks", region_name=REGION, endpoint_url=moto.url)
+    eks.create_cluster(name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={})
+    ca = eks.describe_cluster(name=CLUSTER)["cluster"]["certificateAuthority"]["data"]
     processes = [subprocess.Popen(
         [sys.executable, "-m", "karpy.main", "sim", "--port", str(free_port()), "--kubeconfig-out", str(kubeconfig),
          "--system-nodes", "0", "--boot-delay", "0.5", "--aws-endpoint-url", moto.url, "--cluster-name", CLUSTER],
@@ -64,6 +72,12 @@ def test_pending_pods_launch_an_ec2_instance_that_joins_and_runs_them(moto: Moto
         assert node.spec.provider_id == f"aws:///{launched['Placement']['AvailabilityZone']}/{launched['InstanceId']}"
         assert node.metadata.labels["node.kubernetes.io/instance-type"] == launched["InstanceType"]
         assert any(a.type == "InternalIP" for a in node.status.addresses)       # adopted by the registrar
+
+        (template,) = moto.ec2.describe_launch_templates()["LaunchTemplates"]
+        data = moto.ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+            "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        argv = shlex.split(base64.b64decode(data["UserData"]).decode().replace("\\\n", " ").splitlines()[-1])
+        assert argv[argv.index("--b64-cluster-ca") + 1] == ca
 
         ice = proxy.sent("CreateFleet")[0].overrides()[0]["InstanceType"]
         assert launched["InstanceType"] != ice

@@ -84,11 +84,11 @@ def test_a_replacement_is_ready_before_the_old_node_goes(env: Env) -> None:
     env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("big"), pod("p", cpu="1", node_name="big"))
     c.reconcile()
     assert c._proposal is not None and c._proposal.action.replacement.instance_type == "small"
-    created = REGISTRY.get_sample_value("karpy_consolidation_nodes_created_total") or 0.0
+    created = REGISTRY.get_sample_value("karpenter_consolidation_nodes_created") or 0.0
     env.clock.step(15)
     c.reconcile()                                  # launches the replacement, cordons the old node
     assert "default-new0" in live_nodes(env)
-    assert REGISTRY.get_sample_value("karpy_consolidation_nodes_created_total") == created + 1
+    assert REGISTRY.get_sample_value("karpenter_consolidation_nodes_created") == created + 1
     assert live_nodes(env)["big"]["spec"].get("unschedulable") is True
     c.reconcile()
     assert "big" in live_nodes(env)               # the replacement is not initialized yet: the old node stays

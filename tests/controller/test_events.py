@@ -40,3 +40,20 @@ def test_a_repeat_of_an_event_that_is_gone_creates_it_again(env: Env) -> None:
     env.client.delete(path_of("v1", "events", "default", event["metadata"]["name"]))
     events.record(env.client, obj, reason="Nominated", message="to node x", component="karpy")
     assert [e["count"] for e in _events(env, "api")] == [1]
+
+
+def test_a_pod_is_told_the_node_launched_for_it_and_its_binding(env: Env) -> None:
+    from tests.builders import provisioner, unschedulable_pod
+    from tests.expectations import eventually
+
+    (web,) = env.provision(provisioner("default"), unschedulable_pod("web", cpu="1"))
+    node = web["spec"]["nodeName"]
+
+    def told() -> dict[str, dict[str, Any]]:
+        found = {e["reason"]: e for e in _events(env, "web")}
+        return found if {"Nominated", "Scheduled"} <= set(found) else {}
+    found = eventually(told, timeout=10)
+    assert found["Nominated"]["message"].startswith(f"Pod should schedule on node {node}: launched ")
+    assert found["Nominated"]["involvedObject"]["uid"] == web["metadata"]["uid"]
+    assert found["Scheduled"]["message"] == f"Successfully assigned default/web to {node}"
+    assert {e["type"] for e in found.values()} == {"Normal"}

@@ -30,7 +30,7 @@ def kill_at(point: str) -> Callable[[str], None]:
 
 def launches() -> float:
     """Nodes launched so far for the `default` provisioner, by the launcher's metric."""
-    return REGISTRY.get_sample_value("karpy_nodes_created_total", {"provisioner": "default"}) or 0.0
+    return REGISTRY.get_sample_value("karpenter_nodes_created", {"reason": "provisioning", "provisioner": "default"}) or 0.0
 
 
 def restart(env: Env, dead: Provisioner | None = None) -> Provisioner:

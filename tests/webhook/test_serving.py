@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_server
+from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.slow      # starts karpy server processes
 
@@ -69,3 +69,41 @@ def test_a_client_that_reconnects_resumes_its_tls_session(webhook_server: object
     session, reused = get_healthz(None)
     assert not reused
     assert get_healthz(session)[1]          # the one worker's one TLS context knows the ticket it issued
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(cert_dir: Path, tmp_path: Path) -> None:
+    """As when the kubelet refreshes the webhook's Secret volume: the files change, the server follows."""
+    import shutil
+    import socket
+    import ssl
+
+    import requests
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    from karpy.certs.authority import generate, write
+    from tests.expectations import eventually
+
+    served_dir = tmp_path / "tls"
+    shutil.copytree(cert_dir, served_dir)
+    server = start_server(["webhook", "--cert-dir", str(served_dir), "--workers", "1", "--cert-check-seconds", "0.2"],
+                          ca=served_dir / "ca.crt", log=tmp_path / "log")
+    host, port = server.base_url.removeprefix("https://").split(":")
+
+    def served() -> bytes:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        with socket.create_connection((host, int(port)), timeout=5) as raw, context.wrap_socket(raw) as tls:
+            der = tls.getpeercert(binary_form=True)
+        assert der is not None
+        return x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
+
+    try:
+        assert served() == (cert_dir / "tls.crt").read_bytes()
+        renewed = generate()
+        write(renewed, served_dir)
+        eventually(lambda: served() == renewed.tls_crt, timeout=20)
+        # still answering, now verified by the new CA, after the workers were replaced
+        assert requests.get(server.base_url + "/readyz", verify=str(served_dir / "ca.crt"), timeout=5).text == "ok"
+    finally:
+        assert stop_server(server) == 0

@@ -30,3 +30,17 @@ volumes:
   - name: tmp
     emptyDir: {}
 {{- end -}}
+{{- /* The extenders stanza of a KubeSchedulerConfiguration that calls karpy's extender: by the Service's DNS
+name, or by extender.clusterIP where the scheduler cannot resolve cluster names (hostNetwork). */}}
+{{- define "karpy.schedulerExtenders" -}}
+extenders:
+  - urlPrefix: "http://{{ default (printf "%s-extender.%s.svc" .Release.Name .Release.Namespace) .Values.extender.clusterIP }}:{{ .Values.extender.port }}/scheduler"
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    bindVerb: bind
+    weight: 1
+    enableHTTPS: false
+    nodeCacheCapable: true
+    httpTimeout: 5s
+    ignorable: true
+{{- end -}}

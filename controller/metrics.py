@@ -1,0 +1,196 @@
+"""The controller's metrics under Karpenter v0.16's names and labels, so its dashboards and alerts read karpy.
+
+Two kinds. Events are counted where they happen (`NODES_CREATED` by the launcher, `NODES_TERMINATED` by
+termination, ...) with Karpenter's exact names: Go's Prometheus client writes a counter under the name it is
+given, where Python's would add `_total` (to the samples and to the TYPE line), so `KarpenterCounter` exposes
+its samples itself, typed `untyped` (Prometheus stores and rates them the same; only the name is what queries
+see). The state of the
+cluster (`karpenter_pods_state`, `karpenter_nodes_allocatable`, `karpenter_provisioner_usage`, ...) is read from
+the watch caches when Prometheus scrapes (`ClusterMetrics`): it follows the cluster as it is, so a gauge falls
+back when a pod or a node leaves instead of holding its last written value. `cluster_samples` computes those
+samples from plain objects and is pure; the collector only reads the caches. karpy's own extras keep `karpy_`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from prometheus_client import REGISTRY, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from karpy.apis import labels as wk
+from karpy.apis.quantity import Quantity, QuantityError
+
+Obj = dict[str, Any]
+UNKNOWN = "N/A"                      # Karpenter's value for a label it cannot fill
+PROVISIONING, CONSOLIDATION = "provisioning", "consolidation"     # why a node was created
+
+
+class KarpenterCounter(Collector):
+    """A counter exposed under exactly `name` (no `_total`), as Karpenter's Go client exposes it."""
+
+    def __init__(self, name: str, documentation: str, label_names: Sequence[str] = ()) -> None:
+        self.name, self.documentation, self.label_names = name, documentation, tuple(label_names)
+        self._values: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+        REGISTRY.register(self)
+
+    def inc(self, *label_values: str, amount: float = 1.0) -> None:
+        if len(label_values) != len(self.label_names):
+            raise ValueError(f"{self.name}: expected labels {self.label_names}, got {label_values}")
+        with self._lock:
+            self._values[label_values] = self._values.get(label_values, 0.0) + amount
+
+    def collect(self) -> Iterable[Metric]:
+        metric = Metric(self.name, self.documentation, "unknown")
+        with self._lock:
+            for values, total in self._values.items():
+                metric.add_sample(self.name, dict(zip(self.label_names, values)), total)
+        yield metric
+
+
+NODES_CREATED = KarpenterCounter("karpenter_nodes_created", "Number of nodes created in total by Karpenter. "
+                                 "Labeled by reason the node was created.", ["reason", "provisioner"])
+NODES_TERMINATED = KarpenterCounter("karpenter_nodes_terminated", "Number of nodes terminated in total by Karpenter. "
+                                    "Labeled by reason the node was terminated.", ["reason", "provisioner"])
+CONSOLIDATION_ACTIONS = KarpenterCounter("karpenter_consolidation_actions_performed",
+                                         "Number of consolidation actions performed. Labeled by action.", ["action"])
+CONSOLIDATION_NODES_CREATED = KarpenterCounter("karpenter_consolidation_nodes_created",
+                                               "Number of nodes created in total by consolidation.")
+SCHEDULING_SECONDS = Histogram("karpenter_provisioner_scheduling_duration_seconds",
+                               "Duration of scheduling process in seconds.")
+CLOUDPROVIDER_SECONDS = Histogram("karpenter_cloudprovider_duration_seconds",
+                                  "Duration of cloud provider method calls.", ["controller", "method", "provider"])
+
+
+def _quantity(value: object) -> float | None:
+    try:
+        return float(Quantity.parse(value))
+    except QuantityError:
+        return None
+
+
+def _node_labels(node: Obj | None) -> dict[str, str]:
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    return {"provisioner": labels.get(wk.PROVISIONER_NAME, UNKNOWN), "zone": labels.get(wk.ZONE, UNKNOWN),
+            "arch": labels.get(wk.ARCH, UNKNOWN), "capacity_type": labels.get(wk.CAPACITY_TYPE, UNKNOWN),
+            "instance_type": labels.get(wk.INSTANCE_TYPE, UNKNOWN)}
+
+
+def cluster_samples(*, pods: Iterable[Obj], nodes: Iterable[Obj], provisioners: Iterable[Obj],
+                    pending_pods: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Pure: metric name -> its samples (labels, value) for the cluster the objects describe."""
+    nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
+    out: dict[str, list[tuple[dict[str, str], float]]] = {
+        "karpenter_pods_state": [], "karpenter_nodes_allocatable": [], "karpenter_provisioner_limit": [],
+        "karpenter_provisioner_usage": [], "karpenter_provisioner_usage_pct": [],
+        "karpy_provisioner_pending_pods": [({}, float(pending_pods))]}
+    for pod in pods:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        owners = meta.get("ownerReferences") or []
+        node_name = spec.get("nodeName") or ""
+        out["karpenter_pods_state"].append(({
+            "name": meta.get("name", ""), "namespace": meta.get("namespace", ""),
+            "owner": owners[0].get("name", UNKNOWN) if owners else UNKNOWN, "node": node_name or UNKNOWN,
+            **_node_labels(nodes_by_name.get(node_name)), "phase": (pod.get("status") or {}).get("phase") or UNKNOWN},
+            1.0))
+    usage: dict[str, dict[str, float]] = {}
+    for name, node in nodes_by_name.items():
+        labels = _node_labels(node)
+        if labels["provisioner"] == UNKNOWN:
+            continue                                    # not karpy's
+        status = node.get("status") or {}
+        for resource, value in (status.get("allocatable") or {}).items():
+            if (amount := _quantity(value)) is not None:
+                out["karpenter_nodes_allocatable"].append(({"node_name": name, **labels, "phase": status.get("phase")
+                                                            or UNKNOWN, "resource_type": resource}, amount))
+        for resource, value in (status.get("capacity") or {}).items():
+            if (amount := _quantity(value)) is not None:
+                by_resource = usage.setdefault(labels["provisioner"], {})
+                by_resource[resource] = by_resource.get(resource, 0.0) + amount
+    for provisioner in provisioners:
+        name = provisioner["metadata"]["name"]
+        used = usage.get(name, {})
+        for resource, amount in used.items():
+            out["karpenter_provisioner_usage"].append(({"resource_type": resource, "provisioner": name}, amount))
+        limits = ((provisioner.get("spec") or {}).get("limits") or {}).get("resources") or {}
+        for resource, value in limits.items():
+            if (limit := _quantity(value)) is None:
+                continue
+            out["karpenter_provisioner_limit"].append(({"resource_type": resource, "provisioner": name}, limit))
+            if limit > 0:
+                out["karpenter_provisioner_usage_pct"].append(
+                    ({"resource_type": resource, "provisioner": name}, 100.0 * used.get(resource, 0.0) / limit))
+    return out
+
+
+DOCUMENTATION = {
+    "karpenter_pods_state": "Pod state is the current state of pods. This metric can be used several ways as it is "
+                            "labeled by the pod name, namespace, owner, node, provisioner name, zone, architecture, "
+                            "capacity type, instance type and pod phase.",
+    "karpenter_nodes_allocatable": "Node allocatable are the resources allocatable by nodes.",
+    "karpenter_provisioner_limit": "The Provisioner Limits are the limits specified on the provisioner that restrict "
+                                   "the quantity of resources provisioned. Labeled by provisioner name and resource type.",
+    "karpenter_provisioner_usage": "The Provisioner Usage is the amount of resources that have been provisioned by a "
+                                   "particular provisioner. Labeled by provisioner name and resource type.",
+    "karpenter_provisioner_usage_pct": "The Provisioner Usage Percentage is the percentage of each resource used based "
+                                       "on the resources provisioned and the limits that have been configured.",
+    "karpy_provisioner_pending_pods": "Pods that wait for capacity karpy would launch (not yet claimed by a launch).",
+}
+
+
+class ClusterMetrics(Collector):
+    """The cluster-state gauges, read from the caches at each scrape. One per process (registered at import); the
+    running operator points it at its caches with `watch`, and away with `watch(None)` when it stops."""
+
+    def __init__(self) -> None:
+        self._source: Callable[[], dict[str, list[tuple[dict[str, str], float]]]] | None = None
+        REGISTRY.register(self)
+
+    def watch(self, source: Callable[[], dict[str, list[tuple[dict[str, str], float]]]] | None) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        samples = self._source() if self._source is not None else {}
+        for name, documentation in DOCUMENTATION.items():
+            metric = Metric(name, documentation, "gauge")
+            for labels, value in samples.get(name, []):
+                metric.add_sample(name, labels, value)
+            yield metric
+
+
+CLUSTER = ClusterMetrics()
+
+
+class MeasuredCloud:
+    """A cloud provider whose calls are timed into `karpenter_cloudprovider_duration_seconds`; anything else
+    (its catalog, its queue) passes straight through. The controller is the calling thread's: each controller's
+    loop thread is named for it (`provisioning`, `termination`, ...), worker pools number theirs (`launch_3`)."""
+
+    def __init__(self, cloud: Any) -> None:
+        self.cloud, self.name = cloud, cloud.name
+
+    def _timed(self, method: str, call: Callable[[], Any]) -> Any:
+        controller = threading.current_thread().name.rsplit("_", 1)[0]
+        with CLOUDPROVIDER_SECONDS.labels(controller, method, self.name).time():
+            return call()
+
+    def create(self, request: Any) -> Any:
+        return self._timed("Create", lambda: self.cloud.create(request))
+
+    def delete(self, provider_id: str) -> None:
+        self._timed("Delete", lambda: self.cloud.delete(provider_id))
+
+    def get(self, provider_id: str) -> Any:
+        return self._timed("Get", lambda: self.cloud.get(provider_id))
+
+    def list(self) -> Any:
+        return self._timed("List", self.cloud.list)
+
+    def instance_types(self, kubelet: object | None = None) -> Any:
+        return self._timed("GetInstanceTypes", lambda: self.cloud.instance_types(kubelet))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cloud, name)
