@@ -1,10 +1,11 @@
 """A v1 NodePool provisions end to end: `karpy controller` (fake provider) on the local cluster launches a node
 labelled `karpenter.sh/nodepool` for a pending pod, binds the pod, registers the node as v1 does (its
 `karpenter.sh/unregistered` taint gone, `karpenter.sh/registered` and `karpenter.sh/initialized` set), owned by the
-NodePool. The pure steps are checked alone."""
+NodePool; its limits hold and its status counts its nodes. The pure steps are checked alone."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import os
@@ -23,10 +24,12 @@ from karpy.controller.cloudprovider.types import Instance
 from karpy.controller.launch.claims import claim_manifest, node_manifest
 from karpy.controller.launch.launcher import node_request
 from karpy.controller.node.initialization import decide
+from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
+from karpy.kubeclient.raw import path_of
 from tests.builders import catalog, instance_type, unschedulable_pod
-from tests.controller.conftest import CATALOG
-from tests.expectations import eventually
+from tests.controller.conftest import CATALOG, Env
+from tests.expectations import eventually, expect_nodes
 from tests.simulator.conftest import start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +44,6 @@ NODEPOOL = {
 def planned_node() -> Any:
     pool, errors = read_nodepool(NODEPOOL)
     assert pool is not None, errors
-    from karpy.controller.provisioning.scheduling.pods import PodInfo
     pod = PodInfo.parse(unschedulable_pod("web", cpu="1"))
     (node,) = Scheduler(ClusterSnapshot([pool], CATALOG, pods=[pod])).solve().new_nodes
     return node
@@ -106,3 +108,15 @@ def test_karpy_controller_provisions_for_a_nodepool(tmp_path: Path) -> None:
         log.close()
         kube.api_client.close()
         cluster.stop()
+
+
+@pytest.mark.slow      # starts the local cluster
+def test_a_nodepools_limits_hold_and_its_status_counts_its_nodes(env: Env) -> None:
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["limits"] = {"cpu": "2"}                  # one small node's worth
+    first, second = env.provision(pool, unschedulable_pod("first", cpu="1500m"), unschedulable_pod("second", cpu="1500m"))
+    (made,) = expect_nodes(env.client, 1)
+    assert made["metadata"]["labels"][wk.NODEPOOL] == "general"
+    assert sum(1 for p in (first, second) if p["spec"].get("nodeName")) == 1
+    status = env.settle(lambda: env.client.get(path_of("karpenter.sh/v1", "nodepools", name="general")).get("status"))
+    assert status["resources"]["cpu"] == "2" and status["nodes"] == 1
