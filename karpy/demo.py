@@ -180,9 +180,7 @@ class Demo:
             client.create(path_of("admissionregistration.k8s.io/v1", plural), config)
         self.until("the webhook", lambda: _https_ok(hook_port, certs / "ca.crt"), 30)
         say("Starting the karpy controller (fake cloud provider: instances are Nodes)")
-        # a node costs a little more than its price here, so the demo packs its pods onto one node, as Karpenter would
         self.spawn("controller", "--kubeconfig", str(kubeconfig), "--cloud-provider", "fake", "--metrics-port", "0",
-                   "--node-cost-per-hour", "0.25",
                    "--health-port", "0", echo=lambda line: "\tcontroller" in line)
         say("Applying Provisioner default through the admission webhook")
         stored = client.create(path_of("karpenter.sh/v1alpha5", "provisioners"), PROVISIONER)

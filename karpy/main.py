@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-o", "--output", choices=["json", "table", "wide"], default="table",
                       help="table (default), wide (the table with each node's pods; with --consolidate, the table) or json")
     plan.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
-                      help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
+                      help="what every node costs besides its instance, volumes and IPv4 address (docs/cost.md; default 0)")
     plan.add_argument("--consolidate", action="store_true",
                       help="print what consolidation would do with the Nodes and bound pods in FILEs, and why each other node stays")
     plan.add_argument("--consolidation-budget-seconds", type=float, default=None,
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--interruption-queue", metavar="NAME",
                      help="SQS queue of EC2 interruption events (spot warnings, scheduled changes, state changes) (aws)")
     ctl.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
-                     help="add this to every new node while packing (favours fewer, larger nodes; default 0)")
+                     help="what every node costs besides its instance, volumes and IPv4 address (docs/cost.md; default 0)")
     ctl.add_argument("--packing-budget-seconds", type=float, default=1.0, metavar="SECONDS",
                      help="seconds the optimising packer may spend on each chunk of a batch before the chunk's first-fit plan is launched as is")
     ctl.add_argument("--consolidation-stabilization", type=float, default=15.0,

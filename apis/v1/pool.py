@@ -32,6 +32,7 @@ from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import nodepool as v1
 from karpy.apis.v1.duration import parse_nillable_duration
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import (
     Consolidation,
     KubeletConfiguration,
@@ -43,6 +44,9 @@ from karpy.apis.v1alpha5 import (
     ProvisionerStatus,
     Taint,
 )
+
+ALIAS_FAMILIES = {"al2": "AL2", "al2023": "AL2023", "bottlerocket": "Bottlerocket", "windows2019": "Windows2019",
+                  "windows2022": "Windows2022"}
 
 
 def duration_seconds(value: str) -> int | None:
@@ -57,6 +61,8 @@ class NodePoolProvisioner(Provisioner):
     owner_label: ClassVar[str] = wk.NODEPOOL
     owner_kind: ClassVar[str] = v1.KIND
     node_pool: v1.NodePool = Field(exclude=True)
+    # what a node costs reads from its EC2NodeClass (volumes, AMI family), in v1alpha1's shape; None: not given
+    node_class_settings: AWSSettings | None = Field(default=None, exclude=True)
 
     @property
     def min_values(self) -> dict[str, int]:
@@ -83,6 +89,21 @@ def _kubelet(node_class: EC2NodeClass | None) -> KubeletConfiguration | None:
         return None
     shared = {"cluster_dns", "max_pods", "pods_per_core", "system_reserved", "kube_reserved", "eviction_hard"}
     return KubeletConfiguration.model_validate(k.model_dump(include=shared, by_alias=True, exclude_none=True))
+
+
+def _settings(node_class: EC2NodeClass | None) -> AWSSettings | None:
+    """The EC2NodeClass's AMI family (its own, else its first alias's: `al2@latest` -> AL2) and volumes."""
+    if node_class is None:
+        return None
+    spec = node_class.spec
+    alias = next((t.alias for t in spec.ami_selector_terms if t.alias), None)
+    family = spec.ami_family or (ALIAS_FAMILIES.get(alias.split("@")[0].lower()) if alias else None)
+    mappings = [m.model_dump(by_alias=True, exclude_none=True, include={"device_name", "ebs"})
+                for m in spec.block_device_mappings or []]
+    for m in mappings:
+        if "ebs" in m:
+            m["ebs"] = {k: v for k, v in m["ebs"].items() if k != "volumeInitializationRate"}
+    return AWSSettings.model_validate({"amiFamily": family, "blockDeviceMappings": mappings or None})
 
 
 def as_provisioner(pool: v1.NodePool, node_class: EC2NodeClass | None = None) -> NodePoolProvisioner:
@@ -118,6 +139,7 @@ def as_provisioner(pool: v1.NodePool, node_class: EC2NodeClass | None = None) ->
         ),
         status=status,
         node_pool=pool,
+        node_class_settings=_settings(node_class),
     )
 
 

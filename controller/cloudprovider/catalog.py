@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from karpy.apis import labels as wk
 from karpy.apis.errors import FieldError, join
@@ -19,7 +19,7 @@ from karpy.apis.quantity import Quantity, QuantityError
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, PODS, Resources
 from karpy.apis.v1alpha5 import KubeletConfiguration
-from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.cloudprovider.types import Burst, InstanceType, Offering
 
 MI = 1024 * 1024
 
@@ -42,6 +42,7 @@ class BaseType:
     offerings: tuple[Offering, ...]
     overhead: Callable[[KubeletConfiguration | None, Resources], Resources]
     default_max_pods: int | None = None
+    burst: Burst | None = None
 
 
 class Catalog:
@@ -76,7 +77,7 @@ def _specialise(base: BaseType, kubelet: KubeletConfiguration | None) -> Instanc
     if wk.AWS_INSTANCE_PODS in requirements:
         requirements = requirements.copy()
         requirements.replace(Requirement.exactly(wk.AWS_INSTANCE_PODS, str(pods)))
-    return InstanceType(base.name, requirements, capacity, base.overhead(kubelet, capacity), base.offerings)
+    return InstanceType(base.name, requirements, capacity, base.overhead(kubelet, capacity), base.offerings, base.burst)
 
 
 def eviction_memory(kubelet: KubeletConfiguration | None, capacity: Resources, default_mi: int) -> int:
@@ -177,13 +178,14 @@ def _parse_catalog_entry(item: Any, at: str, errors: list[FieldError]) -> BaseTy
         errors.append(FieldError(at, "must be a mapping"))
         return None
     count = len(errors)
-    unknown = set(item) - {"name", "capacity", "overhead", "labels", "requirements", "offerings"}
+    unknown = set(item) - {"name", "capacity", "overhead", "labels", "requirements", "offerings", "burstable"}
     errors += [FieldError(join(at, k), "unknown field") for k in sorted(unknown)]
     name = item.get("name")
     if not isinstance(name, str) or not name:
         errors.append(FieldError(join(at, "name"), "missing required field"))
     capacity = _resources(item.get("capacity"), join(at, "capacity"), errors, required=True)
     overhead = _resources(item.get("overhead"), join(at, "overhead"), errors, required=False)
+    burst = burst_from(item.get("burstable"), join(at, "burstable"), errors)
     labels = item.get("labels") or {}
     if not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values()):
         errors.append(FieldError(join(at, "labels"), "must map label keys to string values"))
@@ -226,7 +228,32 @@ def _parse_catalog_entry(item: Any, at: str, errors: list[FieldError]) -> BaseTy
         return None
     offers = tuple(offerings)
     return BaseType(str(name), base_requirements(str(name), dict(labels), offers, extra), capacity, offers,
-                    _static_overhead(overhead or Resources()))
+                    _static_overhead(overhead or Resources()), burst=burst)
+
+
+BURST_MODES = ("unlimited", "standard")
+
+
+def burst_from(raw: Any, at: str, errors: list[FieldError]) -> Burst | None:
+    """A `burstable` block ({baseline, mode, creditPricePerVCPUHour}) as a Burst; None when absent or wrong
+    (each wrong field appended to `errors`)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError(at, "must be a mapping with baseline, mode and creditPricePerVCPUHour"))
+        return None
+    count = len(errors)
+    errors += [FieldError(join(at, k), "unknown field") for k in sorted(set(raw) - {"baseline", "mode", "creditPricePerVCPUHour"})]
+    baseline, mode, price = raw.get("baseline"), raw.get("mode", "unlimited"), raw.get("creditPricePerVCPUHour", 0.0)
+    if isinstance(baseline, bool) or not isinstance(baseline, (int, float)) or not 0 <= baseline <= 1:
+        errors.append(FieldError(join(at, "baseline"), f"must be a share of each vCPU from 0 to 1 (got {baseline!r})"))
+    if mode not in BURST_MODES:
+        errors.append(FieldError(join(at, "mode"), f"{mode!r} is not one of {', '.join(BURST_MODES)}"))
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
+        errors.append(FieldError(join(at, "creditPricePerVCPUHour"), f"must be a non-negative number (got {price!r})"))
+    if len(errors) > count:
+        return None
+    return Burst(float(cast(float, baseline)), mode == "unlimited", float(price))
 
 
 def _resources(raw: Any, at: str, errors: list[FieldError], *, required: bool) -> Resources | None:

@@ -33,6 +33,17 @@ class Offering:
             capacity_type is None or capacity_type.has(self.capacity_type))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Burst:
+    """A burstable type's cpu economics (EC2 T2/T3/T3a/T4g): each vCPU sustains `baseline` (a share, 0.2 = 20%)
+    for free. In unlimited mode cpu above it is billed at `credit_price` dollars per vCPU-hour; in standard mode
+    (`unlimited` False) it is throttled to the baseline instead."""
+
+    baseline: float
+    unlimited: bool
+    credit_price: float = 0.0
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class InstanceType:
     """A launchable machine shape. `requirements` holds every label it resolves
@@ -43,6 +54,7 @@ class InstanceType:
     capacity: Resources
     overhead: Resources
     offerings: tuple[Offering, ...]
+    burst: Burst | None = None            # None: every vCPU sustains its full speed
 
     @property
     def allocatable(self) -> Resources:

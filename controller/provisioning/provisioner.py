@@ -199,6 +199,8 @@ class Provisioner:
         results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(
             on_decided=launch_decided, first_chunk=self.first_chunk)
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
+        for cut in results.cut_short:        # the safety cap made the plan depend on this machine's speed
+            log.info("Cut packing short: %s", cut)
         if lost:
             log.info("Stopped planning %d pod(s): no longer leading", len(waiting))
             if wait:                        # the chunks handed over before go on (each launch step is fenced)

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import pydantic
 import yaml
 
+from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate
 from karpy.apis.errors import FieldError, from_validation_error
 from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
@@ -27,6 +28,7 @@ from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.pool import read_nodepool
+from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import (
     BUILT_IN,
@@ -50,7 +52,7 @@ READ_KINDS = WORKLOADS | {PROVISIONER, NODEPOOL, EC2NODECLASS, ("v1", "Pod"), ("
                           ("policy/v1", "PodDisruptionBudget"), (CATALOG_API_VERSION, CATALOG_KIND)}
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
-                 "AWSNodeTemplate", "CustomResourceDefinition", "Event", "Lease", "NodeClaim"}
+                 "CustomResourceDefinition", "Event", "Lease", "NodeClaim"}
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -141,6 +143,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     pods: list[PodInfo] = []
     daemonsets: list[PodInfo] = []
     pdbs: list[dict[str, Any]] = []
+    node_templates: dict[str, AWSSettings] = {}
     owners = _owners_named(docs)
     node_classes = _node_classes(docs, problems)
     first_seen: dict[str, Document] = {}
@@ -167,6 +170,11 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
                 daemonsets.append(_daemon(d, namespaces))
             elif (api_version, kind) == ("policy/v1", "PodDisruptionBudget"):
                 pdbs.append(dict(d.body))
+            elif (api_version, kind) == ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate"):
+                template, errors = decode_awsnodetemplate(d.body)   # its volumes are part of what a node costs
+                if template is None:
+                    raise FieldProblem("; ".join(map(str, errors)))
+                node_templates[str(template.metadata.name)] = template.spec
             elif kind in ("Namespace", CATALOG_KIND) or (api_version, kind) == EC2NODECLASS:
                 continue
             elif kind in IGNORED_KINDS:
@@ -178,7 +186,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     if problems:
         raise PlanInputError(problems)
     assert chosen is not None
-    return PlanInput(ClusterSnapshot(provisioners, chosen, nodes, pods, daemonsets), pdbs, warnings)
+    return PlanInput(ClusterSnapshot(provisioners, chosen, nodes, pods, daemonsets, node_templates), pdbs, warnings)
 
 
 class FieldProblem(ValueError):

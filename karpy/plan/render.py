@@ -24,6 +24,7 @@ def plan_json(results: Results, templates: Sequence[NodeTemplate] = ()) -> dict[
             "zone": n.offering.zone,
             "capacityType": n.offering.capacity_type,
             "pricePerHour": n.offering.price_per_hour,
+            "costPerHour": n.cost_per_hour,
             "labels": dict(n.labels),
             "taints": [t.to_manifest() for t in n.taints],
             "pods": [p.key for p in n.pods],
@@ -41,6 +42,7 @@ def plan_json(results: Results, templates: Sequence[NodeTemplate] = ()) -> dict[
             "scheduled": scheduled,
             "newNodes": len(nodes),
             "pricePerHour": round(sum(n["pricePerHour"] for n in nodes), 6),
+            "costPerHour": round(sum(n["costPerHour"] for n in nodes), 6),
         },
     }
 
@@ -50,10 +52,10 @@ def plan_table(results: Results, templates: Sequence[NodeTemplate] = (), *, wide
     doc = plan_json(results, templates)
     lines = []
     if doc["nodes"]:
-        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS", "REASONS")
+        rows = [("NODE", "PROVISIONER", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "COST $/HOUR", "PODS", "REASONS")
                 + (("POD NAMES",) if wide else ())]
         rows += [(n["name"], n["provisioner"], n["instanceType"], n["zone"], n["capacityType"],
-                  f"{n['pricePerHour']:.4f}", str(len(n["pods"])), "; ".join(n["reasons"]))
+                  f"{n['pricePerHour']:.4f}", f"{n['costPerHour']:.4f}", str(len(n["pods"])), "; ".join(n["reasons"]))
                  + ((",".join(n["pods"]),) if wide else ()) for n in doc["nodes"]]
         lines += _columns(rows)
     else:
@@ -67,7 +69,8 @@ def plan_table(results: Results, templates: Sequence[NodeTemplate] = (), *, wide
         lines += ["", "Unschedulable pods:"]
         lines += _columns([("POD", "REASON")] + [(u["pod"], u["reason"]) for u in doc["unschedulable"]])
     s = doc["summary"]
-    lines += ["", f"{s['scheduled']}/{s['pods']} pod(s) scheduled, {s['newNodes']} new node(s), ${s['pricePerHour']:.4f}/hour"]
+    lines += ["", f"{s['scheduled']}/{s['pods']} pod(s) scheduled, {s['newNodes']} new node(s), ${s['pricePerHour']:.4f}/hour"
+                  f" list, ${s['costPerHour']:.4f}/hour true cost"]
     return "\n".join(lines)
 
 

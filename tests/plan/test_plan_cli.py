@@ -34,7 +34,8 @@ def test_table_output_shows_nodes_unschedulable_pods_and_a_summary(plan: Plan) -
     run = plan(provisioner("default"), pod("web", cpu="1"), pod("huge", cpu="10000"), output="table")
     assert run.code == 0
     lines = run.out.splitlines()
-    assert lines[0].split() == ["NODE", "PROVISIONER", "INSTANCE", "TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS", "REASONS"]
+    assert lines[0].split() == ["NODE", "PROVISIONER", "INSTANCE", "TYPE", "ZONE", "CAPACITY", "$/HOUR", "COST", "$/HOUR", "PODS",
+                                "REASONS"]
     assert lines[1].split()[-2:] == ["1", "capacity"]
     assert "Unschedulable pods:" in lines
     assert any(line.startswith("default/huge") and "cpu=10k" in line for line in lines)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from karpy.controller.provisioning.scheduling.cost import node_costs
 from tests.builders import (
     catalog,
     daemonset,
@@ -38,16 +39,19 @@ def on_demand(name: str = "default", **spec: Any) -> dict[str, Any]:
     return provisioner(name, **spec)
 
 
-def test_the_demo_fits_ten_one_cpu_pods_on_one_cheap_node() -> None:
-    # the demo runs its controller with a per-node cost, which favours one larger node over ten tiny ones
+def test_the_demo_fits_ten_one_cpu_pods_on_at_most_two_nodes_by_default() -> None:
+    # what a node costs (its credits, volume and address besides its price) packs the pods densely, with no flag
     run = expect_provisioned(provisioner("default", requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
                                                       "values": ["spot", "on-demand"]}], limits={"resources": {"cpu": 1000}},
                            ttlSecondsAfterEmpty=30),
-               deployment("inflate", replicas=10, cpu="1"), node_cost_per_hour=0.05)
+               deployment("inflate", replicas=10, cpu="1"))
     out = run.plan
-    assert out["summary"] == {"pods": 10, "scheduled": 10, "newNodes": 1, "pricePerHour": out["nodes"][0]["pricePerHour"]}
+    assert out["summary"] == {"pods": 10, "scheduled": 10, "newNodes": len(out["nodes"]),
+                              "pricePerHour": round(sum(n["pricePerHour"] for n in out["nodes"]), 6),
+                              "costPerHour": round(sum(n["costPerHour"] for n in out["nodes"]), 6)}
+    assert len(out["nodes"]) <= 2
+    assert sorted(p for n in out["nodes"] for p in n["pods"]) == sorted(f"default/inflate-{i}" for i in range(10))
     node_ = out["nodes"][0]
-    assert node_["pods"] == [f"default/inflate-{i}" for i in range(10)]
     assert node_["capacityType"] == "spot"                      # the demo allows spot, and spot is cheaper
     assert node_["instanceType"] == node_["instanceTypeOptions"][0]
     assert 1 < len(node_["instanceTypeOptions"]) <= 60
@@ -362,7 +366,9 @@ def test_startup_taints_block_only_initialized_nodes() -> None:
 def test_deleting_nodes_are_not_capacity_and_their_pods_are_pending_again() -> None:
     gone = node("old", provisioner="default", instance_type="medium", deleting=True)
     run = expect_provisioned(CATALOG, on_demand(), gone, pod("evicted", node_name="old"))
-    assert run.plan["summary"] == {"pods": 1, "scheduled": 1, "newNodes": 1, "pricePerHour": 0.1}
+    summary = run.plan["summary"]
+    assert summary == {"pods": 1, "scheduled": 1, "newNodes": 1, "pricePerHour": 0.1,
+                       "costPerHour": pytest.approx(0.1 + node_costs(None).per_hour, abs=1e-6)}
 
 
 def test_cordoned_nodes_take_no_pods() -> None:

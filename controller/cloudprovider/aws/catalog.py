@@ -17,9 +17,18 @@ from typing import Any, Mapping, Sequence
 
 from karpy.apis import eks_node
 from karpy.apis import labels as wk
+from karpy.apis.errors import FieldError
 from karpy.apis.resources import CPU, MEMORY, PODS, Resources
 from karpy.apis.v1alpha5 import KubeletConfiguration
-from karpy.controller.cloudprovider.catalog import BaseType, Catalog, base_requirements, eviction_memory, reserved
+from karpy.controller.cloudprovider.catalog import (
+    BaseType,
+    Catalog,
+    CatalogError,
+    base_requirements,
+    burst_from,
+    eviction_memory,
+    reserved,
+)
 from karpy.controller.cloudprovider.types import Offering
 
 AWS_DATA = Path(__file__).parent / "instance_types.json"
@@ -51,8 +60,8 @@ def aws_catalog(data: Path = AWS_DATA) -> Catalog:
 def aws_catalog_from_records(records: Sequence[Mapping[str, Any]], *, region: str = AWS_REGION,
                              spot_prices: Mapping[tuple[str, str], float] | None = None, name: str = "aws") -> Catalog:
     """Instance types from records as instance_types.json holds them (name, vcpu, memoryMiB, arch, hypervisor,
-    spot, zones, price, enis, ipv4PerEni, accelerator). `spot_prices` by (type, zone) replace the documented
-    spot rule where EC2 reported them."""
+    spot, zones, price, enis, ipv4PerEni, accelerator, burstable). `spot_prices` by (type, zone) replace the
+    documented spot rule where EC2 reported them."""
     zones = sorted({z for t in records for z in t["zones"]})
     types = []
     for t in records:
@@ -81,6 +90,10 @@ def aws_catalog_from_records(records: Sequence[Mapping[str, Any]], *, region: st
             labels.update({wk.AWS_INSTANCE_GPU_NAME: acc["name"], wk.AWS_INSTANCE_GPU_MANUFACTURER: acc["manufacturer"],
                            wk.AWS_INSTANCE_GPU_COUNT: str(acc["count"]), wk.AWS_INSTANCE_GPU_MEMORY: str(acc["memoryMiB"])})
         offers = tuple(offerings)
+        errors: list[FieldError] = []
+        burst = burst_from(t.get("burstable"), f"{t['name']}.burstable", errors)
+        if errors:
+            raise CatalogError(errors)
         types.append(BaseType(t["name"], base_requirements(t["name"], labels, offers), capacity, offers,
-                              _aws_overhead, default_max_pods=max_pods))
+                              _aws_overhead, default_max_pods=max_pods, burst=burst))
     return Catalog(name, types)

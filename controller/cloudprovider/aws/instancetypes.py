@@ -43,8 +43,10 @@ def accelerators(info: Mapping[str, Any]) -> Obj:
     return out
 
 
-def record(info: Mapping[str, Any], *, zones: list[str], price: float, enis: Mapping[str, int] | None) -> Obj | None:
-    """A catalog record from a DescribeInstanceTypes entry, or None when karpy cannot run Linux pods on it."""
+def record(info: Mapping[str, Any], *, zones: list[str], price: float, enis: Mapping[str, int] | None,
+           burstable: Mapping[str, Any] | None = None) -> Obj | None:
+    """A catalog record from a DescribeInstanceTypes entry, or None when karpy cannot run Linux pods on it.
+    `burstable`: the type's cpu economics (baseline, mode, credit price) when it is a burstable type."""
     arch = next((wk.EC2_ARCHITECTURES[a] for a in info["ProcessorInfo"]["SupportedArchitectures"] if a in wk.EC2_ARCHITECTURES), None)
     network = info.get("NetworkInfo") or {}
     eni_count = network.get("MaximumNetworkInterfaces") or (enis or {}).get("enis")
@@ -62,11 +64,18 @@ def record(info: Mapping[str, Any], *, zones: list[str], price: float, enis: Map
     acc = accelerators(info)
     if acc:
         entry["accelerator"] = acc
+    if burstable:
+        entry["burstable"] = dict(burstable)
     return entry
 
 
 def shipped_prices() -> dict[str, float]:
     return {t["name"]: t["price"] for t in json.loads(AWS_DATA.read_text())["instanceTypes"]}
+
+
+def shipped_burstable() -> dict[str, Obj]:
+    """The burstable types' cpu economics as the shipped catalog has them (EC2 does not report baselines)."""
+    return {t["name"]: t["burstable"] for t in json.loads(AWS_DATA.read_text())["instanceTypes"] if "burstable" in t}
 
 
 class InstanceTypes:
@@ -92,12 +101,13 @@ class InstanceTypes:
             for o in page["InstanceTypeOfferings"]:
                 zones.setdefault(o["InstanceType"], []).append(o["Location"])
         records = []
-        prices = self.prices()
+        prices, burstable = self.prices(), shipped_burstable()
         for page in self.ec2.get_paginator("describe_instance_types").paginate():
             for info in page["InstanceTypes"]:
                 name = info["InstanceType"]
                 if name in prices:                # a type without a known price cannot be compared; skip it
-                    entry = record(info, zones=zones.get(name, []), price=prices[name], enis=None)
+                    entry = record(info, zones=zones.get(name, []), price=prices[name], enis=None,
+                                   burstable=burstable.get(name))
                     if entry is not None:
                         records.append(entry)
         spot = self._spot_prices({r["name"] for r in records if r["spot"]})

@@ -44,12 +44,13 @@ def apart(pods: Sequence[PodInfo]) -> list[PodInfo]:
 
 def _priced_types(template: NodeTemplate) -> tuple[list[int], np.ndarray, np.ndarray]:
     """The columns of BOUND_RESOURCES, and the allocatable of those (types x columns) and price of each type
-    the template's requirements allow, at its cheapest allowed offering."""
-    _, order, offers = template.compatible(template.requirements)
+    the template's requirements allow, at the least it can cost (cost.py): its cheapest allowed offering and the
+    per-node costs (a burstable type's credits, which only add, left out)."""
+    _, order, _ = template.compatible(template.requirements)
     types = order.tolist()
     columns = [template.rows.index[r] for r in BOUND_RESOURCES if r in template.rows.index]
     alloc = np.array([[float(template.allocatable[i][c]) for c in columns] for i in types]).reshape(len(types), len(columns))
-    return columns, alloc, np.array([offers[i].price_per_hour for i in types])
+    return columns, alloc, template.list_prices(template.requirements)[order] + template.costs.fixed
 
 
 def lower_bound(template: NodeTemplate, pods: Sequence[PodInfo]) -> float:
@@ -140,7 +141,7 @@ def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: in
         duals = -result.ineqlin.marginals
         worth, added = 0.0, 0
         for j in range(len(alloc)):
-            column = knapsack(duals, alloc[j], need, count, seconds=None)
+            column = knapsack(duals, alloc[j], need, count, exact=True)
             if column is None:
                 if (duals > 1e-12).any():
                     return best                 # a type not priced: only the rounds before are sure

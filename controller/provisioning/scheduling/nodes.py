@@ -6,7 +6,9 @@ fit it, with their allocatable resources as a matrix so narrowing a new
 node's options is one vectorised comparison. `ExistingNode` is a Node with
 what is left of its allocatable. `NewNode` is a node being planned: the
 intersection of its pods' requirements and the instance types that still
-hold all of them. `add()` on either places a pod or says why not. Pure.
+hold all of them. `add()` on either places a pod or says why not. A new node's
+price is its true cost (cost.py): the option that costs least with its pods.
+Pure.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.apis.selectors import Taint, untolerated
 from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.provisioning.scheduling.cost import CostTable, NodeCosts, credits_per_hour, sustained_cpu
 from karpy.controller.provisioning.scheduling.pods import PodInfo, host_ports_conflict
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -105,7 +108,7 @@ class NodeTemplate:
     def __init__(self, *, name: str, weight: int, requirements: Requirements, labels: Mapping[str, str],
                  taints: Sequence[Taint], startup_taints: Sequence[Taint], instance_types: Sequence[InstanceType],
                  daemon_overhead: Resources, limits: Resources | None, well_known: frozenset[str],
-                 rows: ResourceRows, owner_label: str = wk.PROVISIONER_NAME,
+                 rows: ResourceRows, node_costs: NodeCosts | None = None, owner_label: str = wk.PROVISIONER_NAME,
                  annotations: Mapping[str, str] | None = None, min_values: Mapping[str, int] | None = None) -> None:
         self.name, self.weight = name, weight
         self.owner_label = owner_label
@@ -117,43 +120,69 @@ class NodeTemplate:
         self.daemon_overhead = daemon_overhead
         self.remaining = limits                              # None: unlimited
         self.well_known = well_known
-        priced: list[tuple[float, InstanceType]] = []      # each usable type with its cheapest allowed price
+        self.node_costs = node_costs = node_costs or NodeCosts()     # none: the instance's price alone
+        daemon_cpu = daemon_overhead.get(CPU, 0)
+        priced: list[tuple[float, InstanceType, Resources]] = []   # each usable type: its cheapest allowed price, room
         for t in instance_types:
             room = t.allocatable - daemon_overhead
+            room[CPU] = min(room.get(CPU, 0), sustained_cpu(t) - daemon_cpu)   # a throttled type sustains less
             if room.get(CPU, 0) <= 0 or room.get(MEMORY, 0) <= 0:
                 continue                                     # its overhead leaves nothing for pods
             offer = cheapest_offering(t, requirements) if t.requirements.intersects(requirements) is None else None
             if offer is not None:
-                priced.append((offer.price_per_hour, t))
-        priced.sort(key=lambda pt: (pt[0], carries_accelerator(pt[1]), pt[1].name))
-        usable = [t for _, t in priced]
+                priced.append((offer.price_per_hour, t, room))
+        # what each type costs beyond its list price when its pods use all of its cpu: a cost no load exceeds
+        most = [node_costs.per_hour + credits_per_hour(t, room[CPU] + daemon_cpu) for _, t, room in priced]
+        ranked = sorted(range(len(priced)), key=lambda i: (priced[i][0] + most[i], carries_accelerator(priced[i][1]),
+                                                            priced[i][1].name))
+        usable = [priced[i][1] for i in ranked]
+        rooms = [priced[i][2] for i in ranked]
+        self.full_extra = np.array([most[i] for i in ranked], dtype=float)
+        self.costs = CostTable(usable, node_costs, daemon_cpu)
         self.instance_types = usable
-        prices = sorted(price for price, _ in priced)
-        self.median_price = prices[len(prices) // 2] if prices else 0.0
+        self.median_price = sorted(priced[i][0] + most[i] for i in ranked)[len(ranked) // 2] if ranked else 0.0
         self.rows = rows
         self.resource_index = rows.index
-        self.allocatable = amounts([rows.row(t.allocatable - daemon_overhead).tolist() for t in usable],
-                                   width=len(rows.index))
+        self.cpu_column = rows.index.get(CPU)
+        self.allocatable = amounts([rows.row(room).tolist() for room in rooms], width=len(rows.index))
         self.capacity = [t.capacity for t in usable]
         self._limit_names = sorted(limits or {})
         self._limit_capacity = amounts([[c.get(n, 0) for n in self._limit_names] for c in self.capacity],
                                        width=len(self._limit_names))
         self._masks: dict[frozenset[Requirement], tuple[np.ndarray, np.ndarray, list[Offering | None]]] = {}
+        self._prices: dict[frozenset[Requirement], np.ndarray] = {}
 
     def compatible(self, reqs: Requirements) -> tuple[np.ndarray, np.ndarray, list[Offering | None]]:
-        """For the instance types `reqs` allow: a mask, their indices cheapest first, and each type's
-        cheapest allowed offering. Cached per distinct requirement on the types' own keys."""
+        """For the instance types `reqs` allow: a mask, their indices cheapest first (by the most they can cost:
+        list price and per-node costs, and a burstable type's credits at full load), and each type's cheapest
+        allowed offering. Cached per distinct requirement on the types' own keys."""
         relevant = frozenset(r for k, r in reqs.items() if k in self.type_keys)
         hit = self._masks.get(relevant)
         if hit is None:
             offers = [cheapest_offering(t, reqs) if t.requirements.intersects(reqs) is None else None
                       for t in self.instance_types]
             mask = np.array([o is not None for o in offers], dtype=bool)
-            ranked = sorted((o.price_per_hour, carries_accelerator(self.instance_types[i]), self.instance_types[i].name, i)
-                            for i, o in enumerate(offers) if o is not None)
+            prices = np.array([o.price_per_hour if o is not None else np.inf for o in offers], dtype=float)
+            ranked = sorted((prices[i] + self.full_extra[i], carries_accelerator(self.instance_types[i]),
+                             self.instance_types[i].name, i) for i, o in enumerate(offers) if o is not None)
             order = np.array([i for *_, i in ranked], dtype=np.int64)
             hit = self._masks[relevant] = (mask, order, offers)
+            self._prices[relevant] = prices
         return hit
+
+    def list_prices(self, reqs: Requirements) -> np.ndarray:
+        """Each type's cheapest allowed list price under `reqs` (inf where none is allowed)."""
+        self.compatible(reqs)
+        prices: np.ndarray = self._prices[frozenset(r for k, r in reqs.items() if k in self.type_keys)]
+        return prices
+
+    def costs_at(self, reqs: Requirements, which: np.ndarray, pods_cpu: float) -> np.ndarray:
+        """The true cost of types `which` (indices) holding pods that request `pods_cpu` (thousandths)."""
+        costs: np.ndarray = self.list_prices(reqs)[which] + self.costs.extra(pods_cpu, which)
+        return costs
+
+    def cpu_of(self, row: np.ndarray) -> float:
+        return float(row[self.cpu_column]) if self.cpu_column is not None else 0.0
 
     @property
     def type_keys(self) -> frozenset[str]:
@@ -164,12 +193,11 @@ class NodeTemplate:
 
     def cheapest_price_for(self, row: np.ndarray) -> float | None:
         """What a new node of this template would cost holding just `row` (daemon overhead included)."""
-        _, order, offers = self.compatible(self.requirements)
-        fits = (self.allocatable[order] >= row).all(axis=1)
-        if not fits.any():
+        _, order, _ = self.compatible(self.requirements)
+        candidates = order[(self.allocatable[order] >= row).all(axis=1)]
+        if not len(candidates):
             return None
-        offer = offers[int(order[int(fits.argmax())])]
-        return offer.price_per_hour if offer is not None else None
+        return float(self.costs_at(self.requirements, candidates, self.cpu_of(row)).min())
 
     def short_of_min_values(self, types: Sequence[InstanceType], reqs: Requirements) -> str | None:
         """Which requirement's minValues `types` fall short of (counting the values `reqs` allow), or None."""
@@ -231,6 +259,8 @@ class NewNode:
     def __init__(self, template: NodeTemplate, hostname: str) -> None:
         self.template = template
         self.hostname = hostname
+        self._ranked_for: Requirements | None = None
+        self._ranked_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
         self.requirements = template.requirements.copy()
         self.requests = Resources(template.daemon_overhead)
         # held as Python integers when the types' sizes are: then no sum of requests can wrap
@@ -242,29 +272,56 @@ class NewNode:
         self.pods: list[PodInfo] = []
         self.domains: dict[str, str] = {wk.HOSTNAME: hostname}
 
+    def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """The types the node's requirements allow, in compatible()'s order, and each type's list price;
+        kept while the requirements stay the same object (they are replaced, never edited, as pods come)."""
+        if self._ranked_for is not self.requirements:
+            t = self.template
+            self._ranked_cache = (t.compatible(self.requirements)[1], t.list_prices(self.requirements))
+            self._ranked_for = self.requirements
+        return self._ranked_cache
+
+    def _least(self, candidates: np.ndarray, used: np.ndarray) -> tuple[int, float]:
+        """Of `candidates` (indices, in compatible()'s order), the one that costs least holding `used` (the first
+        of equal cost), and that cost."""
+        t = self.template
+        costs = self._ranked()[1][candidates] + t.costs.extra(t.cpu_of(used), candidates)
+        at = int(costs.argmin())
+        return int(candidates[at]), float(costs[at])
+
     def cheapest(self) -> int:
-        """Index of the cheapest instance type still in the options."""
-        order = self.template.compatible(self.requirements)[1]
-        return int(order[self.options[order].argmax()])
+        """Index of the option that costs least with the node's pods."""
+        order = self._ranked()[0]
+        candidates = order[self.options[order]]
+        if not len(candidates):
+            return int(order[0]) if len(order) else 0
+        return self._least(candidates, self.used)[0]
 
     def price(self) -> float:
-        """What the node costs now: its cheapest option's cheapest allowed offering."""
-        offer = self.template.compatible(self.requirements)[2][self.cheapest()]
-        return offer.price_per_hour if offer is not None else 0.0
+        """What the node costs now (cost.py): its cheapest option with its pods, per-node costs included."""
+        order = self._ranked()[0]
+        candidates = order[self.options[order]]
+        if not len(candidates):
+            return 0.0
+        return self._least(candidates, self.used)[1]
+
+    def _with(self, row: np.ndarray) -> tuple[int, float] | None:
+        t = self.template
+        order = self._ranked()[0]
+        candidates = order[self.options[order]]
+        used = self.used + row
+        candidates = candidates[(t.allocatable[candidates] >= used).all(axis=1)]
+        return self._least(candidates, used) if len(candidates) else None
 
     def type_with(self, row: np.ndarray) -> int | None:
-        """Index of the cheapest option that holds `row` more (its requirements as they are), or None."""
-        t = self.template
-        order = t.compatible(self.requirements)[1]
-        candidates = order[self.options[order]]
-        fits = (t.allocatable[candidates] >= self.used + row).all(axis=1)
-        return int(candidates[int(fits.argmax())]) if fits.any() else None
+        """Index of the option that costs least holding `row` more (its requirements as they are), or None."""
+        found = self._with(row)
+        return None if found is None else found[0]
 
     def price_with(self, row: np.ndarray) -> float | None:
         """What the node would cost with `row` more requested (its requirements as they are), or None."""
-        i = self.type_with(row)
-        offer = None if i is None else self.template.compatible(self.requirements)[2][i]
-        return offer.price_per_hour if offer is not None else None
+        found = self._with(row)
+        return None if found is None else found[1]
 
     def free_room(self) -> np.ndarray:
         """What the cheapest option has left: a pod within it costs nothing more."""
@@ -394,6 +451,15 @@ class NewNode:
 
     def option_types(self) -> list[tuple[InstanceType, Offering]]:
         """The instance types that can still hold every pod with their cheapest allowed offering,
-        cheapest first (ties by name)."""
-        _, order, offers = self.template.compatible(self.requirements)
-        return [(self.template.instance_types[i], offers[i]) for i in order if self.options[i]]
+        the least costly with the node's pods first (ties as compatible() ranks them)."""
+        return [(it, o) for it, o, _ in self.option_costs()]
+
+    def option_costs(self) -> list[tuple[InstanceType, Offering, float]]:
+        """option_types() with what the node would cost as each."""
+        t = self.template
+        _, order, offers = t.compatible(self.requirements)
+        candidates = order[self.options[order]]
+        costs = t.costs_at(self.requirements, candidates, t.cpu_of(self.used))
+        ranked = sorted(range(len(candidates)), key=lambda k: (float(costs[k]), k))
+        return [(t.instance_types[int(candidates[k])], offers[int(candidates[k])], float(costs[k]))  # type: ignore[misc]  # set for every option
+                for k in ranked]

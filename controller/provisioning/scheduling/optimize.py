@@ -15,7 +15,7 @@ group counting it took, so every count a spread or affinity read stays as it was
 3. the rest are grouped (provisioner, node requirements, pins) into classes of equal
    requests, and column generation over packing patterns (patterns.py) chooses how
    many nodes of which instance type hold how many pods of each class, each type at
-   the cheapest offering the group allows plus the optional per-node cost, within
+   its true cost (cost.py: list price, credits, per-node costs) for the pattern's pods, within
    the provisioners' remaining limits; allocatable already has kube-reserved and
    daemonset overhead taken off, and `pods` is a resource like cpu, so max pods counts;
 4. a local search lets a node shed loose pods into room the others pay for anyway
@@ -30,9 +30,11 @@ few thousand pods with anchored nodes run 1-5 with several orders and keep the c
 
 Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
-Deterministic: inputs sorted, work bounded by counts (passes, attempts, solver node
-limits); time limits only guard against pathological inputs, except the controller's
-budget (`max_seconds`). Pure: no I/O, no logging.
+Every cost is the true cost (cost.py); of two plans of equal cost the one with fewer nodes wins.
+Deterministic: inputs sorted, work bounded by counts (passes, attempts, pricing rounds, solver node
+limits), never by the clock, so the same input gives the same plan on any machine; the one exception
+is the controller's safety cap (`max_seconds`), and a plan it cut short says so (`Repacked.cut_short`).
+Pure: no I/O, no logging.
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ import numpy as np
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
-from karpy.controller.cloudprovider.types import Offering
 from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate, estimate
 from karpy.controller.provisioning.scheduling.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -70,28 +71,38 @@ EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this 
 
 @dataclasses.dataclass(frozen=True)
 class PackingOptions:
-    """How new nodes are packed. `node_cost_per_hour` is added to every node while optimising
-    (not to the plan's price): above zero it favours fewer, larger nodes."""
+    """How new nodes are packed. `node_cost_per_hour` is what the operator says every node costs besides its
+    instance, volumes and address (cost.py adds it to each node's cost)."""
 
     optimize: bool = True
     node_cost_per_hour: float = 0.0
-    # wall-clock bound on the whole optimisation (None: none, so a plan depends on its input alone); past it the
-    # greedy's plan stands, so a burst never waits on the optimiser (the controller sets one, `karpy plan` does not)
+    # wall-clock safety cap on the whole optimisation (None: none, so a plan depends on its input alone); past it
+    # the best plan found so far stands, so a burst never waits on the optimiser (the controller sets one,
+    # `karpy plan` does not)
     max_seconds: float | None = None
 
-    def seconds_for(self, pods: int) -> float:
-        """A guard on the solver's time for a batch: grows with it, capped so a plan stays interactive.
-        The node limit normally ends the search first, which keeps answers deterministic."""
-        return min(20.0, 5.0 + pods / 1000)
+
+def total_cost(nodes: Sequence[NewNode]) -> float:
+    """What `nodes` cost per hour (cost.py: each at its least costly option with its pods)."""
+    return sum(n.price() for n in nodes)
 
 
-def total_cost(nodes: Sequence[NewNode], node_cost_per_hour: float = 0.0) -> float:
-    """What `nodes` cost per hour at their cheapest options, plus `node_cost_per_hour` each."""
-    return sum(n.price() + node_cost_per_hour for n in nodes)
+def better(cost: float, count: int, than_cost: float, than_count: int) -> bool:
+    """Whether a plan of `count` nodes costing `cost` beats one of `than_count` costing `than_cost`:
+    cheaper, or as cheap with fewer nodes."""
+    return cost < than_cost - 1e-9 or (cost <= than_cost + 1e-9 and count < than_count)
+
+
+@dataclasses.dataclass(frozen=True)
+class Repacked:
+    """What repack() chose, and, when the safety cap (`max_seconds`) cut its search short, what was left undone."""
+
+    nodes: list[NewNode]
+    cut_short: str | None = None
 
 
 def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-           options: PackingOptions = PackingOptions()) -> list[NewNode]:
+           options: PackingOptions = PackingOptions()) -> Repacked:
     """A cheaper set of nodes for the pods on `nodes`, or `nodes` itself when none is found.
 
     `open_node(template)` makes an empty new node (naming it). The nodes passed in are left as
@@ -99,32 +110,39 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     matching whichever set is returned."""
     nodes = list(nodes)
     if not nodes or not options.optimize:
-        return nodes
+        return Repacked(nodes)
     # amounts past int64 (nodes.amounts keeps them exact, as Python integers) are beyond the solver's floats:
     # such batches keep the greedy's exact plan
     if any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object for n in nodes):
-        return nodes
+        return Repacked(nodes)
     templates = {id(n.template): n.template for n in nodes}
     saved = {key: t.remaining for key, t in templates.items()}
     started = time.monotonic()
-    best, best_cost, best_remaining = nodes, total_cost(nodes, options.node_cost_per_hour), saved
+    best, best_cost, best_remaining = nodes, total_cost(nodes), saved
     # the fill is a heuristic whose outcome turns on the order pods come in: small batches try several
     # (the order matters only where loose pods fill nodes that keep other pods)
     fills: Sequence[tuple[str, str]] = [(FILL_ORDERS[0], FILL_TIES[0])]
     if PORTFOLIO_PODS[0] <= sum(len(n.pods) for n in nodes) <= PORTFOLIO_PODS[1] and \
             any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
         fills = [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
-    for order, tie in fills:
+    cut_short = None
+    pods = sum(len(n.pods) for n in nodes)
+    for tried, (order, tie) in enumerate(fills):
         for key, t in templates.items():
             t.remaining = saved[key]
         candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, tie=tie,
                             started=started)
-        if candidate is not None and total_cost(candidate, options.node_cost_per_hour) < best_cost - 1e-9:
-            best, best_cost = candidate, total_cost(candidate, options.node_cost_per_hour)
+        if candidate is not None and better(total_cost(candidate), len(candidate), best_cost, len(best)):
+            best, best_cost = candidate, total_cost(candidate)
             best_remaining = {key: t.remaining for key, t in templates.items()}
+        if options.max_seconds is not None and time.monotonic() - started > options.max_seconds:
+            kept = "the first-fit plan kept" if best is nodes else "the cheapest plan found so far kept"
+            cut_short = (f"optimising {pods} pod(s) on {len(nodes)} node(s) stopped at its {options.max_seconds:g} s cap "
+                         f"in fill {tried + 1} of {len(fills)}, {kept}")
+            break
     for key, t in templates.items():
         t.remaining = best_remaining[key]
-    return best
+    return Repacked(best, cut_short)
 
 
 @dataclasses.dataclass
@@ -256,19 +274,18 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     loose.sort(key=_fill_order(loose, order))
     # 2. the room anchored nodes pay for anyway
     deadline = None if options.max_seconds is None else started + options.max_seconds
-    rest = _fill_anchored(anchored, loose, topology, node_cost=options.node_cost_per_hour, deadline=deadline, tie=tie)
+    rest = _fill_anchored(anchored, loose, topology, deadline=deadline, tie=tie)
     # 3. new nodes for the rest, chosen by the integer program
     fresh: list[NewNode] = []
     groups: dict[tuple[str, str, str], list[_Loose]] = {}
     for e in rest:
         groups.setdefault(e.group, []).append(e)
-    budget = options.seconds_for(len(rest)) / max(1, len(groups))
     for key in sorted(groups):
         if deadline is not None and time.monotonic() > deadline:
             return None
-        seconds = budget if deadline is None else max(0.1, min(budget, deadline - time.monotonic()))
-        placed = _pack_group(groups[key], anchored, topology=topology, open_node=open_node,
-                             node_cost=options.node_cost_per_hour, seconds=seconds, deadline=deadline)
+        seconds = None if deadline is None else max(0.1, deadline - time.monotonic())
+        placed = _pack_group(groups[key], anchored, topology=topology, open_node=open_node, seconds=seconds,
+                             deadline=deadline)
         if placed is None:
             return None
         fresh += placed
@@ -397,7 +414,7 @@ def _stranded(node: NewNode, row: np.ndarray) -> float:
 
 
 def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topology, *,
-                   node_cost: float = 0.0, deadline: float | None = None, tie: str = FILL_TIES[0]) -> list[_Loose]:
+                   deadline: float | None = None, tie: str = FILL_TIES[0]) -> list[_Loose]:
     """Put loose pods, largest first, on anchored nodes: into the room a node pays for anyway (the
     tightest such room), else onto the node whose price grows least, when that costs no more than a
     node of its own; returns the rest."""
@@ -446,7 +463,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
         if not done:
             if kind not in alone_price:
                 alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]  # a pod the greedy placed has a row
-                alone_price[kind] = None if alone is None else alone + node_cost
+                alone_price[kind] = alone
             alone = alone_price[kind]
             found = np.flatnonzero(fits_grow & ~fits_free)
             if alone is not None and len(found):
@@ -601,8 +618,8 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 continue
             mask, _, offers = t.compatible(node.requirements)
             price = prices.get(id(offers))
-            if price is None:
-                price = prices[id(offers)] = np.array([o.price_per_hour if o is not None else np.inf for o in offers])
+            if price is None:                 # the least each type can cost (no credits): it may be cheaper
+                price = prices[id(offers)] = t.list_prices(node.requirements) + t.costs.fixed
             cheaper = np.flatnonzero(mask & holds[a] & (price < bins.price[a] - 1e-12))
             if not len(cheaper):
                 continue
@@ -630,9 +647,9 @@ class _Swaps:
         self.movable = movable
         t = nodes[0].template
         self.alloc = estimate(t.allocatable).astype(np.float64)
-        _, order, offers = t.compatible(nodes[0].requirements)
-        self.price = np.array([o.price_per_hour if o is not None else np.inf for o in offers])
-        self.by_price = order                            # the allowed types, the cheapest first
+        _, order, _ = t.compatible(nodes[0].requirements)
+        self.price = t.list_prices(nodes[0].requirements) + t.costs.fixed   # the least each type can cost
+        self.by_price = order[np.argsort(self.price[order], kind="stable")]  # the allowed types, the cheapest first
         self.unit = np.maximum(np.median(self.alloc, axis=0), 1.0)
         width = self.alloc.shape[1]
         self.spare = np.zeros((len(nodes), width))
@@ -664,7 +681,7 @@ class _Swaps:
         node = self.nodes[i]
         used = estimate(node.used).astype(np.float64)
         current = node.cheapest()
-        self.worth[i] = self.price[current]
+        self.worth[i] = node.price()
         self.spare[i] = self.alloc[current] - used
         fixed = used - self.need[self.held[i]].sum(axis=0)
         cheaper = self.by_price[(self.price[self.by_price] < self.worth[i] - 1e-12)
@@ -918,7 +935,7 @@ def _restore(node: NewNode, state: _State) -> None:
 
 
 def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topology,
-                open_node: Callable[[NodeTemplate], NewNode], node_cost: float, seconds: float,
+                open_node: Callable[[NodeTemplate], NewNode], seconds: float | None,
                 deadline: float | None = None) -> list[NewNode] | None:
     """New nodes for one group's pods (one provisioner, one set of requirements), or None when
     some pod fits nowhere (the greedy's plan then stands)."""
@@ -939,7 +956,15 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
     need = np.array(keys, dtype=np.float64).reshape(len(keys), -1)
     count = np.array([len(classes[k]) for k in keys], dtype=np.float64)
     alloc = t.allocatable.astype(np.float64)
-    types = _candidate_types(mask, alloc, need, count, offers, t)
+    cpu = t.cpu_column
+    # what a node of each type costs filled with the group's cpu as far as it holds it: no pattern of it costs more
+    demand_cpu = float((need[:, cpu] * count).sum()) if cpu is not None else 0.0
+    allowed = np.flatnonzero(mask)
+    most = np.full(len(mask), np.inf)
+    if len(allowed):
+        most[allowed] = t.costs_at(reqs, allowed, 0.0) if cpu is None else np.array(
+            [t.costs_at(reqs, np.array([i]), min(demand_cpu, float(alloc[i, cpu])))[0] for i in allowed.tolist()])
+    types = _candidate_types(mask, alloc, need, count, most, t)
     fresh: list[NewNode] = []
     if types:
         caps = left = None
@@ -947,8 +972,14 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
             names = sorted(t.remaining)
             caps = np.array([[float(t.capacity[i].get(n, 0)) for n in names] for i in types])
             left = np.array([float(t.remaining[n]) for n in names])
-        price = np.array([offers[i].price_per_hour + node_cost for i in types])  # type: ignore[union-attr]  # set for every type the mask allows
-        choices = cover(need, count, alloc[types], price, caps=caps, left=left, seconds=seconds) or []
+        price = most[types]
+
+        def pattern_cost(j: int, pattern: np.ndarray) -> float:
+            load = float(need[:, cpu] @ pattern) if cpu is not None else 0.0
+            return float(t.costs_at(reqs, np.array([types[j]]), load)[0])
+
+        choices = cover(need, count, alloc[types], price, caps=caps, left=left, seconds=seconds,
+                        pattern_cost=pattern_cost) or []
         queues = {k: list(classes[k]) for k in keys}
         for choice in sorted(choices, key=lambda ch: (-price[ch.type_index], ch.type_index, ch.pods)):
             for _ in range(choice.nodes):
@@ -994,9 +1025,10 @@ def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topol
 
 
 def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, count: np.ndarray,
-                     offers: Sequence[Offering | None], t: NodeTemplate) -> list[int]:
-    """The types worth a column: the most price-efficient for the group's total demand, and for
-    each class the cheapest type that holds one of its pods (for the last, small node)."""
+                     costs: np.ndarray, t: NodeTemplate) -> list[int]:
+    """The types worth a column: the most cost-efficient for the group's total demand (`costs[i]`: a node of
+    type i filled with it), and for each class the cheapest type that holds one of its pods (for the last,
+    small node)."""
     usable = [i for i in np.flatnonzero(mask).tolist() if (alloc[i] >= need).all(axis=1).any()]
     if not usable:
         return []
@@ -1004,7 +1036,7 @@ def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, coun
     asked = demand > 0
 
     def price(i: int) -> float:
-        return offers[i].price_per_hour  # type: ignore[union-attr]  # set for every type the mask allows
+        return float(costs[i])
 
     def efficiency(i: int) -> float:
         share = holds(i)

@@ -2,19 +2,21 @@
 
 A pattern is one node of one instance type and how many pods of each class (same requests) it
 holds, within the type's allocatable. The master program chooses how many nodes of each
-pattern cover every class at the least price; it starts from patterns a first-fit builds and
+pattern cover every class at the least cost; it starts from patterns a first-fit builds and
 grows by pricing: the LP's duals value each class, and for each type the pattern of the
 greatest value (a small knapsack: greedily for every type, exactly with HiGHS for the most
-promising few) joins the master when it costs less than it is worth. The last master is
+promising few) joins the master when it costs less than it is worth. A pattern costs what its
+type costs with its pods (`pattern_cost`, exact per pattern: a burstable type's credits turn on
+the pattern's cpu); a type's `price` is the most any of its patterns costs. The last master is
 solved with integer node counts over the patterns generated. Deterministic: the same input
-gives the same columns and the solver is bounded by a node limit (its time limit is a guard).
-Pure: numbers in, numbers out.
+gives the same columns, the search is bounded by rounds and the solver by node limits, never
+by the clock unless the caller passes a safety cap (`seconds`). Pure: numbers in, numbers out.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
@@ -22,7 +24,9 @@ from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern per type
 EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
 MIP_NODE_LIMIT = 2000
+KNAPSACK_NODE_LIMIT = 200
 MIP_REL_GAP = 1e-4
+TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cost go to fewer nodes
 # HiGHS prints a debug line to stdout when it maps a solution back (ERGO-Code/HiGHS#2783), mostly after its
 # presolve: these programs are small enough to solve without it, and `karpy plan` sends what native code prints
 # to stderr while it plans (commands.native_stdout_to_stderr), so the line never corrupts `-o json`
@@ -51,20 +55,22 @@ def fill(order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray) 
 
 
 def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndarray, *,
-             seconds: float | None) -> np.ndarray | None:
+             seconds: float | None = None, exact: bool = False) -> np.ndarray | None:
     """The pattern of the greatest total `value` that `room` holds, at most `cap` of each class, solved by HiGHS
-    within `seconds` and a node limit (the best found then), or with `seconds` None to proven optimality (for a
-    bound); None when no class is worth anything or the solver fails."""
+    within a node limit (the best found then; `seconds`, when given, caps its time too), or with `exact` to proven
+    optimality (for a bound); None when no class is worth anything or the solver fails."""
     useful = np.flatnonzero(value > 1e-12)
     if not len(useful):
         return None
     a = need[useful].T
     scale = np.where(room > 0, room, 1.0)
-    limits = {"mip_rel_gap": 0.0} if seconds is None else {"time_limit": seconds, "node_limit": 200}
+    limits: dict[str, float] = {"mip_rel_gap": 0.0} if exact else {"node_limit": KNAPSACK_NODE_LIMIT}
+    if seconds is not None:
+        limits["time_limit"] = seconds
     result = milp(-value[useful], integrality=np.ones(len(useful)), bounds=Bounds(0, cap[useful]),
                   constraints=LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
                   options={**limits, "disp": False, "presolve": False})
-    if result.x is None or (seconds is None and result.status != 0):
+    if result.x is None or (exact and result.status != 0):
         return None
     out = np.zeros(len(value), dtype=np.int64)
     out[useful] = np.round(result.x).astype(np.int64)
@@ -72,15 +78,19 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
 
 
 def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndarray, *,
-          caps: np.ndarray | None = None, left: np.ndarray | None = None,
-          seconds: float = 5.0) -> list[Choice] | None:
+          caps: np.ndarray | None = None, left: np.ndarray | None = None, seconds: float | None = None,
+          pattern_cost: Callable[[int, np.ndarray], float] | None = None) -> list[Choice] | None:
     """The cheapest nodes found for `count[c]` pods of each class c of requests `need[c]`.
 
-    `alloc[j]` and `price[j]` describe type j; `caps[j]` is its capacity in the limited resources,
-    `left` what the limits still allow (both None: no limits). None when no pattern mix covers
-    every class (a class no type holds, or the limits)."""
-    started = time.monotonic()
+    `alloc[j]` and `price[j]` describe type j (`price[j]`: the most a node of it costs); `pattern_cost(j,
+    pattern)`, when given, what a node of type j holding `pattern` costs (else `price[j]`). `caps[j]` is its
+    capacity in the limited resources, `left` what the limits still allow (both None: no limits). `seconds`: a
+    safety cap on the solver's time (None: none, the plan depends on the input alone). None when no pattern
+    mix covers every class (a class no type holds, or the limits)."""
     m, k = len(need), len(alloc)
+
+    def cost(j: int, pattern: np.ndarray) -> float:
+        return float(price[j]) if pattern_cost is None else pattern_cost(j, pattern)
     fits = np.array([[(alloc[j] >= need[c]).all() for j in range(k)] for c in range(m)], dtype=bool)
     if not fits.any(axis=1).all():
         return None
@@ -88,6 +98,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     unit = np.maximum(alloc.max(axis=0), 1.0)
     size = (need / unit).max(axis=1)
     columns: list[tuple[int, np.ndarray]] = []
+    costs: list[float] = []
     seen: set[tuple[int, tuple[int, ...]]] = set()
 
     def add(j: int, pattern: np.ndarray) -> bool:
@@ -96,6 +107,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             return False
         seen.add(key)
         columns.append((j, pattern))
+        costs.append(cost(j, pattern))
         return True
 
     by_size = sorted(range(m), key=lambda c: (-size[c], c))
@@ -105,9 +117,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
                 add(j, fill([c] + [d for d in by_size if d != c], alloc[j].astype(float), need, count))
     duals = np.zeros(m)
     for _ in range(MAX_ROUNDS):
-        if time.monotonic() - started > seconds / 2:
-            break
-        solved = _master(columns, need, count, price, caps, left, integral=False, seconds=seconds)
+        solved = _master(columns, costs, need, count, caps, left, integral=False, seconds=seconds)
         if solved is None:
             return None
         _, duals = solved
@@ -122,7 +132,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
                 value = float(duals @ pattern)
                 if value > best_value + 1e-12:
                     best, best_value = pattern, value
-            candidates.append((price[j] - best_value, j, best))
+            candidates.append(((cost(j, best) if best is not None else price[j]) - best_value, j, best))
         candidates.sort(key=lambda x: (x[0], x[1]))
         added = 0
         for reduced, j, column in candidates:
@@ -131,13 +141,12 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         # exact pricing for the types the greedy found most promising (with one class the greedy's pattern, as
         # many pods as fit, is already exact)
         for _, j, _ in candidates[:EXACT_PRICING if m > 1 else 0]:
-            exact = knapsack(duals, alloc[j].astype(float), need, count, seconds=max(0.05, seconds / 100))
-            if exact is not None and price[j] - float(duals @ exact) < -1e-9 and add(j, exact):
+            exact = knapsack(duals, alloc[j].astype(float), need, count, seconds=seconds)
+            if exact is not None and cost(j, exact) - float(duals @ exact) < -1e-9 and add(j, exact):
                 added += 1
         if not added:
             break
-    solved = _master(columns, need, count, price, caps, left, integral=True,
-                     seconds=max(0.5, seconds - (time.monotonic() - started)))
+    solved = _master(columns, costs, need, count, caps, left, integral=True, seconds=seconds)
     if solved is None:
         return None
     x, _ = solved
@@ -148,12 +157,14 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     return out
 
 
-def _master(columns: list[tuple[int, np.ndarray]], need: np.ndarray, count: np.ndarray, price: np.ndarray,
+def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.ndarray, count: np.ndarray,
             caps: np.ndarray | None, left: np.ndarray | None, *, integral: bool,
-            seconds: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """The master program over `columns`: node counts per pattern (whole when `integral`) and the classes' duals."""
+            seconds: float | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The master program over `columns` (costing `costs`): node counts per pattern (whole when `integral`) and
+    the classes' duals."""
     a = np.array([p for _, p in columns], dtype=float).T            # classes x patterns
-    cost = np.array([price[j] for j, _ in columns])
+    # a hair per node, so of two mixes of equal cost the one with fewer nodes wins
+    cost = np.array(costs) + TIE_PER_NODE
     blocks_a, blocks_lo, blocks_hi = [a], [count.astype(float)], [np.full(len(count), np.inf)]
     if caps is not None and left is not None and len(left):
         scale = np.maximum(caps.max(axis=0), 1.0)
@@ -171,8 +182,8 @@ def _master(columns: list[tuple[int, np.ndarray]], need: np.ndarray, count: np.n
     upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for _, p in columns])
     result = milp(cost, integrality=np.ones(len(columns)), bounds=Bounds(0, upper),
                   constraints=LinearConstraint(matrix, lo, hi),
-                  options={"time_limit": seconds, "node_limit": MIP_NODE_LIMIT, "mip_rel_gap": MIP_REL_GAP,
-                           "disp": False, "presolve": False})
+                  options={"node_limit": MIP_NODE_LIMIT, "mip_rel_gap": MIP_REL_GAP, "disp": False, "presolve": False,
+                           **({"time_limit": seconds} if seconds is not None else {})})
     if result.x is None:
         return None
     return np.round(result.x).astype(np.int64), np.zeros(len(count))

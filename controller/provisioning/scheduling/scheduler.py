@@ -24,9 +24,12 @@ from karpy.apis.conditions import initialized
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.apis.selectors import Taint, untolerated
+from karpy.apis.v1.pool import NodePoolProvisioner
+from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import InstanceType, Offering
+from karpy.controller.provisioning.scheduling.cost import node_costs
 from karpy.controller.provisioning.scheduling.nodes import (
     FLOAT_LIMIT,
     STARTING_TAINTS,
@@ -60,6 +63,7 @@ class PlannedNode:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     pods: tuple[PodInfo, ...]
+    cost_per_hour: float = 0.0                      # its true cost with its pods (cost.py)
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)   # a NodePool's template annotations
 
 
@@ -73,6 +77,8 @@ class Results:
     # the caller logs and reports these: the core stays pure.
     failed_pods: dict[str, str] = dataclasses.field(default_factory=dict)           # pod key -> error
     failed_provisioners: dict[str, str] = dataclasses.field(default_factory=dict)   # name -> error
+    # where the optimiser's safety cap (PackingOptions.max_seconds) cut a search short, and what it left
+    cut_short: list[str] = dataclasses.field(default_factory=list)
 
 
 def failure(e: Exception) -> str:
@@ -89,6 +95,7 @@ class ClusterSnapshot:
     nodes: Sequence[Mapping[str, Any]] = ()
     pods: Sequence[PodInfo] = ()
     daemonsets: Sequence[PodInfo] = ()               # one pod per DaemonSet, from its template
+    node_templates: Mapping[str, AWSSettings] = dataclasses.field(default_factory=dict)   # AWSNodeTemplates by name
 
 
 def node_name(provisioner: str, index: int) -> str:
@@ -281,8 +288,18 @@ class Scheduler:
             labels={**(spec.labels or {}), p.owner_label: p.name}, taints=taints, startup_taints=startup,
             instance_types=self.snapshot.catalog.instance_types(spec.kubelet_configuration),
             daemon_overhead=overhead, limits=limits, well_known=self.well_known, rows=self.rows,
+            node_costs=node_costs(self._aws_settings(p), operator=self.packing.node_cost_per_hour),
             owner_label=p.owner_label, annotations=p.node_annotations, min_values=p.min_values,
         )
+
+    def _aws_settings(self, p: Provisioner) -> AWSSettings | None:
+        """The provisioner's inline provider block, else the AWSNodeTemplate its providerRef names (when known)."""
+        if p.spec.provider is not None:
+            return p.spec.provider
+        if isinstance(p, NodePoolProvisioner):           # a NodePool's nodes cost what its EC2NodeClass says
+            return p.node_class_settings
+        ref = p.spec.provider_ref
+        return self.snapshot.node_templates.get(ref.name) if ref is not None else None
 
     def _domains(self, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
         # As Karpenter: every value the provisioners' instance types offer, whether or not the provisioner
@@ -381,6 +398,7 @@ class Scheduler:
         queue = [pod for _, pod in sorted(keyed, key=lambda kp: kp[0])]
         size = len(queue) if on_decided is None else max(1, first_chunk)
         decided: list[PlannedNode] = []
+        cut_short: list[str] = []
         waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
         at = 0
         while True:
@@ -391,8 +409,11 @@ class Scheduler:
                 self._place_all(queue[at:end] + waiting, errors, broken)
             # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
-            nodes = repack(self.new_nodes, topology=self.topology, options=packing,
-                           open_node=lambda t: NewNode(t, self._hostname(t.name)))
+            repacked = repack(self.new_nodes, topology=self.topology, options=packing,
+                              open_node=lambda t: NewNode(t, self._hostname(t.name)))
+            nodes = repacked.nodes
+            if repacked.cut_short is not None:
+                cut_short.append(repacked.cut_short)
             planned = [self._finalize(n) for n in nodes]
             decided += planned
             self.new_nodes = []                         # handed over: later chunks open nodes of their own
@@ -411,6 +432,7 @@ class Scheduler:
             pending=list(self.pending),
             failed_pods={key: reason.text for key, reason in broken.items()},
             failed_provisioners=dict(self.failed_provisioners),
+            cut_short=cut_short,
         )
 
     def _place_in_turn(self, pods: list[PodInfo], errors: dict[str, Reason], broken: dict[str, Reason]) -> list[PodInfo]:
@@ -547,20 +569,24 @@ class Scheduler:
 
     def _finalize(self, node: NewNode) -> PlannedNode:
         t = node.template
-        options = node.option_types()
+        options = node.option_costs()
         if t.remaining is not None:
             budget = t.remaining + node.reserved
-            fitting = [(it, o) for it, o in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
+            fitting = [(it, o, c) for it, o, c in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
             options = fitting or options
-        chosen, offering = options[0]
+        chosen, offering, cost = options[0]
+        # a launch takes the option of the lowest list price it can get: options that list cheaper than the chosen
+        # one but cost more with these pods (a burstable type's credits) must not be offered to it
+        options = [options[0]] + [opt for opt in options[1:] if opt[1].price_per_hour >= offering.price_per_hour]
         kept = options[:MAX_INSTANCE_TYPE_OPTIONS]
-        if t.min_values and t.short_of_min_values([it for it, _ in kept], node.requirements):
+        if t.min_values and t.short_of_min_values([it for it, _, _ in kept], node.requirements):
             kept = options                             # as v1: never truncate below a requirement's minValues
         return PlannedNode(
             name=node.hostname, provisioner=t.name, instance_type=chosen, offering=offering,
-            options=tuple(it for it, _ in kept), requirements=node.requirements,
+            options=tuple(it for it, _, _ in kept), requirements=node.requirements,
             labels=node_labels(node.requirements, t, chosen, offering),
-            taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods), annotations=dict(t.annotations),
+            taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods), cost_per_hour=round(cost, 6),
+            annotations=dict(t.annotations),
         )
 
 
