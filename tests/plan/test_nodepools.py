@@ -123,14 +123,19 @@ def test_template_metadata_taints_and_nodepool_reach_the_planned_node(plan: Plan
     assert b["provisioner"] == "legacy" and "nodePool" not in b and b["labels"]["karpenter.sh/provisioner-name"] == "legacy"
 
 
-def test_ec2nodeclass_kubelet_settings_size_the_nodepools_nodes() -> None:
-    node_class = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+def test_ec2nodeclass_kubelet_settings_and_volumes_size_and_cost_the_nodepools_nodes() -> None:
+    node_class: dict[str, Any] = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
                   "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "r",
                            "subnetSelectorTerms": [{"tags": {"a": "b"}}], "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
                            "kubelet": {"maxPods": 2}}}
     pods = [pod(f"p{i}", cpu="10m") for i in range(6)]
     with_class, without = plan_of([nodepool("x"), node_class, *pods]), plan_of([nodepool("x"), *pods])
     assert len(without["nodes"]) == 1 and len(with_class["nodes"]) == 3      # two pods a node
+    disk = {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "500Gi", "volumeType": "gp3"}}
+    node_class["spec"] = {**{k: v for k, v in node_class["spec"].items() if k != "kubelet"}, "blockDeviceMappings": [disk]}
+    big_disk = plan_of([nodepool("x"), node_class, pods[0]])["nodes"][0]
+    plain = plan_of([nodepool("x"), pods[0]])["nodes"][0]
+    assert big_disk["costPerHour"] > plain["costPerHour"] + 0.05            # 500 GiB of gp3 is about $0.055/hour
 
 
 def test_a_nodepool_and_a_provisioner_may_not_share_a_name() -> None:
