@@ -58,7 +58,7 @@ def view(raw: Mapping[str, Any], pods: list[PodInfo], *, types: Mapping[str, Ins
         offer = next((o for o in t.offerings if o.zone == labels.get(wk.ZONE)
                       and o.capacity_type == node.capacity_type), None)
         node.price = offer.price_per_hour if offer is not None else None
-    provisioner = provisioners.get(labels.get(wk.PROVISIONER_NAME, ""))
+    provisioner = provisioners.get(wk.pool_of(labels) or "")
     node.lifetime = lifetime_remaining(provisioner, node.created, now)
     return node
 
@@ -100,7 +100,7 @@ def _healthy_or_unknown(pod: Mapping[str, Any]) -> bool:
 
 def unmanaged(node: NodeView, provisioners: Mapping[str, Provisioner]) -> str | None:
     """Why consolidation does not manage `node` at all, or None."""
-    owner = (node.raw["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
+    owner = wk.pool_of(node.raw["metadata"].get("labels"))
     if owner is None:
         return "not launched by a provisioner (no karpenter.sh/provisioner-name label)"
     provisioner = provisioners.get(owner)
