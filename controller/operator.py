@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
@@ -77,9 +77,12 @@ class Operator:
         self.client = (FencedClient(self.api_client, self.elector.still_leading) if self.elector
                        else RawClient(self.api_client))
         self.state = ClusterState(self.client, aws_defaults=aws_defaults(settings.cloud_provider, catalog))
+        node_class_resolver: Any = None
         if cloud_factory is not None:
             self.cloud = cloud_factory(self.client, self.state)
             source: Catalog | Callable[[], Catalog] = self.cloud.catalog
+            # EC2NodeClasses are AWS's: only its provider resolves them (the protocol does not name this)
+            node_class_resolver = getattr(self.cloud, "node_class_resolver", None)
         else:
             assert catalog is not None
             self.cloud = cloud or FakeCloudProvider(self.client, catalog)
@@ -114,6 +117,12 @@ class Operator:
                 raise LookupError(f"--interruption-queue {settings.interruption_queue}: the {self.cloud.name} provider has no queue")
             handler = InterruptionHandler(self.state, queue, self.provisioner)
             self.loops.append(Loop("interruption", handler.reconcile, resync_seconds=1))
+        if settings.cloud_provider == "aws" and node_class_resolver is not None:
+            # here, not at the top: it needs botocore, which only the aws extra installs
+            from karpy.controller.nodeclass.controller import RESYNC_SECONDS, NodeClassController
+
+            node_classes = NodeClassController(self.client, node_class_resolver(), self.clock)
+            self.loops.append(Loop("nodeclass", node_classes.reconcile, resync_seconds=RESYNC_SECONDS))
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self.probes = serve_probes(settings.host, settings.health_port, ready=self.state.pods.synced.is_set, metrics=False)
@@ -177,9 +186,9 @@ class Operator:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
             if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
-                self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners)
+                self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners, self.state.nodepools)
                 continue
-            self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
+            self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners, self.state.nodepools)
         self.state.start()
         try:                             # finish launches a previous process left, before planning any new one
             self.launcher.reconcile()

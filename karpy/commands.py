@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import datetime
 import gc
+import ipaddress
 import json
 import logging
 import os
@@ -351,6 +352,11 @@ def _aws_provider(args: argparse.Namespace) -> Any:
     except AwsConfigError as e:
         raise UsageError(str(e)) from None
 
+    if args.cluster_cidr:
+        try:
+            ipaddress.ip_network(args.cluster_cidr)
+        except ValueError:
+            raise UsageError(f"--cluster-cidr {args.cluster_cidr!r}: expected a CIDR such as 10.100.0.0/16") from None
     if args.cluster_ca_bundle:
         try:
             checked_bundle(args.cluster_ca_bundle, where="--cluster-ca-bundle")
@@ -368,7 +374,7 @@ def _aws_provider(args: argparse.Namespace) -> Any:
             log.warning("No cluster CA for node user data (pass --cluster-ca-bundle): Bottlerocket nodes cannot join")
         settings = AwsSettings(region=region, cluster_name=args.cluster_name, cluster_endpoint=args.cluster_endpoint,
                                kubernetes_minor=minor, default_instance_profile=args.default_instance_profile,
-                               ca_bundle=ca.data)
+                               ca_bundle=ca.data, cluster_cidr=args.cluster_cidr)
         return AwsCloudProvider(None, settings, node_templates(state))
 
     return build

@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--cluster-ca-bundle", metavar="BASE64",
                      help="the cluster's CA (base64 PEM, as EKS reports it) written into node user data (aws); "
                           "default: the CA the controller's connection trusts, else EKS DescribeCluster")
+    ctl.add_argument("--cluster-cidr", metavar="CIDR",
+                     help="the cluster's service CIDR, which AL2023 nodes' NodeConfig carries (aws, EC2NodeClass)")
     ctl.add_argument("--default-instance-profile", help="instance profile for nodes when a Provisioner names none (aws)")
     ctl.add_argument("--aws-region", help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION)")
     ctl.add_argument("--interruption-queue", metavar="NAME",

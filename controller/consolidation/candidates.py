@@ -82,8 +82,8 @@ def view(raw: Mapping[str, Any], pods: list[PodInfo], *, types: Mapping[str, Ins
                       and o.capacity_type == node.capacity_type), None)
         node.price = offer.price_per_hour if offer is not None else None
         node.instance_type = t
-        node.node_costs = (node_costs or {}).get(labels.get(wk.PROVISIONER_NAME, ""), NodeCosts())
-    provisioner = provisioners.get(labels.get(wk.PROVISIONER_NAME, ""))
+        node.node_costs = (node_costs or {}).get(wk.pool_of(labels) or "", NodeCosts())
+    provisioner = provisioners.get(wk.pool_of(labels) or "")
     node.lifetime = lifetime_remaining(provisioner, node.created, now)
     return node
 
@@ -125,7 +125,7 @@ def _healthy_or_unknown(pod: Mapping[str, Any]) -> bool:
 
 def unmanaged(node: NodeView, provisioners: Mapping[str, Provisioner]) -> str | None:
     """Why consolidation does not manage `node` at all, or None."""
-    owner = (node.raw["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
+    owner = wk.pool_of(node.raw["metadata"].get("labels"))
     if owner is None:
         return "not launched by a provisioner (no karpenter.sh/provisioner-name label)"
     provisioner = provisioners.get(owner)

@@ -22,9 +22,16 @@ PROVISIONER_API_VERSION = "karpenter.sh/v1alpha5"
 
 
 def owner_reference(provisioner: Mapping[str, Any]) -> dict[str, Any]:
-    """The ownerReference Karpenter (since v0.12) puts on its nodes: deleting the Provisioner deletes them."""
-    return {"apiVersion": PROVISIONER_API_VERSION, "kind": "Provisioner", "name": provisioner["metadata"]["name"],
-            "uid": provisioner["metadata"]["uid"], "blockOwnerDeletion": True}
+    """The ownerReference Karpenter (since v0.12) puts on its nodes: deleting the Provisioner (or NodePool, given
+    with its apiVersion and kind) deletes them."""
+    return {"apiVersion": provisioner.get("apiVersion", PROVISIONER_API_VERSION), "kind": provisioner.get("kind", "Provisioner"),
+            "name": provisioner["metadata"]["name"], "uid": provisioner["metadata"]["uid"], "blockOwnerDeletion": True}
+
+
+def unregistered_taints(labels: Mapping[str, str], owner: str) -> list[Obj]:
+    """v1: a NodePool's node starts with `karpenter.sh/unregistered:NoExecute`, removed once it registers
+    (controller/node/initialization.py); a Provisioner's node does not."""
+    return [{"key": wk.TAINT_UNREGISTERED, "effect": "NoExecute"}] if wk.owner_label(labels, owner) == wk.NODEPOOL else []
 
 
 def claim_manifest(request: NodeRequest, *, pods: Sequence[tuple[str, str, str | None]], bind: bool,
@@ -36,7 +43,7 @@ def claim_manifest(request: NodeRequest, *, pods: Sequence[tuple[str, str, str |
                  "pods": [{"namespace": ns, "name": n, **({"uid": uid} if uid else {})} for ns, n, uid in pods], "bind": bind}
     return {"apiVersion": api.GROUP_VERSION, "kind": api.KIND,
             "metadata": {"name": request.node_name, "finalizers": [wk.TERMINATION_FINALIZER],
-                         "labels": {wk.PROVISIONER_NAME: request.provisioner},
+                         "labels": {wk.owner_label(request.labels, request.provisioner): request.provisioner},
                          **({"ownerReferences": [owner_reference(owner)]} if owner else {})},
             "spec": spec}
 
@@ -63,7 +70,8 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
     and capacity, the termination finalizer and the owner reference to the Provisioner."""
     spec, status = claim.get("spec") or {}, claim.get("status") or {}
     name = status.get("nodeName") or instance.node_name
-    labels = {**(spec.get("labels") or {}), **instance.labels, wk.PROVISIONER_NAME: spec.get("provisioner", ""),
+    owner = spec.get("provisioner", "")
+    labels = {**(spec.get("labels") or {}), **instance.labels, wk.owner_label(spec.get("labels") or {}, owner): owner,
               wk.HOSTNAME: name}
     capacity, allocatable, price = instance.capacity, instance.allocatable, instance.price_per_hour
     if instance_type is not None:
@@ -81,7 +89,8 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
         "metadata": {"name": name, "labels": labels, "annotations": annotations, "finalizers": [wk.TERMINATION_FINALIZER],
                      "ownerReferences": list(claim["metadata"].get("ownerReferences") or [])},
         "spec": {"providerID": instance.provider_id,
-                 "taints": [dict(t) for t in spec.get("taints") or []] + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
+                 "taints": [dict(t) for t in spec.get("taints") or []] + unregistered_taints(spec.get("labels") or {}, owner)
+                 + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
     }
     if capacity is not None and allocatable is not None:
         body["status"] = {"capacity": capacity.to_manifest(), "allocatable": allocatable.to_manifest(),

@@ -100,7 +100,8 @@ def node_request(planned: PlannedNode, *, annotations: dict[str, str] | None = N
               if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
     return NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
                        instance_type_options=planned.options, labels=labels,
-                       taints=tuple(t.to_manifest() for t in planned.taints), annotations=dict(annotations or {}))
+                       taints=tuple(t.to_manifest() for t in planned.taints),
+                       annotations={**planned.annotations, **(annotations or {})})
 
 
 def claim_path(name: str, subresource: str | None = None) -> str:
@@ -138,7 +139,7 @@ class Launcher:
         run elsewhere). Returns the Node's name, or None when nothing was launched (Events on the pods say why)."""
         # the extender keeps this capacity for these pods until they are bound
         request = node_request(planned, annotations={wk.LAUNCHED_FOR: ",".join(p.key for p in planned.pods)})
-        owner = self.state.provisioners.get("", planned.provisioner)
+        owner = self.state.pool_object(planned.provisioner)
         manifest = claim_manifest(request, pods=[(p.namespace, p.name, p.uid or None) for p in planned.pods],
                                   bind=bind, owner=owner)
         with self._claiming(request.node_name) as mine:

@@ -15,6 +15,7 @@ before the watch shows them bound.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import logging
@@ -190,7 +191,8 @@ class Provisioner:
             if wait:                        # the chunks handed over before go on (each launch step is fenced)
                 concurrent.futures.wait(launches)
             return []
-        self.state.failures.report_results(results, self.state.provisioners.items())
+        self.state.failures.report_results(
+            results, [o for name in results.failed_provisioners if (o := self.state.pool_object(name)) is not None])
         launched = [n for n in (f.result() for f in launches) if n] if wait else []
         if wait:
             self._await_cache(launched)
@@ -236,13 +238,19 @@ class Provisioner:
             if owner:
                 status = node.get("status") or {}
                 totals[owner] = totals.get(owner, Resources()) + Resources.parse(status.get("capacity") or status.get("allocatable"))
-        for p in self.state.provisioners.items():
+        counts = collections.Counter(self.state.ours(node) for node in self.state.nodes.items())
+        pools = [(p, "karpenter.sh/v1alpha5", "provisioners") for p in self.state.provisioners.items()] + \
+                [(p, "karpenter.sh/v1", "nodepools") for p in self.state.nodepools.items()]
+        for p, api_version, plural in pools:
             name = p["metadata"]["name"]
-            wanted = totals.get(name, Resources()).to_manifest()
-            if ((p.get("status") or {}).get("resources") or {}) != wanted:
+            wanted: dict[str, Any] = {"resources": totals.get(name, Resources()).to_manifest()}
+            if plural == "nodepools":
+                wanted["nodes"] = counts[name]                  # v1 also counts a NodePool's nodes
+            status = p.get("status") or {}
+            if any((status.get(field) or ({} if field == "resources" else 0)) != value for field, value in wanted.items()):
                 try:
-                    self.state.client.patch(path_of("karpenter.sh/v1alpha5", "provisioners", name=name, subresource="status"),
-                                            {"status": {"resources": wanted}})
+                    self.state.client.patch(path_of(api_version, plural, name=name, subresource="status"),
+                                            {"status": wanted})
                 except ApiException as e:
                     if e.status != 404:
                         log.warning("Updating status of provisioner %s, %s", name, e.reason)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from karpy.apis import labels as wk
 from karpy.controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
 from karpy.controller.provisioning.scheduling.node_reasons import node_reasons
 from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
@@ -15,7 +16,9 @@ def plan_json(results: Results, templates: Sequence[NodeTemplate] = ()) -> dict[
     nodes: list[dict[str, Any]] = [
         {
             "name": n.name,
-            "provisioner": n.provisioner,
+            "provisioner": n.provisioner,                  # a Provisioner's or a NodePool's name
+            **({"nodePool": n.provisioner} if n.labels.get(wk.NODEPOOL) == n.provisioner else {}),
+            **({"annotations": dict(n.annotations)} if n.annotations else {}),
             "instanceType": n.instance_type.name,
             "instanceTypeOptions": [t.name for t in n.options],
             "zone": n.offering.zone,

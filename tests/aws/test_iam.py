@@ -29,6 +29,7 @@ POLICY = ROOT / "manifests" / "aws" / "controller-policy.json"
 IMPLIED = {
     "ec2:RunInstances": "CreateFleet launches through RunInstances, checked against the caller",
     "iam:PassRole": "a launch template's instance profile hands the node role to the instance",
+    "iam:TagInstanceProfile": "CreateInstanceProfile with tags (an EC2NodeClass's profile) is checked against it too",
 }
 # The standalone policy's placeholders, and what CloudFormation substitutes for each.
 PLACEHOLDERS = {"${AWS_PARTITION}": "${AWS::Partition}", "${AWS_ACCOUNT_ID}": "${AWS::AccountId}",
@@ -89,7 +90,7 @@ def stack_resources() -> dict[str, Any]:
 def test_the_code_is_read_for_its_calls() -> None:
     """The derivation itself: every client the provider makes, and calls from each module that talks to AWS."""
     called = actions_called()
-    assert provider_calls()[0] == {"ec2", "ssm", "sqs", "pricing", "eks"}
+    assert provider_calls()[0] == {"ec2", "ssm", "sqs", "pricing", "eks", "iam"}
     assert {"ec2:CreateFleet", "ec2:DescribeInstanceTypes", "ssm:GetParameter", "pricing:GetProducts",
             "sqs:ReceiveMessage", "eks:DescribeCluster"} <= called
     assert not any(a.endswith(":GetPaginator") for a in called)

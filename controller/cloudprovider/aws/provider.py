@@ -30,12 +30,16 @@ import botocore.config
 import botocore.exceptions
 
 from karpy.apis import labels as wk
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1alpha1 import AWSNodeTemplateSpec, AWSSettings
+from karpy.controller.cloudprovider.aws.amifamily import KUBE_ARCH, NEURON, NVIDIA_GPU
 from karpy.controller.cloudprovider.aws.errors import explain, is_capacity_error, plainly
 from karpy.controller.cloudprovider.aws.fleet import FleetLauncher, assigned, batch_tag
 from karpy.controller.cloudprovider.aws.instancetypes import InstanceTypes, shipped_prices
 from karpy.controller.cloudprovider.aws.launch import (
     MAX_OVERRIDES,
+    ClusterFacts,
+    LaunchSpec,
     al2_user_data,
     ami_parameter,
     bottlerocket_user_data,
@@ -43,7 +47,9 @@ from karpy.controller.cloudprovider.aws.launch import (
     group_by_image,
     launch_template_data,
     launch_template_name,
+    nodeclass_launch_templates,
 )
+from karpy.controller.cloudprovider.aws.nodeclass import NodeClassResolver
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import (
@@ -84,6 +90,7 @@ class AwsSettings:
     kubernetes_minor: str                      # "1.31", from the API server's /version
     default_instance_profile: str | None = None
     ca_bundle: str | None = None
+    cluster_cidr: str | None = None            # the service CIDR: AL2023's NodeConfig needs it
     launch_batch_idle_seconds: float = 0.035   # Karpenter's CreateFleet batching window; 0 sends each launch alone
     launch_batch_max_seconds: float = 1.0
     fleet_timeout_seconds: float = 60.0        # CreateFleet's read timeout; a lost answer is recovered, not resent blindly
@@ -107,6 +114,7 @@ class AwsCloudProvider:
         self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
         self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
         self.sqs = session.client("sqs", region_name=settings.region, config=RETRIES)   # the interruption queue
+        self.iam = session.client("iam", region_name=settings.region, config=RETRIES)   # EC2NodeClass instance profiles
         # CreateFleet is retried by the fleet launcher, which looks for a lost launch before sending again
         fleet_client = session.client("ec2", region_name=settings.region, config=botocore.config.Config(
             retries={"total_max_attempts": 1}, read_timeout=settings.fleet_timeout_seconds))
@@ -135,6 +143,20 @@ class AwsCloudProvider:
 
         return SqsQueue(self.sqs, name)
 
+    def node_class_resolver(self) -> NodeClassResolver:
+        """What resolves EC2NodeClasses against this provider's account and region."""
+        return NodeClassResolver(self.ec2, self.ssm, self.iam, cluster=self.settings.cluster_name,
+                                 region=self.settings.region, kubernetes_minor=self.settings.kubernetes_minor)
+
+    def node_class_launch_templates(self, node_class: EC2NodeClass, launch: LaunchSpec) -> dict[str, str]:
+        """instance type -> the launch template (created if missing) to launch it with from a resolved EC2NodeClass."""
+        cluster = ClusterFacts(name=self.settings.cluster_name, endpoint=self.settings.cluster_endpoint,
+                               ca_bundle=self.settings.ca_bundle, cidr=self.settings.cluster_cidr)
+        with plainly(f"creating launch templates for EC2NodeClass {node_class.name}"):
+            made = {self.ensure_launch_template(name, data): members
+                    for name, (data, members) in nodeclass_launch_templates(node_class, cluster, launch).items()}
+        return {member: name for name, members in made.items() for member in members}
+
     # --- launch --------------------------------------------------------------------------------
     def create(self, request: NodeRequest) -> Instance:
         with plainly(f"launching node {request.node_name}"):
@@ -157,7 +179,7 @@ class AwsCloudProvider:
             names = self._launch_templates(request, template, groups, [o[0] for o in overrides[:MAX_OVERRIDES]])
             overrides = [o for o in overrides if o[0] in names]
             tags = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
-                    wk.PROVISIONER_NAME: request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
+                    wk.owner_label(request.labels, request.provisioner): request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
                     **(template.tags or {})}
             launched = self.fleet.launch(fleet_request(templates=names, overrides=overrides, capacity_type=capacity_type,
                                                        tags=tags), request.node_name)
@@ -233,7 +255,7 @@ class AwsCloudProvider:
 
     def _launch_template(self, request: NodeRequest, template: AWSSettings, groups: list[str], *, image: str,
                          members: Sequence[InstanceType]) -> str:
-        labels = {**request.labels, wk.PROVISIONER_NAME: request.provisioner}
+        labels = {**request.labels, wk.owner_label(request.labels, request.provisioner): request.provisioner}
         custom = template.user_data if isinstance(template, AWSNodeTemplateSpec) else None
         max_pods = min((int(t.capacity.get("pods", 0) // 1000) for t in members), default=None)
         family = template.ami_family or "AL2"
@@ -250,7 +272,10 @@ class AwsCloudProvider:
             metadata=template.metadata_options.model_dump(by_alias=True, exclude_none=True) if template.metadata_options else None,
             block_devices=[b.model_dump(by_alias=True, exclude_none=True) for b in template.block_device_mappings or []],
             tags={f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned", **(template.tags or {})})
-        name = launch_template_name(self.settings.cluster_name, data)
+        return self.ensure_launch_template(launch_template_name(self.settings.cluster_name, data), data)
+
+    def ensure_launch_template(self, name: str, data: dict[str, Any]) -> str:
+        """Create launch template `name` with `data` unless it exists (names are content hashes: same name, same data)."""
         with self._lock:
             if name in self._templates_made:
                 return name
@@ -384,8 +409,7 @@ class AwsCloudProvider:
         tags = {t["Key"]: t["Value"] for t in described.get("Tags") or []}
         labels = {wk.INSTANCE_TYPE: described["InstanceType"], wk.ZONE: zone, wk.REGION: self.settings.region,
                   wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT if described.get("InstanceLifecycle") == "spot" else wk.CAPACITY_TYPE_ON_DEMAND}
-        if wk.PROVISIONER_NAME in tags:
-            labels[wk.PROVISIONER_NAME] = tags[wk.PROVISIONER_NAME]
+        labels.update({key: tags[key] for key in wk.POOL_LABELS if key in tags})
         return Instance(provider_id=f"aws:///{zone}/{described['InstanceId']}", claim_name=tags.get(NODE_CLAIM_TAG, ""),
                         node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels)
 
@@ -418,9 +442,6 @@ class AwsCloudProvider:
             return [self._instance(i) for i in self._live_instances([
                 {"Name": f"tag:kubernetes.io/cluster/{self.settings.cluster_name}", "Values": ["owned"]}])]
 
-
-NVIDIA_GPU, NEURON = "nvidia.com/gpu", "aws.amazon.com/neuron"
-KUBE_ARCH = {"x86_64": wk.ARCH_AMD64, "arm64": wk.ARCH_ARM64}
 
 
 def _image_fits(image: dict[str, Any], it: InstanceType) -> bool:
