@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import gc
 import ipaddress
 import json
 import logging
@@ -462,10 +461,6 @@ def extender(args: argparse.Namespace) -> int:
             from karpy.extender.view import ClusterView
             from karpy.kubeclient.raw import RawClient, api_client
             view = ClusterView(RawClient(api_client(args.kubeconfig))).start()
-        # a filter body of thousands of Nodes is ~100k objects: with the default thresholds the collector
-        # rescans the whole watch cache several times per call, which is most of the p99
-        gc.freeze()
-        gc.set_threshold(1_000_000, 20, 100)
         return create_app(view=view)
 
     serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,
