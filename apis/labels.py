@@ -8,12 +8,15 @@ IsValidLabelValue), which validation and scheduling both need. Pure.
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 GROUP = "karpenter.sh"
 AWS_GROUP = "karpenter.k8s.aws"
 
 # Labels
 PROVISIONER_NAME = "karpenter.sh/provisioner-name"
+NODEPOOL = "karpenter.sh/nodepool"                # a v1 NodePool's nodes carry this instead of provisioner-name
+REGISTERED = "karpenter.sh/registered"            # v1: the node joined and its unregistered taint is gone
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 INITIALIZED = "karpenter.sh/initialized"
 ZONE = "topology.kubernetes.io/zone"
@@ -60,6 +63,10 @@ CAPACITY_GAP_REASON = "CapacityGap"
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"   # what a cordon means to a pod's tolerations
+# v1: a NodePool's node starts with this NoExecute taint, removed when it registers
+TAINT_UNREGISTERED = "karpenter.sh/unregistered"
+# the label that names a node's owner: a Provisioner's, else a NodePool's
+POOL_LABELS = (PROVISIONER_NAME, NODEPOOL)
 
 # priority classes whose pods a drain evicts last (Kubernetes' graceful node shutdown order)
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
@@ -207,3 +214,15 @@ def label_value_errors(value: str) -> list[str]:
     if value and not _NAME.match(value):
         return ["a valid label value must be an empty string or " + _NAME_MESSAGE]
     return []
+
+
+def owner_label(labels: Mapping[str, str], owner: str) -> str:
+    """The label that names `owner` on a node whose planned `labels` these are: `karpenter.sh/nodepool` when they
+    say a NodePool owns it, else `karpenter.sh/provisioner-name`."""
+    return NODEPOOL if labels.get(NODEPOOL) == owner else PROVISIONER_NAME
+
+
+def pool_of(labels: Mapping[str, str] | None) -> str | None:
+    """The Provisioner or NodePool a node's labels name as its owner, or None."""
+    labels = labels or {}
+    return next((labels[key] for key in POOL_LABELS if labels.get(key)), None)

@@ -20,9 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from karpy.apis import labels as wk
 from karpy.apis.v1.labels import CONDITION_INITIALIZED
-from karpy.apis.v1.nodepool import NODEPOOL_LABEL
 
-NODEPOOL = NODEPOOL_LABEL              # the label of a claim (and node) launched from a NodePool
 PODS = "karpy.dev/pods"                 # {"bind": bool, "pods": [{"namespace", "name", "uid"}]}
 NODECLASS_PROVISIONER = {"group": wk.GROUP, "kind": "Provisioner"}   # a Provisioner whose template is inline
 
@@ -78,8 +76,7 @@ def binds(claim: Mapping[str, Any]) -> bool:
 
 def owner_name(claim: Mapping[str, Any]) -> str:
     """The NodePool or Provisioner the claim was launched from ("" when neither label is there)."""
-    labels = (claim.get("metadata") or {}).get("labels") or {}
-    return str(labels.get(NODEPOOL) or labels.get(wk.PROVISIONER_NAME) or "")
+    return wk.pool_of((claim.get("metadata") or {}).get("labels")) or ""
 
 
 def condition(claim: Mapping[str, Any], kind: str) -> dict[str, Any] | None:

@@ -8,10 +8,11 @@ Pure.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field
 
+from karpy.apis import labels as wk
 from karpy.apis.meta import Object, Open, ResourceList, Spec
 from karpy.apis.requirements import Requirements
 from karpy.apis.v1alpha1 import AWS
@@ -84,9 +85,22 @@ class Provisioner(Object):
     spec: ProvisionerSpec = Field(default_factory=ProvisionerSpec)
     status: ProvisionerStatus | None = None
 
+    # What the engine reads beyond v0.16's fields, so a v1 NodePool (apis/v1/pool.py) schedules through the same path:
+    # the label naming its nodes' owner, the owner's kind, and v1's per-key minValues and node annotations.
+    owner_label: ClassVar[str] = wk.PROVISIONER_NAME
+    owner_kind: ClassVar[str] = PROVISIONER_KIND
+
     @property
     def name(self) -> str:
         return self.metadata.name or ""
+
+    @property
+    def min_values(self) -> dict[str, int]:
+        return {}
+
+    @property
+    def node_annotations(self) -> dict[str, str]:
+        return {}
 
     def node_requirements(self) -> Requirements:
         """The provisioner's requirements and labels as one requirement set.

@@ -52,7 +52,8 @@ class FailureReporter:
             self._reported.pop((kind, uid_or_name), None)
 
     def report_results(self, results: Results, provisioners: Iterable[Mapping[str, Any]]) -> None:
-        """Report the pods and Provisioners a scheduling run had to skip."""
+        """Report the pods and Provisioners (or NodePools, given with their apiVersion and kind) a scheduling run had
+        to skip."""
         pods = {p.key: p for p in results.pending}
         for key, message in results.failed_pods.items():
             pod = pods.get(key)
@@ -62,5 +63,5 @@ class FailureReporter:
         for name, message in results.failed_provisioners.items():
             raw = by_name.get(name)
             if raw is not None:
-                self.report({"apiVersion": "karpenter.sh/v1alpha5", **raw}, kind="Provisioner",
+                self.report({"apiVersion": "karpenter.sh/v1alpha5", **raw}, kind=raw.get("kind", "Provisioner"),
                             reason="FailedProvisioning", message=f"computing instance types, {message}")

@@ -189,9 +189,9 @@ class Operator:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
             if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
-                self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners)
+                self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners, self.state.nodepools)
                 continue
-            self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners)
+            self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners, self.state.nodepools)
         self.state.start()
         try:                             # finish launches a previous process left, before planning any new one
             migrate(self.state, now=rfc3339(dt.datetime.now(dt.timezone.utc)))   # records an older karpy wrote

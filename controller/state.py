@@ -1,6 +1,6 @@
 """The controller's view of the cluster: watch-fed caches of the objects it decides from.
 
-Pods, nodes, provisioners, daemonsets and PDBs, each kept by a list+watch
+Pods, nodes, provisioners, NodePools (with their EC2NodeClasses), daemonsets and PDBs, each kept by a list+watch
 informer that relists after a 410 or a dropped watch, so no event is lost
 for good. Decisions read these caches, never the API server directly.
 """
@@ -11,6 +11,7 @@ import logging
 import threading
 from typing import Any, Callable, Sequence
 
+import pydantic
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
@@ -18,7 +19,11 @@ from karpy.apis.launch_record import PodReference
 from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.v1 import nodeclaim as v1
-from karpy.apis.v1alpha5 import Provisioner
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.apis.v1.nodepool import GROUP_VERSION as NODEPOOL_API_VERSION
+from karpy.apis.v1.nodepool import KIND as NODEPOOL_KIND
+from karpy.apis.v1.pool import read_nodepool
+from karpy.apis.v1alpha5 import PROVISIONER_KIND, Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.failures import FailureReporter
 from karpy.controller.inflight import InFlight
@@ -56,13 +61,16 @@ class ClusterState:
         self.pods.add_index(BY_NODE, _node_of)      # pods by the node they are bound to
         self.nodes = Informer(client, "v1", "nodes")
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
+        # v1: NodePools schedule as Provisioners do (apis/v1/pool.py), sized by their EC2NodeClass's kubelet settings
+        self.nodepools = Informer(client, "karpenter.sh/v1", "nodepools")
+        self.ec2nodeclasses = Informer(client, "karpenter.k8s.aws/v1", "ec2nodeclasses")
         self.daemonsets = Informer(client, "apps/v1", "daemonsets")
         self.pdbs = Informer(client, "policy/v1", "poddisruptionbudgets")
         self.namespaces = Informer(client, "v1", "namespaces")
         # the scheduler extender reports pods it left without a node this way, before kube-scheduler marks them
         self.gap_reports = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
-        self.informers = [self.pods, self.nodes, self.provisioners, self.daemonsets, self.pdbs, self.namespaces,
-                          self.gap_reports]
+        self.informers = [self.pods, self.nodes, self.provisioners, self.nodepools, self.ec2nodeclasses, self.daemonsets,
+                          self.pdbs, self.namespaces, self.gap_reports]
         # the pods waiting for capacity, kept by the watch (first handler: later ones read it up to date)
         self.pending = PendingIndex(self.pods.get)
         self.pods.handlers.append(self.pending.on_pod)
@@ -70,7 +78,7 @@ class ClusterState:
         self.failures = FailureReporter(client)     # bad objects: skipped, said once
         # launches in flight, over the NodeClaims: pods promised, nodes landing
         self.in_flight = InFlight(self.node_claims, self.settled)
-        self._decoded: dict[tuple[str, str | None], Provisioner | None] = {}
+        self._decoded: dict[tuple[str, str, str | None, str | None], Provisioner | None] = {}
         self._decode_lock = threading.Lock()
         # the pods' records as the last snapshot read them, by uid, with the namespaces' labels they were read
         # against: a pod that reads the same is not parsed again (see pod_infos)
@@ -95,34 +103,69 @@ class ClusterState:
         return frozenset(uid for e in self.gap_reports.items() if (uid := (e.get("involvedObject") or {}).get("uid")))
 
     def live_provisioners(self) -> list[Provisioner]:
-        """Provisioners that decode and validate (others are skipped with a log line). Each version of
-        each object is decoded once: the node controllers ask for every node on every pass."""
+        """Provisioners, and NodePools in a Provisioner's terms (apis/v1/pool.py), that decode and validate (others
+        are skipped with a log line). Each version of each object is decoded once: the node controllers ask for
+        every node on every pass."""
         with self._decode_lock:                 # several controller loops ask at once
             return self._decode_all()
 
     def _decode_all(self) -> list[Provisioner]:
         out: list[Provisioner] = []
-        seen: set[tuple[str, str | None]] = set()
-        for raw in self.provisioners.items():
-            key = (raw["metadata"]["name"], raw["metadata"].get("resourceVersion"))
+        seen: set[tuple[str, str, str | None, str | None]] = set()
+        classes = {c["metadata"]["name"]: c for c in self.ec2nodeclasses.items()}
+        sources = [(PROVISIONER_KIND, raw) for raw in self.provisioners.items()] + \
+                  [(NODEPOOL_KIND, {"apiVersion": NODEPOOL_API_VERSION, "kind": NODEPOOL_KIND, **raw})
+                   for raw in self.nodepools.items()]
+        for kind, raw in sources:
+            name = raw["metadata"]["name"]
+            node_class = classes.get(_node_class_name(raw)) if kind == NODEPOOL_KIND else None
+            key = (kind, name, raw["metadata"].get("resourceVersion"),
+                   node_class["metadata"].get("resourceVersion") if node_class else None)
             seen.add(key)
             if key not in self._decoded:
-                try:
-                    p, errors = read_provisioner(default_provisioner(raw, aws=self.aws_defaults), aws=False)
-                    problem = "; ".join(map(str, errors)) if p is None else None
-                except Exception as e:  # one Provisioner's error is confined to it
-                    p, problem = None, failure(e)
-                if problem is not None:
-                    self.failures.report(raw, kind="Provisioner", reason="InvalidProvisioner",
-                                         message=f"invalid provisioner, {problem}")
-                    p = None
-                self._decoded[key] = p
+                self._decoded[key] = self._decode(kind, raw, node_class)
             decoded = self._decoded[key]
-            if decoded is not None:
-                out.append(decoded)
+            if decoded is None:
+                continue
+            if any(p.name == name for p in out):       # names are one namespace: a node's owner label names either
+                self.failures.report(raw, kind=kind, reason=f"Invalid{kind}",
+                                     message=f"a Provisioner named {name!r} exists: this {kind} is skipped")
+                continue
+            out.append(decoded)
         for key in set(self._decoded) - seen:
             del self._decoded[key]
         return out
+
+    def _decode(self, kind: str, raw: Obj, node_class: Obj | None) -> Provisioner | None:
+        p: Provisioner | None
+        try:
+            if kind == NODEPOOL_KIND:
+                classes = {}
+                if node_class is not None:
+                    try:
+                        classes = {node_class["metadata"]["name"]: EC2NodeClass.model_validate(node_class)}
+                    except pydantic.ValidationError:
+                        pass                             # the NodePool schedules without its kubelet settings
+                p, errors = read_nodepool(raw, classes)
+            else:
+                p, errors = read_provisioner(default_provisioner(raw, aws=self.aws_defaults), aws=False)
+            problem = "; ".join(map(str, errors)) if p is None else None
+        except Exception as e:  # one Provisioner's (or NodePool's) error is confined to it
+            p, problem = None, failure(e)
+        if problem is not None:
+            self.failures.report(raw, kind=kind, reason=f"Invalid{kind}", message=f"invalid {kind.lower()}, {problem}")
+            return None
+        return p
+
+    def pool_object(self, name: str) -> Obj | None:
+        """The Provisioner or NodePool `name` as the watch holds it, with its apiVersion and kind (for owner
+        references), or None."""
+        for informer, api_version, kind in ((self.provisioners, "karpenter.sh/v1alpha5", PROVISIONER_KIND),
+                                            (self.nodepools, NODEPOOL_API_VERSION, NODEPOOL_KIND)):
+            raw = informer.get("", name)
+            if raw is not None:
+                return {**raw, "apiVersion": api_version, "kind": kind}
+        return None
 
     def provisioner(self, name: str) -> Provisioner | None:
         return next((p for p in self.live_provisioners() if p.name == name), None)
@@ -203,5 +246,10 @@ class ClusterState:
         return self.pods.by_index(BY_NODE, node_name)
 
     def ours(self, node: Obj) -> str | None:
-        """The provisioner that launched `node`, or None when karpy does not manage it."""
-        return (node["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME)
+        """The Provisioner or NodePool that launched `node`, or None when karpy does not manage it."""
+        return wk.pool_of(node["metadata"].get("labels"))
+
+
+def _node_class_name(nodepool: Obj) -> str | None:
+    ref = (((nodepool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef")
+    return ref.get("name") if isinstance(ref, dict) else None

@@ -140,7 +140,7 @@ def shape_of(node: Mapping[str, Any]) -> NodeShape:
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     spec, status = node.get("spec") or {}, node.get("status")
-    provisioner = labels.get(wk.PROVISIONER_NAME)
+    provisioner = wk.pool_of(labels)
     return NodeShape(
         name=meta.get("name", ""), labels=labels,
         allocatable=Resources.parse(status.get("allocatable")) if status else None,

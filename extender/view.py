@@ -26,6 +26,7 @@ from karpy.apis.moving_in import owner_of
 from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
+from karpy.apis.v1.pool import read_nodepool
 from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, shape_of, steady_until
 from karpy.extender.gaps import Gaps
 from karpy.extender.wire import BindingArgs
@@ -52,8 +53,9 @@ class ClusterView:
         self.nodes = Informer(client, "v1", "nodes")
         self.pods = Informer(client, "v1", "pods")
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
+        self.nodepools = Informer(client, "karpenter.sh/v1", "nodepools")
         self.gap_events = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
-        self.informers = (self.nodes, self.pods, self.provisioners, self.gap_events)
+        self.informers = (self.nodes, self.pods, self.provisioners, self.nodepools, self.gap_events)
         self._lock = threading.RLock()          # `_assume` holds it across the update it makes
         self._used: dict[str, Resources] = {}                 # node -> requests of the pods bound to it
         self._where: dict[str, tuple[str, Resources, str | None]] = {}    # pod -> (node it is bound to, its requests, owner)
@@ -127,15 +129,22 @@ class ClusterView:
 
     # --- answers --------------------------------------------------------------------------
     def lifetimes(self, provisioner: str | None) -> Lifetimes | None:
-        """The provisioner's TTLs: the same object while the watched Provisioner stays the same object."""
+        """The provisioner's (or NodePool's) TTLs: the same object while the watched object stays the same object."""
         obj = self.provisioners.get("", provisioner) if provisioner else None
+        pool = self.nodepools.get("", provisioner) if provisioner and obj is None else None
+        obj = obj if obj is not None else pool
         if obj is None or provisioner is None:
             return None
         known = self._lifetimes.get(provisioner)
         if known is not None and known[0] is obj:
             return known[1]
         spec = obj.get("spec") or {}
-        lifetimes = Lifetimes(after_empty=spec.get("ttlSecondsAfterEmpty"), until_expired=spec.get("ttlSecondsUntilExpired"))
+        if pool is not None:                      # a NodePool's expireAfter and WhenEmpty delay, as v0.16's TTLs
+            read, _ = read_nodepool(pool)
+            lifetimes = Lifetimes(after_empty=read.spec.ttl_seconds_after_empty if read else None,
+                                  until_expired=read.spec.ttl_seconds_until_expired if read else None)
+        else:
+            lifetimes = Lifetimes(after_empty=spec.get("ttlSecondsAfterEmpty"), until_expired=spec.get("ttlSecondsUntilExpired"))
         self._lifetimes[provisioner] = (obj, lifetimes)
         return lifetimes
 

@@ -312,6 +312,15 @@ def test_the_plain_manifests_take_the_image_from_one_place(tmp_path: Path) -> No
     assert shipped - listed == {"extender/deployment.yaml", "extender/scheduler-config.yaml"}   # optional, by design
 
 
+def test_no_webhook_is_configured_for_the_v1_objects() -> None:
+    """As in Karpenter v1: NodePools, NodeClaims and EC2NodeClasses are validated by their CRDs' CEL rules alone."""
+    configurations = [o for (kind, _), o in plain_objects().items()
+                      if kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")]
+    served = {(group, version, resource) for c in configurations for hook in c["webhooks"] for rule in hook["rules"]
+              for group in rule["apiGroups"] for version in rule["apiVersions"] for resource in rule["resources"]}
+    assert served == {("karpenter.sh", "v1alpha5", "provisioners"), ("karpenter.k8s.aws", "v1alpha1", "awsnodetemplates")}
+
+
 def test_every_value_the_docs_set_is_a_value_of_the_chart() -> None:
     """The `--set` flags of the install steps in the docs name values the chart has, and the getting-started
     install renders (placeholders for the shell variables)."""

@@ -32,9 +32,10 @@ def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
             "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
 
 
-def owner_label(owner: Mapping[str, Any] | None, name: str) -> dict[str, str]:
-    """The label naming what a claim was launched from: karpenter.sh/nodepool or karpenter.sh/provisioner-name."""
-    return {rec.NODEPOOL: name} if owner is not None and owner.get("kind") == "NodePool" else {wk.PROVISIONER_NAME: name}
+def unregistered_taints(labels: Mapping[str, str], owner: str) -> list[Obj]:
+    """v1: a NodePool's node starts with `karpenter.sh/unregistered:NoExecute`, removed once it registers
+    (controller/node/initialization.py); a Provisioner's node does not."""
+    return [{"key": wk.TAINT_UNREGISTERED, "effect": "NoExecute"}] if wk.owner_label(labels, owner) == wk.NODEPOOL else []
 
 
 def node_class_ref(owner: Mapping[str, Any] | None, name: str) -> dict[str, str]:
@@ -56,7 +57,7 @@ def claim_requirements(requirements: Requirements, options: Sequence[str]) -> li
     (cheapest first: the order create() tries them)."""
     out = [r for r in requirements.to_manifest()
            if r["key"] != wk.INSTANCE_TYPE and r["key"] != wk.HOSTNAME
-           and (not str(r["key"]).split("/")[0].endswith(wk.GROUP) or r["key"] in (wk.CAPACITY_TYPE, rec.NODEPOOL))]
+           and (not str(r["key"]).split("/")[0].endswith(wk.GROUP) or r["key"] in (wk.CAPACITY_TYPE, wk.NODEPOOL))]
     if options:
         out.append({"key": wk.INSTANCE_TYPE, "operator": "In", "values": list(options)})
     return out
@@ -75,7 +76,7 @@ def claim_manifest(request: NodeRequest, *, pods: Sequence[PodReference], bind: 
         spec["taints"] = [dict(t) for t in request.taints]
     return {"apiVersion": v1.GROUP_VERSION, "kind": v1.KIND,
             "metadata": {"name": request.node_name, "finalizers": [wk.TERMINATION_FINALIZER],
-                         "labels": {**request.labels, **owner_label(owner, request.provisioner)},
+                         "labels": {**request.labels, wk.owner_label(request.labels, request.provisioner): request.provisioner},
                          "annotations": {**request.annotations, rec.PODS: rec.pods_annotation(pods, bind=bind)},
                          **({"ownerReferences": [owner_reference(owner)]} if owner else {})},
             "spec": spec}
@@ -127,6 +128,7 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
     spec, status, meta = claim.get("spec") or {}, claim.get("status") or {}, claim["metadata"]
     name = status.get("nodeName") or instance.node_name
     labels = {**(meta.get("labels") or {}), **instance.labels, wk.HOSTNAME: name}
+    owner = rec.owner_name(claim)
     capacity, allocatable, price = instance.capacity, instance.allocatable, instance.price_per_hour
     if instance_type is not None:
         for key, value in instance_type.requirements.single_values().items():
@@ -146,7 +148,8 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
         "metadata": {"name": name, "labels": labels, "annotations": annotations, "finalizers": [wk.TERMINATION_FINALIZER],
                      "ownerReferences": [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Provisioner"]},
         "spec": {"providerID": instance.provider_id,
-                 "taints": [dict(t) for t in spec.get("taints") or []] + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
+                 "taints": [dict(t) for t in spec.get("taints") or []] + unregistered_taints(meta.get("labels") or {}, owner)
+                 + [{"key": wk.TAINT_NOT_READY, "effect": "NoSchedule"}]},
     }
     if capacity is not None and allocatable is not None:
         body["status"] = {"capacity": capacity.to_manifest(), "allocatable": allocatable.to_manifest(),

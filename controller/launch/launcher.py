@@ -110,7 +110,7 @@ def node_request(planned: PlannedNode) -> NodeRequest:
               if k not in (wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE)}   # the launched offering decides these
     return NodeRequest(node_name=planned.name, provisioner=planned.provisioner, requirements=planned.requirements,
                        instance_type_options=planned.options, labels=labels,
-                       taints=tuple(t.to_manifest() for t in planned.taints))
+                       taints=tuple(t.to_manifest() for t in planned.taints), annotations=dict(planned.annotations))
 
 
 def claim_path(name: str, subresource: str | None = None) -> str:
@@ -144,7 +144,7 @@ class Launcher:
         """Launch a node for `planned` (and bind its pods unless `bind` is False: replacements, whose pods still
         run elsewhere). Returns the Node's name, or None when nothing was launched (Events on the pods say why)."""
         request = node_request(planned)
-        owner = self.state.provisioners.get("", planned.provisioner)
+        owner = self.state.pool_object(planned.provisioner)
         pods = [PodReference(p.namespace, p.name, p.uid or None) for p in planned.pods]
         manifest = claim_manifest(request, pods=pods, bind=bind, owner=owner)
         with self._claiming(request.node_name) as mine:

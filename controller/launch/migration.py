@@ -22,7 +22,7 @@ from karpy.apis import nodeclaim as legacy
 from karpy.apis.launch_record import PodReference
 from karpy.apis.requirements import Requirements
 from karpy.apis.v1 import nodeclaim as v1
-from karpy.controller.launch.claims import claim_requirements, node_class_ref, owner_label
+from karpy.controller.launch.claims import claim_requirements, node_class_ref
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
 
@@ -44,7 +44,7 @@ def converted(old: Mapping[str, Any], owner: Mapping[str, Any] | None, *, now: s
     body: Obj = {
         "apiVersion": v1.GROUP_VERSION, "kind": v1.KIND,
         "metadata": {"name": meta["name"], "finalizers": [wk.TERMINATION_FINALIZER],
-                     "labels": {**(spec.get("labels") or {}), **launched, **owner_label(owner, provisioner)},
+                     "labels": {**(spec.get("labels") or {}), **launched, wk.PROVISIONER_NAME: provisioner},
                      "annotations": {**annotations, rec.PODS: rec.pods_annotation(pods, bind=spec.get("bind", True))},
                      **({"ownerReferences": meta["ownerReferences"]} if meta.get("ownerReferences") else {})},
         "spec": {"requirements": claim_requirements(requirements, list(spec.get("instanceTypes") or [])),

@@ -49,7 +49,7 @@ class Finalizer:
         again: float | None = None
         for node in self.state.nodes.items():
             owner = self.state.ours(node)
-            provisioner = self.state.provisioners.get("", owner) if owner else None
+            provisioner = self.state.pool_object(owner) if owner else None
             if provisioner is None or provisioner["metadata"].get("deletionTimestamp"):
                 continue                    # not a provisioner's node, or its provisioner is gone or going
             patch = ownership_patch(node, provisioner)

@@ -1,5 +1,7 @@
 """Initialization: label a karpy node `karpenter.sh/initialized=true` once it is Ready and its
 provisioner's startup taints are gone; delete it if it never gets there (registration timeout).
+A v1 NodePool's node registers first, as Karpenter v1's registration does: once its kubelet reports it
+Ready, its `karpenter.sh/unregistered` taint goes and it is labelled `karpenter.sh/registered=true`.
 
 Deleting hands the node to termination, which terminates its instance."""
 
@@ -24,10 +26,12 @@ REGISTRATION_TIMEOUT = dt.timedelta(minutes=15)
 
 
 def decide(*, node: dict[str, Any], startup_taints: set[str], now: dt.datetime) -> str | None:
-    """Pure: "label", "delete" or None."""
+    """Pure: "register", "label", "delete" or None."""
     if initialized(node) or node["metadata"].get("deletionTimestamp"):
         return None
     taints = {t.get("key") for t in (node.get("spec") or {}).get("taints") or []}
+    if wk.TAINT_UNREGISTERED in taints and ready(node):
+        return "register"
     if ready(node) and not (taints & (startup_taints | {wk.TAINT_NOT_READY})):
         return "label"
     created = parse_time(node["metadata"].get("creationTimestamp"))
@@ -41,6 +45,7 @@ class Initialization:
         self.state, self.clock = state, clock
 
     def reconcile(self) -> float | None:
+        again: float | None = None
         for node in self.state.nodes.items():
             owner = self.state.ours(node)
             if owner is None:
@@ -50,6 +55,14 @@ class Initialization:
             verdict = decide(node=node, startup_taints=startup, now=self.clock.now())
             name = node["metadata"]["name"]
             try:
+                if verdict == "register":
+                    kept = [t for t in node["spec"].get("taints") or [] if t.get("key") != wk.TAINT_UNREGISTERED]
+                    # the taints as read, so a write in between is a conflict (retried next pass), not lost
+                    self.state.client.patch(path_of("v1", "nodes", name=name), {
+                        "metadata": {"labels": {wk.REGISTERED: "true"}, "resourceVersion": node["metadata"].get("resourceVersion")},
+                        "spec": {"taints": kept}})
+                    log.info("Registered node %s", name)
+                    again = 0.0                       # look again soon: it may be initialized at once
                 if verdict == "label":
                     self.state.client.patch(path_of("v1", "nodes", name=name), {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
                     log.info("Initialized node %s", name)
@@ -57,6 +70,7 @@ class Initialization:
                     log.info("Triggering termination for node %s that did not become Ready within %s", name, REGISTRATION_TIMEOUT)
                     self.state.delete_node(name)
             except ApiException as e:
-                if e.status != 404:
+                if e.status not in (404, 409):
                     raise
-        return None
+                again = 1.0 if e.status == 409 else again
+        return again

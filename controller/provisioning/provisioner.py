@@ -15,12 +15,11 @@ before the watch shows them bound.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
-import gc
 import logging
 import secrets
-import sys
 import time
 from typing import Any, Callable
 
@@ -68,30 +67,17 @@ def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
 
 class _FirstLaunch:
     """From a batch's start until its first chunk is handed to the launch workers, the planning thread comes first:
-
-    - no cyclic garbage collection: over a burst's cache (millions of objects) a full one takes up to a second
-      and finds nothing (watch objects are freed by reference counting); it runs when due after the window;
-    - the last batch's launch and bind workers paused before their next request (for a second at most: Pause);
-    - a longer interpreter switch interval, so the threads still running take the interpreter from the planning
-      thread less often (they give it up at each request anyway)."""
-
-    SWITCH_SECONDS = 0.05
+    the last batch's launch and bind workers are paused before their next request (for a second at most: Pause)."""
 
     def __init__(self, pause: Pause) -> None:
-        self._collecting, self._switch = gc.isenabled(), sys.getswitchinterval()
         self._open = True
         self._pause = pause
-        gc.disable()
         pause.pause()
-        sys.setswitchinterval(max(self._switch, self.SWITCH_SECONDS))
 
     def end(self) -> None:
         if self._open:
             self._open = False
             self._pause.resume()
-            sys.setswitchinterval(self._switch)
-            if self._collecting:
-                gc.enable()
 
 
 class Provisioner:
@@ -199,7 +185,8 @@ class Provisioner:
             if wait:                        # the chunks handed over before go on (each launch step is fenced)
                 concurrent.futures.wait(launches)
             return []
-        self.state.failures.report_results(results, self.state.provisioners.items())
+        self.state.failures.report_results(
+            results, [o for name in results.failed_provisioners if (o := self.state.pool_object(name)) is not None])
         launched = [n for n in (f.result() for f in launches) if n] if wait else []
         if wait:
             self._await_cache(launched)
@@ -245,13 +232,19 @@ class Provisioner:
             if owner:
                 status = node.get("status") or {}
                 totals[owner] = totals.get(owner, Resources()) + Resources.parse(status.get("capacity") or status.get("allocatable"))
-        for p in self.state.provisioners.items():
+        counts = collections.Counter(self.state.ours(node) for node in self.state.nodes.items())
+        pools = [(p, "karpenter.sh/v1alpha5", "provisioners") for p in self.state.provisioners.items()] + \
+                [(p, "karpenter.sh/v1", "nodepools") for p in self.state.nodepools.items()]
+        for p, api_version, plural in pools:
             name = p["metadata"]["name"]
-            wanted = totals.get(name, Resources()).to_manifest()
-            if ((p.get("status") or {}).get("resources") or {}) != wanted:
+            wanted: dict[str, Any] = {"resources": totals.get(name, Resources()).to_manifest()}
+            if plural == "nodepools":
+                wanted["nodes"] = counts[name]                  # v1 also counts a NodePool's nodes
+            status = p.get("status") or {}
+            if any((status.get(field) or ({} if field == "resources" else 0)) != value for field, value in wanted.items()):
                 try:
-                    self.state.client.patch(path_of("karpenter.sh/v1alpha5", "provisioners", name=name, subresource="status"),
-                                            {"status": {"resources": wanted}})
+                    self.state.client.patch(path_of(api_version, plural, name=name, subresource="status"),
+                                            {"status": wanted})
                 except ApiException as e:
                     if e.status != 404:
                         log.warning("Updating status of provisioner %s, %s", name, e.reason)

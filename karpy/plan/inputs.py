@@ -1,7 +1,8 @@
 """`karpy plan` input: multi-document YAML/JSON files turned into a ClusterSnapshot.
 
 Reads Provisioners (validated, and defaulted for the `aws` catalog as the
-webhook would), Pods, Nodes, workloads (expanded into pods), DaemonSets
+webhook would), v1 NodePools (defaulted as their CRD defaults them, with the
+kubelet settings of the EC2NodeClass they name, when given), Pods, Nodes, workloads (expanded into pods), DaemonSets
 (overhead), Namespaces, PodDisruptionBudgets and InstanceTypeCatalogs, refusing
 unknown fields as kubectl's strict validation does (`plan/fields.py`). Every
 problem is reported as one line naming the file, the document and the field;
@@ -16,14 +17,17 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+import pydantic
 import yaml
 
 from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate
-from karpy.apis.errors import FieldError
+from karpy.apis.errors import FieldError, from_validation_error
 from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
+from karpy.apis.v1.ec2nodeclass import EC2NodeClass
+from karpy.apis.v1.pool import read_nodepool
 from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import (
@@ -41,12 +45,14 @@ from karpy.plan.fields import model_of, unknown_fields
 
 WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
 PROVISIONER = ("karpenter.sh/v1alpha5", "Provisioner")
+NODEPOOL = ("karpenter.sh/v1", "NodePool")
+EC2NODECLASS = ("karpenter.k8s.aws/v1", "EC2NodeClass")
 # every kind plan reads (an InstanceTypeCatalog too): each is checked for unknown fields
-READ_KINDS = WORKLOADS | {PROVISIONER, ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("apps/v1", "DaemonSet"),
+READ_KINDS = WORKLOADS | {PROVISIONER, NODEPOOL, EC2NODECLASS, ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("apps/v1", "DaemonSet"),
                           ("policy/v1", "PodDisruptionBudget"), (CATALOG_API_VERSION, CATALOG_KIND)}
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
-                 "CustomResourceDefinition", "Event", "Lease"}
+                 "CustomResourceDefinition", "Event", "Lease", "NodeClaim"}
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -139,17 +145,19 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     pdbs: list[dict[str, Any]] = []
     node_templates: dict[str, AWSSettings] = {}
     owners = _owners_named(docs)
+    node_classes = _node_classes(docs, problems)
     first_seen: dict[str, Document] = {}
     for d in docs:
         kind, api_version = d.body.get("kind"), d.body.get("apiVersion")
         try:
             if (api_version, kind) in READ_KINDS:
                 _strict(d)
-            if (api_version, kind) == PROVISIONER:
-                parsed = _provisioner(d, aws=aws)
+            if (api_version, kind) in (PROVISIONER, NODEPOOL):
+                # one namespace of names: a node's owner label and the plan's `provisioner` field name either
+                parsed = _provisioner(d, aws=aws) if kind == PROVISIONER[1] else _node_pool(d, node_classes)
                 if parsed.name in first_seen:
-                    problems.append(f"{d.where()}: Provisioner {parsed.name!r} is given more than once "
-                                    f"(first in {first_seen[parsed.name].where()})")
+                    problems.append(f"{d.where()}: {kind} {parsed.name!r} is given more than once, as Provisioner or"
+                                    f" NodePool (first in {first_seen[parsed.name].where()})")
                 first_seen.setdefault(parsed.name, d)
                 provisioners.append(parsed)
             elif (api_version, kind) == ("v1", "Pod"):
@@ -167,7 +175,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
                 if template is None:
                     raise FieldProblem("; ".join(map(str, errors)))
                 node_templates[str(template.metadata.name)] = template.spec
-            elif kind in ("Namespace", CATALOG_KIND):
+            elif kind in ("Namespace", CATALOG_KIND) or (api_version, kind) == EC2NODECLASS:
                 continue
             elif kind in IGNORED_KINDS:
                 warnings.append(f"{d.where()}: ignored (does not affect scheduling)")
@@ -245,6 +253,27 @@ def _provisioner(d: Document, *, aws: bool) -> Provisioner:
     if provisioner is None:
         raise FieldProblem("; ".join(str(e) for e in errors))
     return provisioner
+
+
+def _node_classes(docs: Sequence[Document], problems: list[str]) -> dict[str, EC2NodeClass]:
+    """Every EC2NodeClass given, by name (NodePools read their kubelet settings)."""
+    out: dict[str, EC2NodeClass] = {}
+    for d in docs:
+        if (d.body.get("apiVersion"), d.body.get("kind")) == EC2NODECLASS:
+            try:
+                parsed = EC2NodeClass.model_validate(d.body)
+            except pydantic.ValidationError as e:
+                problems.append(f"{d.where()}: " + "; ".join(str(err) for err in from_validation_error(e)))
+                continue
+            out[parsed.metadata.name or ""] = parsed
+    return out
+
+
+def _node_pool(d: Document, node_classes: Mapping[str, EC2NodeClass]) -> Provisioner:
+    pool, errors = read_nodepool(d.body, node_classes)
+    if pool is None:
+        raise FieldProblem("; ".join(str(e) for e in errors))
+    return pool
 
 
 def _node(d: Document) -> dict[str, Any]:

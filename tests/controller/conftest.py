@@ -38,11 +38,12 @@ class Env:
         """Create objects through the API server and wait until the controller's caches show them."""
         for obj in objects:
             kind, meta = obj["kind"], obj["metadata"]
-            plural = {"Pod": "pods", "Node": "nodes", "Provisioner": "provisioners", "DaemonSet": "daemonsets",
+            plural = {"Pod": "pods", "Node": "nodes", "Provisioner": "provisioners", "NodePool": "nodepools", "DaemonSet": "daemonsets",
                       "PodDisruptionBudget": "poddisruptionbudgets", "Deployment": "deployments"}[kind]
             namespaced = kind in ("Pod", "DaemonSet", "PodDisruptionBudget", "Deployment")
             self.client.create(path_of(obj["apiVersion"], plural, meta.get("namespace", "default") if namespaced else None), obj)
             informer = {"pods": self.state.pods, "nodes": self.state.nodes, "provisioners": self.state.provisioners,
+                        "nodepools": self.state.nodepools,
                         "daemonsets": self.state.daemonsets, "poddisruptionbudgets": self.state.pdbs}.get(plural)
             if informer is not None:
                 ns = meta.get("namespace", "default") if namespaced else ""

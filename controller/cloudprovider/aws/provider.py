@@ -179,7 +179,7 @@ class AwsCloudProvider:
             names = self._launch_templates(request, template, groups, [o[0] for o in overrides[:MAX_OVERRIDES]])
             overrides = [o for o in overrides if o[0] in names]
             tags = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
-                    wk.PROVISIONER_NAME: request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
+                    wk.owner_label(request.labels, request.provisioner): request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
                     **(template.tags or {})}
             launched = self.fleet.launch(fleet_request(templates=names, overrides=overrides, capacity_type=capacity_type,
                                                        tags=tags), request.node_name)
@@ -255,7 +255,7 @@ class AwsCloudProvider:
 
     def _launch_template(self, request: NodeRequest, template: AWSSettings, groups: list[str], *, image: str,
                          members: Sequence[InstanceType]) -> str:
-        labels = {**request.labels, wk.PROVISIONER_NAME: request.provisioner}
+        labels = {**request.labels, wk.owner_label(request.labels, request.provisioner): request.provisioner}
         custom = template.user_data if isinstance(template, AWSNodeTemplateSpec) else None
         max_pods = min((int(t.capacity.get("pods", 0) // 1000) for t in members), default=None)
         family = template.ami_family or "AL2"
@@ -409,8 +409,7 @@ class AwsCloudProvider:
         tags = {t["Key"]: t["Value"] for t in described.get("Tags") or []}
         labels = {wk.INSTANCE_TYPE: described["InstanceType"], wk.ZONE: zone, wk.REGION: self.settings.region,
                   wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT if described.get("InstanceLifecycle") == "spot" else wk.CAPACITY_TYPE_ON_DEMAND}
-        if wk.PROVISIONER_NAME in tags:
-            labels[wk.PROVISIONER_NAME] = tags[wk.PROVISIONER_NAME]
+        labels.update({key: tags[key] for key in wk.POOL_LABELS if key in tags})
         return Instance(provider_id=f"aws:///{zone}/{described['InstanceId']}", claim_name=tags.get(NODE_CLAIM_TAG, ""),
                         node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels)
 

@@ -1,6 +1,6 @@
 """Nodes a pod may be placed on: existing ones and new ones being planned.
 
-`NodeTemplate` is what one Provisioner can launch: its requirements, labels,
+`NodeTemplate` is what one Provisioner (or v1 NodePool) can launch: its requirements, labels,
 taints, daemonset overhead, remaining limits, and the instance types that
 fit it, with their allocatable resources as a matrix so narrowing a new
 node's options is one vectorised comparison. `ExistingNode` is a Node with
@@ -29,7 +29,7 @@ from karpy.controller.provisioning.scheduling.reasons import Reason, Why
 from karpy.controller.provisioning.scheduling.topology import Topology
 
 # Taints a node carries while it starts; a node karpy launched is not kept from its pods by them.
-STARTING_TAINTS = frozenset({wk.TAINT_NOT_READY, wk.TAINT_UNREACHABLE})
+STARTING_TAINTS = frozenset({wk.TAINT_NOT_READY, wk.TAINT_UNREACHABLE, wk.TAINT_UNREGISTERED})
 # Amounts below this (in thousandths) stay int64: the sum or difference of two of them cannot wrap.
 # the extended resources of GPUs and accelerators (NVIDIA, AMD, AWS Inferentia/Trainium, Habana Gaudi)
 ACCELERATORS = ("nvidia.com/gpu", "amd.com/gpu", "aws.amazon.com/neuron", "habana.ai/gaudi")
@@ -102,13 +102,18 @@ class ResourceRows:
 
 
 class NodeTemplate:
-    """What one Provisioner launches, and how much of its limits is left."""
+    """What one Provisioner or NodePool launches, and how much of its limits is left. `owner_label` names its
+    nodes' owner; `min_values` (v1) is the fewest distinct values per key a node's instance-type options keep."""
 
     def __init__(self, *, name: str, weight: int, requirements: Requirements, labels: Mapping[str, str],
                  taints: Sequence[Taint], startup_taints: Sequence[Taint], instance_types: Sequence[InstanceType],
                  daemon_overhead: Resources, limits: Resources | None, well_known: frozenset[str],
-                 rows: ResourceRows, node_costs: NodeCosts | None = None) -> None:
+                 rows: ResourceRows, node_costs: NodeCosts | None = None, owner_label: str = wk.PROVISIONER_NAME,
+                 annotations: Mapping[str, str] | None = None, min_values: Mapping[str, int] | None = None) -> None:
         self.name, self.weight = name, weight
+        self.owner_label = owner_label
+        self.annotations = dict(annotations or {})
+        self.min_values = dict(min_values or {})
         self.requirements = requirements
         self.labels = dict(labels)
         self.taints, self.startup_taints = list(taints), list(startup_taints)
@@ -193,6 +198,16 @@ class NodeTemplate:
         if not len(candidates):
             return None
         return float(self.costs_at(self.requirements, candidates, self.cpu_of(row)).min())
+
+    def short_of_min_values(self, types: Sequence[InstanceType], reqs: Requirements) -> str | None:
+        """Which requirement's minValues `types` fall short of (counting the values `reqs` allow), or None."""
+        for key, least in sorted(self.min_values.items()):
+            allowed = reqs.get(key)
+            values = {v for t in types if key in t.requirements and not t.requirements[key].complement
+                      for v in t.requirements[key].values if allowed is None or allowed.has(v)}
+            if len(values) < least:
+                return f'minValues requirement is not met for "{key}" ({len(values)} of {least} values)'
+        return None
 
     def within(self, budget: Mapping[str, int] | None) -> np.ndarray:
         """Which instance types' capacity fits `budget` of the limited resources (None: all)."""
@@ -366,6 +381,8 @@ class NewNode:
             options = options & t.within(t.remaining + self.reserved)
             if not options.any():
                 return Reason(Why.LIMITS, f"exceeds limits of provisioner {t.name}")
+        if t.min_values and (short := t.short_of_min_values([t.instance_types[i] for i in np.flatnonzero(options)], reqs)):
+            return Reason(Why.REQUIREMENTS, short)
         self.requirements, self.used, self.options = reqs, used, options
         self._reserve()
         self.requests = self.requests + pod.requests

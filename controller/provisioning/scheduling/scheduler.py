@@ -24,6 +24,7 @@ from karpy.apis.conditions import initialized
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.apis.selectors import Taint, untolerated
+from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.apis.v1alpha1 import AWSSettings
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
@@ -63,6 +64,7 @@ class PlannedNode:
     taints: tuple[Taint, ...]
     pods: tuple[PodInfo, ...]
     cost_per_hour: float = 0.0                      # its true cost with its pods (cost.py)
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)   # a NodePool's template annotations
 
 
 @dataclasses.dataclass
@@ -223,7 +225,7 @@ class Scheduler:
         self.snapshot = snapshot
         self.packing = packing
         self._name_node = name_node
-        self.well_known = wk.WELL_KNOWN_LABELS | snapshot.catalog.known_label_keys()
+        self.well_known = wk.WELL_KNOWN_LABELS | {wk.NODEPOOL} | snapshot.catalog.known_label_keys()
         live = [p for p in snapshot.provisioners if not p.metadata.deletion_timestamp]
         self.provisioners = {p.name: p for p in live}
         nodes = {n["metadata"]["name"]: n for n in snapshot.nodes}
@@ -241,7 +243,7 @@ class Scheduler:
         for p in sorted(live, key=lambda p: (-(p.spec.weight or 0), p.name)):
             try:
                 self.templates.append(self._template(p, nodes))
-            except Exception as e:  # one Provisioner's error is confined to it
+            except Exception as e:  # one Provisioner's (or NodePool's) error is confined to it
                 self.failed_provisioners[p.name] = failure(e)
         self.topology = Topology(self._domains(nodes))
         self._unregistered: dict[str, Reason] = {}     # pending pods whose topology could not be read
@@ -263,9 +265,10 @@ class Scheduler:
 
     # --- setup -------------------------------------------------------------------
     def _template(self, p: Provisioner, nodes: Mapping[str, Mapping[str, Any]]) -> NodeTemplate:
+        """What `p` launches. A v1 NodePool comes as a Provisioner too (apis/v1/pool.py): one path for both."""
         spec = p.spec
         requirements = p.node_requirements()
-        requirements.add(Requirement.exactly(wk.PROVISIONER_NAME, p.name))
+        requirements.add(Requirement.exactly(p.owner_label, p.name))
         taints = [Taint.parse(t.model_dump(exclude_none=True)) for t in spec.taints or []]
         startup = [Taint.parse(t.model_dump(exclude_none=True)) for t in spec.startup_taints or []]
         overhead = Resources()
@@ -277,23 +280,26 @@ class Scheduler:
         if limits is not None:
             used = Resources()
             for n in nodes.values():
-                if (n["metadata"].get("labels") or {}).get(wk.PROVISIONER_NAME) == p.name:
+                if (n["metadata"].get("labels") or {}).get(p.owner_label) == p.name:
                     status = n.get("status") or {}
                     used = used + Resources.parse(status.get("capacity") or status.get("allocatable"))
             reported = Resources.parse((p.status.resources if p.status else None) or {})
             limits = Resources({n: amount - max(used.get(n, 0), reported.get(n, 0)) for n, amount in limits.items()})
         return NodeTemplate(
             name=p.name, weight=spec.weight or 0, requirements=requirements,
-            labels={**(spec.labels or {}), wk.PROVISIONER_NAME: p.name}, taints=taints, startup_taints=startup,
+            labels={**(spec.labels or {}), p.owner_label: p.name}, taints=taints, startup_taints=startup,
             instance_types=self.snapshot.catalog.instance_types(spec.kubelet_configuration),
             daemon_overhead=overhead, limits=limits, well_known=self.well_known, rows=self.rows,
             node_costs=node_costs(self._aws_settings(p), operator=self.packing.node_cost_per_hour),
+            owner_label=p.owner_label, annotations=p.node_annotations, min_values=p.min_values,
         )
 
     def _aws_settings(self, p: Provisioner) -> AWSSettings | None:
         """The provisioner's inline provider block, else the AWSNodeTemplate its providerRef names (when known)."""
         if p.spec.provider is not None:
             return p.spec.provider
+        if isinstance(p, NodePoolProvisioner):           # a NodePool's nodes cost what its EC2NodeClass says
+            return p.node_class_settings
         ref = p.spec.provider_ref
         return self.snapshot.node_templates.get(ref.name) if ref is not None else None
 
@@ -339,7 +345,7 @@ class Scheduler:
                 self.topology.record(pod, labels)   # after every group is registered (solve())
             if spec.get("unschedulable"):
                 continue
-            template = next((t for t in self.templates if t.name == labels.get(wk.PROVISIONER_NAME)), None)
+            template = next((t for t in self.templates if t.name == labels.get(t.owner_label)), None)
             up = initialized(n)
             taints = [Taint.parse(t) for t in spec.get("taints") or []]
             allocatable = Resources.parse(status.get("allocatable") or status.get("capacity"))
@@ -574,17 +580,22 @@ class Scheduler:
         # a launch takes the option of the lowest list price it can get: options that list cheaper than the chosen
         # one but cost more with these pods (a burstable type's credits) must not be offered to it
         options = [options[0]] + [opt for opt in options[1:] if opt[1].price_per_hour >= offering.price_per_hour]
+        kept = options[:MAX_INSTANCE_TYPE_OPTIONS]
+        if t.min_values and t.short_of_min_values([it for it, _, _ in kept], node.requirements):
+            kept = options                             # as v1: never truncate below a requirement's minValues
         return PlannedNode(
             name=node.hostname, provisioner=t.name, instance_type=chosen, offering=offering,
-            options=tuple(it for it, _, _ in options[:MAX_INSTANCE_TYPE_OPTIONS]), requirements=node.requirements,
+            options=tuple(it for it, _, _ in kept), requirements=node.requirements,
             labels=node_labels(node.requirements, t, chosen, offering),
             taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods), cost_per_hour=round(cost, 6),
+            annotations=dict(t.annotations),
         )
 
 
 def node_labels(reqs: Requirements, template: NodeTemplate, chosen: InstanceType, offering: Offering) -> dict[str, str]:
     """The labels a new node gets: every well-known label resolved, the chosen type's single-valued
-    labels, the provisioner's labels, and a satisfying value for each other requirement."""
+    labels, the provisioner's labels, and a satisfying value for each other requirement. The owner label is
+    `karpenter.sh/provisioner-name` for a Provisioner's node, `karpenter.sh/nodepool` for a NodePool's."""
     labels: dict[str, str] = {}
     for key, value in reqs.labels().items():
         if key == wk.HOSTNAME or wk.restricted_label_error(key) is not None:
@@ -596,7 +607,7 @@ def node_labels(reqs: Requirements, template: NodeTemplate, chosen: InstanceType
     labels.update(template.labels)
     labels.update({
         wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type, wk.INSTANCE_TYPE: chosen.name,
-        wk.PROVISIONER_NAME: template.name,
+        template.owner_label: template.name,
     })
     labels.setdefault(wk.ARCH, wk.ARCH_AMD64)
     labels.setdefault(wk.OS, wk.OS_LINUX)

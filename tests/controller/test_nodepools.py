@@ -1,0 +1,122 @@
+"""A v1 NodePool provisions end to end: `karpy controller` (fake provider) on the local cluster launches a node
+labelled `karpenter.sh/nodepool` for a pending pod, binds the pod, registers the node as v1 does (its
+`karpenter.sh/unregistered` taint gone, `karpenter.sh/registered` and `karpenter.sh/initialized` set), owned by the
+NodePool; its limits hold and its status counts its nodes. The pure steps are checked alone."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from karpy.apis import labels as wk
+from karpy.apis.v1.pool import read_nodepool
+from karpy.controller.cloudprovider.types import Instance
+from karpy.controller.launch.claims import claim_manifest, node_manifest
+from karpy.controller.launch.launcher import node_request
+from karpy.controller.node.initialization import decide
+from karpy.controller.provisioning.scheduling.pods import PodInfo
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
+from karpy.kubeclient.raw import path_of
+from tests.builders import catalog, instance_type, unschedulable_pod
+from tests.controller.conftest import CATALOG, Env
+from tests.expectations import eventually, expect_nodes
+from tests.simulator.conftest import start
+
+ROOT = Path(__file__).resolve().parents[2]
+NODEPOOL = {
+    "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
+    "spec": {"template": {"metadata": {"labels": {"team": "a"}, "annotations": {"example.com/owner": "a"}},
+                          "spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+                                   "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}},
+}
+
+
+def planned_node() -> Any:
+    pool, errors = read_nodepool(NODEPOOL)
+    assert pool is not None, errors
+    pod = PodInfo.parse(unschedulable_pod("web", cpu="1"))
+    (node,) = Scheduler(ClusterSnapshot([pool], CATALOG, pods=[pod])).solve().new_nodes
+    return node
+
+
+def test_a_nodepools_node_starts_unregistered_and_registers_once_ready() -> None:
+    planned = planned_node()
+    request = node_request(planned)
+    claim = claim_manifest(request, pods=[], bind=True, owner=None)
+    assert claim["metadata"]["labels"][wk.NODEPOOL] == "general" and wk.PROVISIONER_NAME not in claim["metadata"]["labels"]
+    node = node_manifest(claim, Instance(provider_id="fake://n", node_name=planned.name, labels={
+        wk.INSTANCE_TYPE: "small", wk.ZONE: "zone-a", wk.CAPACITY_TYPE: "on-demand"}), CATALOG.instance_types()[0])
+    labels, taints = node["metadata"]["labels"], node["spec"]["taints"]
+    assert labels[wk.NODEPOOL] == "general" and wk.PROVISIONER_NAME not in labels and labels["team"] == "a"
+    assert node["metadata"]["annotations"]["example.com/owner"] == "a"
+    assert {"key": wk.TAINT_UNREGISTERED, "effect": "NoExecute"} in taints
+    now = dt.datetime.now(dt.timezone.utc)
+    assert decide(node=node, startup_taints=set(), now=now) is None                  # not Ready yet
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    node["spec"]["taints"] = [t for t in taints if t["key"] != wk.TAINT_NOT_READY]
+    assert decide(node=node, startup_taints=set(), now=now) == "register"
+    node["spec"]["taints"] = []
+    assert decide(node=node, startup_taints=set(), now=now) == "label"
+
+
+@pytest.mark.slow      # starts the local cluster and `karpy controller`
+def test_karpy_controller_provisions_for_a_nodepool(tmp_path: Path) -> None:
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog(instance_type("small", cpu="2", memory="4Gi", pods="10"))))
+    (tmp_path / "nodepool.yaml").write_text(yaml.safe_dump(NODEPOOL))
+    cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
+    log = open(tmp_path / "controller.log", "wb")
+    controller: subprocess.Popen[bytes] | None = None
+    try:
+        kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+        kube.kubectl("apply", "-f", str(tmp_path / "nodepool.yaml"))
+        kube.core.create_namespaced_pod("default", unschedulable_pod("web", cpu="1"))
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kube.kubeconfig),
+             "--catalog", str(tmp_path / "catalog.json"), "--metrics-port", "0", "--health-port", "0",
+             "--batch-idle-duration", "0.3", "--batch-max-duration", "2"],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+
+        def registered() -> Any:
+            nodes = kube.core.list_node().items
+            ready = [n for n in nodes if (n.metadata.labels or {}).get(wk.INITIALIZED) == "true"]
+            return ready[0] if ready else None
+        node = eventually(registered, timeout=30)
+        labels = node.metadata.labels
+        assert labels[wk.NODEPOOL] == "general" and wk.PROVISIONER_NAME not in labels
+        assert labels[wk.REGISTERED] == "true" and labels["team"] == "a"
+        assert wk.TAINT_UNREGISTERED not in {t.key for t in node.spec.taints or []}
+        assert node.metadata.owner_references[0].kind == "NodePool"
+        assert eventually(lambda: kube.core.read_namespaced_pod("web", "default").spec.node_name, timeout=10) == node.metadata.name
+    finally:
+        if controller is not None and controller.poll() is None:
+            controller.send_signal(signal.SIGTERM)
+            try:
+                controller.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                controller.kill()
+                controller.wait()
+        log.close()
+        kube.api_client.close()
+        cluster.stop()
+
+
+@pytest.mark.slow      # starts the local cluster
+def test_a_nodepools_limits_hold_and_its_status_counts_its_nodes(env: Env) -> None:
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["limits"] = {"cpu": "2"}                  # one small node's worth
+    first, second = env.provision(pool, unschedulable_pod("first", cpu="1500m"), unschedulable_pod("second", cpu="1500m"))
+    (made,) = expect_nodes(env.client, 1)
+    assert made["metadata"]["labels"][wk.NODEPOOL] == "general"
+    assert sum(1 for p in (first, second) if p["spec"].get("nodeName")) == 1
+    status = env.settle(lambda: env.client.get(path_of("karpenter.sh/v1", "nodepools", name="general")).get("status"))
+    assert status["resources"]["cpu"] == "2" and status["nodes"] == 1
