@@ -12,6 +12,8 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
 from karpy.apis.pods import object_key
 from karpy.apis.timestamps import parse_time
+from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
+from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.types import InstanceType
 from karpy.controller.consolidation.disruption_cost import disruption_cost, lifetime_remaining
@@ -111,9 +113,20 @@ def unmanaged(node: NodeView, provisioners: Mapping[str, Provisioner]) -> str | 
     return None
 
 
+def nodepool_hold(node: NodeView, provisioners: Mapping[str, Provisioner], now: dt.datetime) -> str | None:
+    """What in v1's `karpenter.sh/do-not-disrupt` (or v1alpha5's do-not-evict / do-not-consolidate) holds a
+    NodePool's `node` from consolidation now, and until when; None for a Provisioner's node or a free one.
+    An empty node is disrupted for `Empty`, another for `Underutilized` (the same holds apply to both)."""
+    if not isinstance(provisioners.get(wk.pool_of(node.raw["metadata"].get("labels")) or ""), NodePoolProvisioner):
+        return None
+    hold = disruption_hold(node_annotations=node.raw["metadata"].get("annotations"), pods=[p.raw for p in node.pods],
+                           reason="Underutilized" if node.pods else "Empty", now=now)
+    return hold.describe() if hold is not None else None
+
+
 def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.datetime, min_age: float,
             pdbs: Sequence[Mapping[str, Any]], all_pods: Sequence[Mapping[str, Any]],
-            awaited: Mapping[str, str]) -> str | None:
+            awaited: Mapping[str, str], provisioners: Mapping[str, Provisioner]) -> str | None:
     """Why a node consolidation manages may not be consolidated now, or None when it is a candidate.
     `awaited` names nodes that pods are on their way to (node -> pod), as v0.16's nominated nodes."""
     meta = node.raw["metadata"]
@@ -124,6 +137,8 @@ def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.dateti
         return f"node is nominated for pod {awaited[node.name]}, which is on its way to it"
     if min_age and (age := (now - node.created).total_seconds()) < min_age:
         return f"node was launched {age:.0f}s ago (consolidation waits {min_age:.0f}s)"
+    if held := nodepool_hold(node, provisioners, now):
+        return held
     if (meta.get("annotations") or {}).get(wk.DO_NOT_CONSOLIDATE) == "true":
         return f"node has annotation {wk.DO_NOT_CONSOLIDATE}"
     type_name = labels.get(wk.INSTANCE_TYPE)

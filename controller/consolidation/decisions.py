@@ -205,7 +205,7 @@ class Consolidator:
             if why := unmanaged(v, self.provisioners):
                 kept.append(Kept(name, why, considered=False))
             elif why := blocker(v, types=self.types, now=self.now, min_age=self.min_age, pdbs=self.pdbs,
-                                all_pods=self._raw_pods, awaited=self.awaited):
+                                all_pods=self._raw_pods, awaited=self.awaited, provisioners=self.provisioners):
                 kept.append(Kept(name, why))
             else:
                 candidates.append(v)
