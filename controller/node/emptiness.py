@@ -1,5 +1,8 @@
 """Emptiness: delete karpy nodes that ran no workload for ttlSecondsAfterEmpty.
 
+A NodePool's node (WhenEmpty's consolidateAfter) annotated `karpenter.sh/do-not-disrupt: "true"` (or
+v1alpha5's do-not-consolidate) stays past its TTL, as v1's Emptiness method passes over it.
+
 Draining and terminating belong to controller/termination; this only decides *when*."""
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
 from karpy.apis.pods import busy
 from karpy.apis.timestamps import parse_time, rfc3339
+from karpy.apis.v1.disruption.do_not_disrupt import node_hold
 from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
@@ -79,6 +83,10 @@ class Emptiness:
         annotations = node["metadata"].get("annotations") or {}
         v = decide(ttl=ttl, initialized=initialized(node), busy=busy(self.state.pods_on(name)),
                    marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)), now=self.clock.now())
+        if v.delete and wk.NODEPOOL in (node["metadata"].get("labels") or {}):
+            if held := node_hold(annotations, "Empty"):
+                log.debug("Not deleting empty node %s past its TTL: %s", name, held.describe())
+                v = dataclasses.replace(v, delete=False)
         try:
             if v.mark or v.unmark:                     # a null value removes the key
                 self.state.client.patch(path_of("v1", "nodes", name=name),
