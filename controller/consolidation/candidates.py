@@ -9,10 +9,12 @@ from typing import Any, Mapping, Sequence
 
 from karpy.apis import disruption
 from karpy.apis import labels as wk
-from karpy.apis.conditions import initialized
+from karpy.apis.conditions import initialized, ready
 from karpy.apis.pods import object_key
 from karpy.apis.timestamps import parse_time
+from karpy.apis.v1.disruption.budgets import BudgetNode, budget_hold, budget_mapping
 from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
+from karpy.apis.v1.nodepool import DisruptionReason
 from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.types import InstanceType
@@ -156,3 +158,41 @@ def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.dateti
         if pdb := pdb_blocker(pod, pdbs, all_pods):
             return f"pdb {pdb} prevents evicting pod {pod.key}"
     return None
+
+
+def _ready_or_unknown(node: Mapping[str, Any]) -> bool:
+    """Ready, or without any conditions (plan input written by hand): only a node that says it is not Ready
+    uses up a budget."""
+    return ready(node) or not (node.get("status") or {}).get("conditions")
+
+
+class Budgets:
+    """What each NodePool's disruption budgets leave for this pass, per reason, as v1 counts it: nodes already
+    not Ready or being deleted use up the allowance, and so does each node an earlier action of the pass takes.
+    Provisioners' nodes are not bounded (v0.16 had no budgets)."""
+
+    def __init__(self, nodes: Sequence[Mapping[str, Any]], provisioners: Mapping[str, Provisioner], now: dt.datetime) -> None:
+        self.now = now
+        self.pools = {name: p.node_pool for name, p in provisioners.items() if isinstance(p, NodePoolProvisioner)}
+        budget_nodes = [BudgetNode(nodepool=owner, initialized=initialized(n), ready=_ready_or_unknown(n),
+                                   marked_for_deletion=bool(n["metadata"].get("deletionTimestamp")))
+                        for n in nodes if (owner := (n["metadata"].get("labels") or {}).get(wk.NODEPOOL)) in self.pools]
+        self.mapping = {reason: budget_mapping({name: pool.spec.disruption.budgets for name, pool in self.pools.items()},
+                                               budget_nodes, now=now, reason=reason)
+                        for reason in ("Empty", "Underutilized")}
+        self.taken: dict[str, int] = {}            # nodes of each NodePool an action of this pass takes
+
+    def take(self, node: NodeView, reason: DisruptionReason) -> str | None:
+        """Count `node` as disrupted for `reason` when its NodePool's budget has room and return None; else
+        why not (the budget that holds it, and until when)."""
+        pool = wk.pool_of(node.raw["metadata"].get("labels")) or ""
+        if pool not in self.pools or wk.NODEPOOL not in (node.raw["metadata"].get("labels") or {}):
+            return None
+        counted = self.mapping[reason][pool]
+        hold = budget_hold(self.pools[pool].spec.disruption.budgets, nodepool=pool, reason=reason,
+                           node_count=counted.node_count, disrupting=counted.disrupting + self.taken.get(pool, 0),
+                           now=self.now)
+        if hold is not None:
+            return hold.describe()
+        self.taken[pool] = self.taken.get(pool, 0) + 1
+        return None

@@ -37,7 +37,7 @@ import numpy as np
 
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
-from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view, worst_case_price
+from karpy.controller.consolidation.candidates import Budgets, NodeView, blocker, unmanaged, view, worst_case_price
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
@@ -156,6 +156,7 @@ class Consolidator:
         # nodes being deleted and their pods are termination's business: not capacity, not candidates
         self.nodes = {n["metadata"]["name"]: n for n in snapshot.nodes if not n["metadata"].get("deletionTimestamp")}
         self.deleting = sorted(n["metadata"]["name"] for n in snapshot.nodes if n["metadata"].get("deletionTimestamp"))
+        self._all_nodes = list(snapshot.nodes)
         self.bound = [p for p in snapshot.pods if p.node_name in self.nodes and not p.terminal and not p.deleting]
         self._raw_pods = [p.raw for p in snapshot.pods]
         # one scheduler over the cluster as it is: its view of the existing nodes is the packing state,
@@ -211,13 +212,25 @@ class Consolidator:
                 candidates.append(v)
         price_before = round(sum(v.price or 0 for v in self.views.values()), 6)
         actions: list[Action] = []
-        empty = [n for n in candidates if not n.pods]
+        # a NodePool's budgets bound each reason's nodes in disruption order, as v1 filters its candidates
+        budgets = Budgets(self._all_nodes, self.provisioners, self.now)
+        empty = []
+        for n in (n for n in candidates if not n.pods):
+            if why := budgets.take(n, "Empty"):
+                kept.append(Kept(n.name, why))
+            else:
+                empty.append(n)
         for start in range(0, len(empty), self.max_nodes):
             group = empty[start:start + self.max_nodes]
             actions.append(Action(DELETE, tuple(n.name for n in group), round(sum(n.price or 0 for n in group), 6)))
             for n in group:
                 self._drop(n)
-        remaining = sorted((n for n in candidates if n.pods), key=lambda n: n.order)
+        remaining = []
+        for n in sorted((n for n in candidates if n.pods), key=lambda n: n.order):
+            if why := budgets.take(n, "Underutilized"):
+                kept.append(Kept(n.name, why))
+            else:
+                remaining.append(n)
         if self._keep_fullest:   # pods moved go to the nodes that stay: those no action may take first
             considered = {n.name for n in candidates}
             self.packing.prefer([name for name in self.views if name not in considered]

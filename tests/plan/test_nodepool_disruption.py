@@ -96,3 +96,43 @@ def test_a_provisioners_node_ignores_do_not_disrupt_as_v016_does() -> None:
                annotated(pod("p", cpu="1", node_name="big"), **{DO_NOT_DISRUPT: "true"}))
     (action,) = run["actions"]
     assert action["type"] == "replace"
+
+
+def test_the_default_budget_of_10_percent_lets_one_of_ten_empty_nodes_go() -> None:
+    run = plan(consolidating_pool(), *(nodepool_node(f"n{i}", "small") for i in range(10)))
+    (action,) = run["actions"]
+    assert action["type"] == "delete" and action["nodes"] == ["n0"]
+    held = 'NodePool "default" allows 1 Empty disruption(s) of 10 node(s) and 1 are already disrupting'
+    assert reasons(run) == {f"n{i}": held for i in range(1, 10)}
+
+
+def test_a_budget_for_underutilized_only_leaves_empty_nodes_free() -> None:
+    run = plan(consolidating_pool(budgets=[{"nodes": "0", "reasons": ["Underutilized"]}]),
+               nodepool_node("empty", "large"), nodepool_node("big", "large"), pod("p", cpu="1", node_name="big"))
+    assert [a["nodes"] for a in run["actions"]] == [["empty"]]
+    # the empty node this pass deletes counts as disrupting too
+    assert reasons(run) == {"big": 'NodePool "default" allows 0 Underutilized disruption(s) of 2 node(s) '
+                                   "and 1 are already disrupting"}
+
+
+def test_a_closed_schedule_holds_until_its_window_ends() -> None:
+    business_hours = {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}
+    run = plan(consolidating_pool(budgets=[business_hours]), nodepool_node("empty", "large"))
+    assert run["actions"] == []
+    assert reasons(run)["empty"] == ('NodePool "default" allows 0 Empty disruption(s) of 1 node(s) '
+                                     "and 0 are already disrupting until 2024-01-08T17:00:00Z")
+
+
+def test_a_node_not_ready_uses_up_the_budget() -> None:
+    sick = nodepool_node("sick", "small")
+    sick["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    sick["metadata"]["annotations"] = {DO_NOT_DISRUPT: "true"}
+    run = plan(consolidating_pool(budgets=[{"nodes": "1"}]), sick, nodepool_node("empty", "large"))
+    assert run["actions"] == []
+    assert reasons(run)["empty"] == ('NodePool "default" allows 1 Empty disruption(s) of 2 node(s) '
+                                     "and 1 are already disrupting")
+
+
+def test_a_provisioners_nodes_have_no_budget() -> None:
+    run = plan(consolidating(), *(karpy_node(f"n{i}", "small") for i in range(10)))
+    assert [sorted(a["nodes"]) for a in run["actions"]] == [[f"n{i}" for i in range(10)]]
