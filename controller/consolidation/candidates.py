@@ -9,10 +9,10 @@ from typing import Any, Mapping, Sequence
 
 from karpy.apis import disruption
 from karpy.apis import labels as wk
-from karpy.apis.conditions import initialized, ready
+from karpy.apis.conditions import initialized
 from karpy.apis.pods import object_key
 from karpy.apis.timestamps import parse_time
-from karpy.apis.v1.disruption.budgets import BudgetNode, budget_hold, budget_mapping
+from karpy.apis.v1.disruption.budgets import budget_hold, budget_mapping, budget_nodes
 from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
 from karpy.apis.v1.nodepool import DisruptionReason
 from karpy.apis.v1.pool import NodePoolProvisioner
@@ -159,11 +159,7 @@ def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.dateti
             return f"pdb {pdb} prevents evicting pod {pod.key}"
     return None
 
-
-def _ready_or_unknown(node: Mapping[str, Any]) -> bool:
-    """Ready, or without any conditions (plan input written by hand): only a node that says it is not Ready
-    uses up a budget."""
-    return ready(node) or not (node.get("status") or {}).get("conditions")
+CONSOLIDATION_REASONS: tuple[DisruptionReason, ...] = ("Empty", "Underutilized")
 
 
 class Budgets:
@@ -174,12 +170,10 @@ class Budgets:
     def __init__(self, nodes: Sequence[Mapping[str, Any]], provisioners: Mapping[str, Provisioner], now: dt.datetime) -> None:
         self.now = now
         self.pools = {name: p.node_pool for name, p in provisioners.items() if isinstance(p, NodePoolProvisioner)}
-        budget_nodes = [BudgetNode(nodepool=owner, initialized=initialized(n), ready=_ready_or_unknown(n),
-                                   marked_for_deletion=bool(n["metadata"].get("deletionTimestamp")))
-                        for n in nodes if (owner := (n["metadata"].get("labels") or {}).get(wk.NODEPOOL)) in self.pools]
+        counted = budget_nodes(nodes)
         self.mapping = {reason: budget_mapping({name: pool.spec.disruption.budgets for name, pool in self.pools.items()},
-                                               budget_nodes, now=now, reason=reason)
-                        for reason in ("Empty", "Underutilized")}
+                                               counted, now=now, reason=reason)
+                        for reason in CONSOLIDATION_REASONS}
         self.taken: dict[str, int] = {}            # nodes of each NodePool an action of this pass takes
 
     def take(self, node: NodeView, reason: DisruptionReason) -> str | None:

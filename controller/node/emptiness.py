@@ -83,10 +83,10 @@ class Emptiness:
         annotations = node["metadata"].get("annotations") or {}
         v = decide(ttl=ttl, initialized=initialized(node), busy=busy(self.state.pods_on(name)),
                    marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)), now=self.clock.now())
-        if v.delete and wk.NODEPOOL in (node["metadata"].get("labels") or {}):
-            if held := node_hold(annotations, "Empty"):
-                log.debug("Not deleting empty node %s past its TTL: %s", name, held.describe())
-                v = dataclasses.replace(v, delete=False)
+        held = node_hold(annotations, "Empty") if wk.NODEPOOL in (node["metadata"].get("labels") or {}) else None
+        if v.delete and held is not None:
+            log.debug("Not deleting empty node %s past its TTL: %s", name, held.describe())
+            v = dataclasses.replace(v, delete=False)
         try:
             if v.mark or v.unmark:                     # a null value removes the key
                 self.state.client.patch(path_of("v1", "nodes", name=name),

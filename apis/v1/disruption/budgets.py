@@ -17,10 +17,12 @@ import dataclasses
 import datetime as dt
 import math
 import re
-from typing import Final, Iterable, Mapping, Sequence
+from typing import Any, Final, Iterable, Mapping, Sequence
 
 from croniter import croniter
 
+from karpy.apis.conditions import initialized, ready
+from karpy.apis.labels import NODEPOOL
 from karpy.apis.v1.disruption.hold import Hold
 from karpy.apis.v1.duration import DurationError, parse_duration
 from karpy.apis.v1.nodepool import Budget, DisruptionReason
@@ -172,6 +174,20 @@ class BudgetNode:
     ready: bool
     marked_for_deletion: bool         # being deleted, or chosen by a disruption command
     instance_terminating: bool = False  # drained and its instance deleted: gone for counting
+
+
+def budget_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[BudgetNode]:
+    """The NodePools' Node objects among `nodes` as the budget count sees them. A node without any
+    conditions (plan input written by hand) counts as Ready: only one that says it is not uses up a budget."""
+    out = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        pool = (meta.get("labels") or {}).get(NODEPOOL)
+        if pool:
+            out.append(BudgetNode(nodepool=pool, initialized=initialized(node),
+                                  ready=ready(node) or not (node.get("status") or {}).get("conditions"),
+                                  marked_for_deletion=bool(meta.get("deletionTimestamp"))))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
