@@ -12,9 +12,7 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
 from karpy.apis.pods import object_key
 from karpy.apis.timestamps import parse_time
-from karpy.apis.v1.disruption.budgets import budget_hold, budget_mapping, budget_nodes
 from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
-from karpy.apis.v1.nodepool import DisruptionReason
 from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.types import InstanceType
@@ -115,6 +113,11 @@ def unmanaged(node: NodeView, provisioners: Mapping[str, Provisioner]) -> str | 
     return None
 
 
+def nodepool_of(node: NodeView) -> str:
+    """The NodePool that launched `node`, or "" for a Provisioner's node (which no budget bounds)."""
+    return (node.raw["metadata"].get("labels") or {}).get(wk.NODEPOOL, "")
+
+
 def nodepool_hold(node: NodeView, provisioners: Mapping[str, Provisioner], now: dt.datetime) -> str | None:
     """What in v1's `karpenter.sh/do-not-disrupt` (or v1alpha5's do-not-evict / do-not-consolidate) holds a
     NodePool's `node` from consolidation now, and until when; None for a Provisioner's node or a free one.
@@ -158,35 +161,3 @@ def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.dateti
         if pdb := pdb_blocker(pod, pdbs, all_pods):
             return f"pdb {pdb} prevents evicting pod {pod.key}"
     return None
-
-CONSOLIDATION_REASONS: tuple[DisruptionReason, ...] = ("Empty", "Underutilized")
-
-
-class Budgets:
-    """What each NodePool's disruption budgets leave for this pass, per reason, as v1 counts it: nodes already
-    not Ready or being deleted use up the allowance, and so does each node an earlier action of the pass takes.
-    Provisioners' nodes are not bounded (v0.16 had no budgets)."""
-
-    def __init__(self, nodes: Sequence[Mapping[str, Any]], provisioners: Mapping[str, Provisioner], now: dt.datetime) -> None:
-        self.now = now
-        self.pools = {name: p.node_pool for name, p in provisioners.items() if isinstance(p, NodePoolProvisioner)}
-        counted = budget_nodes(nodes)
-        self.mapping = {reason: budget_mapping({name: pool.spec.disruption.budgets for name, pool in self.pools.items()},
-                                               counted, now=now, reason=reason)
-                        for reason in CONSOLIDATION_REASONS}
-        self.taken: dict[str, int] = {}            # nodes of each NodePool an action of this pass takes
-
-    def take(self, node: NodeView, reason: DisruptionReason) -> str | None:
-        """Count `node` as disrupted for `reason` when its NodePool's budget has room and return None; else
-        why not (the budget that holds it, and until when)."""
-        pool = wk.pool_of(node.raw["metadata"].get("labels")) or ""
-        if pool not in self.pools or wk.NODEPOOL not in (node.raw["metadata"].get("labels") or {}):
-            return None
-        counted = self.mapping[reason][pool]
-        hold = budget_hold(self.pools[pool].spec.disruption.budgets, nodepool=pool, reason=reason,
-                           node_count=counted.node_count, disrupting=counted.disrupting + self.taken.get(pool, 0),
-                           now=self.now)
-        if hold is not None:
-            return hold.describe()
-        self.taken[pool] = self.taken.get(pool, 0) + 1
-        return None

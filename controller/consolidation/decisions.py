@@ -37,7 +37,16 @@ import numpy as np
 
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
-from karpy.controller.consolidation.candidates import Budgets, NodeView, blocker, unmanaged, view, worst_case_price
+from karpy.apis.v1.disruption.budgets import PassBudgets
+from karpy.apis.v1.pool import NodePoolProvisioner
+from karpy.controller.consolidation.candidates import (
+    NodeView,
+    blocker,
+    nodepool_of,
+    unmanaged,
+    view,
+    worst_case_price,
+)
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
@@ -213,11 +222,12 @@ class Consolidator:
         price_before = round(sum(v.price or 0 for v in self.views.values()), 6)
         actions: list[Action] = []
         # a NodePool's budgets bound each reason's nodes in disruption order, as v1 filters its candidates
-        budgets = Budgets(self._all_nodes, self.provisioners, self.now)
+        budgets = PassBudgets({name: p.node_pool for name, p in self.provisioners.items()
+                               if isinstance(p, NodePoolProvisioner)}, self._all_nodes, self.now, ("Empty", "Underutilized"))
         empty = []
         for n in (n for n in candidates if not n.pods):
-            if why := budgets.take(n, "Empty"):
-                kept.append(Kept(n.name, why))
+            if hold := budgets.take(nodepool_of(n), "Empty"):
+                kept.append(Kept(n.name, hold.describe()))
             else:
                 empty.append(n)
         for start in range(0, len(empty), self.max_nodes):
@@ -227,8 +237,8 @@ class Consolidator:
                 self._drop(n)
         remaining = []
         for n in sorted((n for n in candidates if n.pods), key=lambda n: n.order):
-            if why := budgets.take(n, "Underutilized"):
-                kept.append(Kept(n.name, why))
+            if hold := budgets.take(nodepool_of(n), "Underutilized"):
+                kept.append(Kept(n.name, hold.describe()))
             else:
                 remaining.append(n)
         if self._keep_fullest:   # pods moved go to the nodes that stay: those no action may take first

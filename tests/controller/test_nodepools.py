@@ -142,3 +142,28 @@ def test_do_not_disrupt_keeps_a_when_empty_nodepools_node_past_its_ttl(bare: Env
         assert gone == (not hold)
     finally:
         bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name="general"))
+
+
+@pytest.mark.slow      # starts the local cluster
+def test_emptiness_deletes_no_more_of_a_nodepools_nodes_than_its_budget_allows(bare: Env) -> None:
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["disruption"] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s",
+                                  "budgets": [{"nodes": "1", "reasons": ["Empty"]}]}
+    past_ttl = rfc3339(bare.clock.now() - dt.timedelta(seconds=100))
+    nodes = [node(f"empty-{i}", labels={wk.NODEPOOL: "general"}, initialized=True) for i in range(3)]
+    for n in nodes:
+        n["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+        n["metadata"]["annotations"] = {wk.EMPTINESS_TIMESTAMP: past_ttl}
+    bare.apply(pool, *nodes)
+    try:
+        bare.settle(lambda: any(p.name == "general" for p in bare.state.live_provisioners()))
+
+        def deleting() -> int:
+            return sum(1 for n in bare.client.get(path_of("v1", "nodes"))["items"] if n["metadata"].get("deletionTimestamp"))
+
+        for _ in range(2):                         # the node being deleted uses up the budget on the next pass
+            bare.sync()
+            again = Emptiness(bare.state, bare.clock).reconcile()
+            assert deleting() == 1 and again is not None
+    finally:
+        bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name="general"))
