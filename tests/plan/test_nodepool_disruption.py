@@ -136,3 +136,30 @@ def test_a_node_not_ready_uses_up_the_budget() -> None:
 def test_a_provisioners_nodes_have_no_budget() -> None:
     run = plan(consolidating(), *(karpy_node(f"n{i}", "small") for i in range(10)))
     assert [sorted(a["nodes"]) for a in run["actions"]] == [[f"n{i}" for i in range(10)]]
+
+
+def test_consolidate_after_holds_a_node_until_that_long_after_its_last_pod_started() -> None:
+    def run_with(start: dt.datetime) -> dict[str, Any]:
+        return plan(consolidating_pool(consolidateAfter="10m"), nodepool_node("big", "large"),
+                    started(pod("p", cpu="1", node_name="big"), start))
+
+    held = run_with(NOW - dt.timedelta(minutes=4))
+    assert held["actions"] == []
+    assert reasons(held)["big"] == ("consolidateAfter 10m not yet elapsed since the last pod event at "
+                                    "2024-01-08T11:56:00Z until 2024-01-08T12:06:00Z")
+    (action,) = run_with(NOW - dt.timedelta(minutes=11))["actions"]
+    assert action["type"] == "replace"
+
+
+def test_consolidate_after_counts_from_when_an_empty_node_became_ready() -> None:
+    fresh = nodepool_node("fresh", "large")
+    fresh["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-08T11:55:00Z"}]
+    run = plan(consolidating_pool(consolidateAfter="10m"), fresh, nodepool_node("old", "large"))
+    assert [a["nodes"] for a in run["actions"]] == [["old"]]
+    assert reasons(run)["fresh"].endswith("until 2024-01-08T12:05:00Z")
+
+
+def test_consolidate_after_never_keeps_every_node() -> None:
+    run = plan(consolidating_pool(consolidateAfter="Never"), nodepool_node("empty", "large"))
+    assert run["actions"] == []
+    assert reasons(run)["empty"] == "consolidation is disabled (consolidateAfter: Never)"
