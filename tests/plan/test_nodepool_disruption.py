@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from karpy.apis.v1.labels import DO_NOT_DISRUPT
+from karpy.controller.consolidation.decisions import Consolidator
+from karpy.plan.inputs import Document, from_documents
+from karpy.plan.render import explain_node_json
 from tests.builders import pod
 from tests.expectations import expect_consolidated
 from tests.plan.test_consolidation import CATALOG, consolidating, karpy_node, reasons
@@ -163,3 +166,13 @@ def test_consolidate_after_never_keeps_every_node() -> None:
     run = plan(consolidating_pool(consolidateAfter="Never"), nodepool_node("empty", "large"))
     assert run["actions"] == []
     assert reasons(run)["empty"] == "consolidation is disabled (consolidateAfter: Never)"
+
+
+def test_explain_node_names_the_annotation_and_when_it_lets_go() -> None:
+    docs = [CATALOG, consolidating_pool(), nodepool_node("big", "large"),
+            started(annotated(pod("p", cpu="1", node_name="big"), **{DO_NOT_DISRUPT: "1h"}), NOW)]
+    loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(docs, 1)], catalog="aws")
+    decided = Consolidator(loaded.snapshot, loaded.pdbs, now=NOW).plan()
+    assert explain_node_json(decided, "big") == {
+        "node": "big", "verdict": "keep",
+        "reason": 'pod default/p has "karpenter.sh/do-not-disrupt: 1h" annotation until 2024-01-08T13:00:00Z'}
