@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import gc
 import ipaddress
 import json
 import logging
@@ -119,7 +118,8 @@ def plan(args: argparse.Namespace) -> int:
             consolidation = Consolidator(loaded.snapshot, loaded.pdbs, now=now, min_age_seconds=args.consolidation_min_node_age,
                                          budget_seconds=args.consolidation_budget_seconds,
                                          as_kube_scheduler_places=not args.consolidation_steering,
-                                         min_savings_per_pod=args.consolidation_min_savings_per_pod).plan()
+                                         min_savings_per_pod=args.consolidation_min_savings_per_pod,
+                                         node_cost_per_hour=args.node_cost_per_hour).plan()
         decided = time.monotonic() - started
         if args.output == "json":
             doc = consolidation_json(consolidation)
@@ -218,7 +218,8 @@ def controller(args: argparse.Namespace) -> int:
                                                             budget_seconds=args.consolidation_budget_seconds,
                                                             pending_wait_seconds=args.consolidation_pending_wait,
                                                             steer=args.consolidation_steering,
-                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod),
+                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod,
+                                                            node_cost_per_hour=args.node_cost_per_hour),
                         packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
                                                max_seconds=args.packing_budget_seconds))
     try:
@@ -257,6 +258,8 @@ def explain_node(args: argparse.Namespace) -> int:
     from karpy.kubeclient.outage import ApiUnreachable
     from karpy.kubeclient.raw import RawClient, api_client
 
+    if args.node_cost_per_hour < 0:
+        raise UsageError("--node-cost-per-hour must not be negative")
     catalog = _catalog(args.catalog)
     try:
         client = api_client(args.kubeconfig)
@@ -316,7 +319,7 @@ def explain_consolidation(state: Any, catalog: Any, args: argparse.Namespace, no
 
     plan = decide(state, catalog, now, min_age_seconds=args.consolidation_min_node_age,
                   name_node=lambda p, i: f"{p}-replacement-{i}", first_only=False, steer=args.consolidation_steering,
-                  min_savings_per_pod=args.consolidation_min_savings_per_pod)
+                  min_savings_per_pod=args.consolidation_min_savings_per_pod, node_cost_per_hour=args.node_cost_per_hour)
     doc = explain_node_json(plan, args.name)
     if waiting := unsettled(state):
         if waiting == "pods are waiting for capacity":
@@ -458,10 +461,6 @@ def extender(args: argparse.Namespace) -> int:
             from karpy.extender.view import ClusterView
             from karpy.kubeclient.raw import RawClient, api_client
             view = ClusterView(RawClient(api_client(args.kubeconfig))).start()
-        # a filter body of thousands of Nodes is ~100k objects: with the default thresholds the collector
-        # rescans the whole watch cache several times per call, which is most of the p99
-        gc.freeze()
-        gc.set_threshold(1_000_000, 20, 100)
         return create_app(view=view)
 
     serve(factory, sock=sock, certfile=str(certfile) if certfile else None, keyfile=str(keyfile) if keyfile else None,

@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the controller's --consolidation-pending-wait, to say how long consolidation waits")
     explain_node.add_argument("--consolidation-min-savings-per-pod", type=float, default=MIN_SAVINGS_PER_POD,
                               metavar="DOLLARS", help="the controller's setting of the same name")
+    explain_node.add_argument("--node-cost-per-hour", type=float, default=0.0, metavar="DOLLARS",
+                              help="the controller's setting of the same name: what consolidation costs each node besides")
     explain_node.add_argument("--consolidation-steering", action="store_true",
                               help="the controller's setting of the same name")
     explain_node.add_argument("-o", "--output", choices=["json", "text"], default="text")

@@ -1,5 +1,5 @@
-"""Consolidation candidates: each node as consolidation sees it (price, pods that would move, the
-cost of disrupting it) and what keeps it from being consolidated, with the reason v0.16 gives. Pure."""
+"""Consolidation candidates: each node as consolidation sees it (list price and true cost, pods that would
+move, the cost of disrupting it) and what keeps it from being consolidated, with the reason v0.16 gives. Pure."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.types import InstanceType
 from karpy.controller.consolidation.disruption_cost import disruption_cost, lifetime_remaining
+from karpy.controller.provisioning.scheduling.cost import NodeCosts, node_cost
 from karpy.controller.provisioning.scheduling.nodes import offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 
@@ -27,14 +28,17 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 @dataclasses.dataclass
 class NodeView:
-    """A node as consolidation sees it: its price and the pods that would have to move."""
+    """A node as consolidation sees it: its list price, what it costs (cost.py) and the pods that would have to move."""
 
     raw: Mapping[str, Any]
     name: str
     pods: list[PodInfo]                        # reschedulable: not daemonset, mirror, terminal or terminating
     fixed: list[PodInfo]                       # the others: they use the node's room but go with it
-    price: float | None = None
+    price: float | None = None                 # the offering's list price
     capacity_type: str | None = None
+    instance_type: InstanceType | None = None
+    node_costs: NodeCosts = NodeCosts()        # its provisioner's per-node costs
+    overhead_cpu: int = 0                      # cpu its DaemonSets will request, when they are not bound yet
     created: dt.datetime = EPOCH
     lifetime: float = 1.0                      # the share of its life left (`lifetime_remaining`)
 
@@ -44,14 +48,33 @@ class NodeView:
         return disruption_cost(self.pods, self.lifetime)
 
     @property
+    def load(self) -> int:
+        """The cpu (thousandths) its pods request, DaemonSets and other pods that stay with it included."""
+        return self.overhead_cpu + sum(p.requests.get("cpu", 0) for p in self.pods + self.fixed)
+
+    def cost_with(self, cpu: int = 0) -> float:
+        """What it costs per hour (cost.py) with `cpu` more requested of it; its list price when unpriced by type."""
+        if self.instance_type is None or self.price is None:
+            return self.price or 0.0
+        return node_cost(self.instance_type, self.price, self.load + cpu, self.node_costs)
+
+    @property
+    def cost_per_hour(self) -> float:
+        """What it costs per hour with the pods it holds: list price, burstable credits, per-node costs."""
+        return self.cost_with(0)
+
+    @property
     def order(self) -> tuple[float, dt.datetime, str]:
         """Least disruption per dollar saved first (at equal prices, Karpenter's order: cheapest to disrupt
         first); the older node first among equals."""
-        return (self.cost / self.price if self.price else self.cost, self.created, self.name)
+        cost = self.cost_per_hour
+        return (self.cost / cost if cost else self.cost, self.created, self.name)
 
 
 def view(raw: Mapping[str, Any], pods: list[PodInfo], *, types: Mapping[str, InstanceType],
-         provisioners: Mapping[str, Provisioner], now: dt.datetime) -> NodeView:
+         provisioners: Mapping[str, Provisioner], now: dt.datetime,
+         node_costs: Mapping[str, NodeCosts] | None = None) -> NodeView:
+    """`node_costs`: each provisioner's per-node costs (by name); a node of another costs its instance alone."""
     labels = raw["metadata"].get("labels") or {}
     node = NodeView(raw=raw, name=raw["metadata"]["name"], pods=[p for p in pods if reschedulable(p)],
                     fixed=[p for p in pods if not reschedulable(p)],
@@ -62,6 +85,8 @@ def view(raw: Mapping[str, Any], pods: list[PodInfo], *, types: Mapping[str, Ins
         offer = next((o for o in t.offerings if o.zone == labels.get(wk.ZONE)
                       and o.capacity_type == node.capacity_type), None)
         node.price = offer.price_per_hour if offer is not None else None
+        node.instance_type = t
+        node.node_costs = (node_costs or {}).get(wk.pool_of(labels) or "", NodeCosts())
     provisioner = provisioners.get(wk.pool_of(labels) or "")
     node.lifetime = lifetime_remaining(provisioner, node.created, now)
     return node

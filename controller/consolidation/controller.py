@@ -91,6 +91,7 @@ class Settings:
     pending_wait_seconds: float = 300.0      # v0.16's stabilization window while pods are pending
     steer: bool = False                      # kube-scheduler calls karpy's extender: moved pods go where planned
     min_savings_per_pod: float = MIN_SAVINGS_PER_POD   # $/h an action must save per unit of disruption cost
+    node_cost_per_hour: float = 0.0          # --node-cost-per-hour: nodes are costed as provisioning costs them
 
 
 def disruption_budget(max_disrupted: str, nodes: int) -> int:
@@ -183,7 +184,7 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
            name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
            first_only: bool = True, budget_seconds: float | None = None,
            max_nodes_per_action: int | None = None, going: Iterable[str] = (), steer: bool = False,
-           min_savings_per_pod: float = MIN_SAVINGS_PER_POD) -> ConsolidationPlan:
+           min_savings_per_pod: float = MIN_SAVINGS_PER_POD, node_cost_per_hour: float = 0.0) -> ConsolidationPlan:
     """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
     when given); every action, one after another, with `first_only=False`. Pods waiting for capacity
     are in the snapshot: the nodes they would go to are theirs (nominated), not candidates. The nodes
@@ -199,7 +200,7 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
     extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, as_kube_scheduler_places=not steer,
-                                min_savings_per_pod=min_savings_per_pod, **extra)
+                                min_savings_per_pod=min_savings_per_pod, node_cost_per_hour=node_cost_per_hour, **extra)
     return consolidator.plan(first_only=first_only, only=only)
 
 
@@ -254,7 +255,8 @@ class Consolidation:
         return decide(self.state, self._catalog(), self.clock.now(), min_age_seconds=self.settings.min_node_age_seconds,
                       name_node=self._name_node, only=only, first_only=first_only, going=going,
                       budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.full_budget(),
-                      steer=self.settings.steer, min_savings_per_pod=self.settings.min_savings_per_pod)
+                      steer=self.settings.steer, min_savings_per_pod=self.settings.min_savings_per_pod,
+                      node_cost_per_hour=self.settings.node_cost_per_hour)
 
     def full_budget(self) -> int:
         """The nodes `max_disrupted` allows of karpy's nodes."""

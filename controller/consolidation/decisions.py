@@ -6,9 +6,12 @@ older among equals), are deleted together while each one's pods fit on the
 nodes that stay (first on those likely to stay, so no pod moves twice);
 then several nodes are replaced by one cheaper node, or repacked onto the
 optimiser's cheaper set of new nodes for their pods, or one node by a
-cheaper one, or split into several smaller ones when they cost less. A
-replacement is priced at its worst-case launch price and must be strictly
-cheaper; spot nodes are only deleted. Every action must also save
+cheaper one, or split into several smaller ones when they cost less. Every
+node is costed as provisioning costs it (cost.py: list price, a burstable's
+credits at its pods' cpu, per-node costs), and an action's saving is the
+cluster's cost before less after, credits of the nodes that receive pods
+included. A replacement is costed at its worst-case launch price and must
+be strictly cheaper; spot nodes are only deleted. Every action must also save
 `min_savings_per_pod` $/h per unit of Karpenter's disruption cost of the
 pods it moves (disruption_cost.py). Each action is applied before the next
 is sought. Every node that is not acted on is kept with the reason.
@@ -39,14 +42,7 @@ from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
 from karpy.apis.v1.disruption.budgets import PassBudgets
 from karpy.apis.v1.pool import NodePoolProvisioner
-from karpy.controller.consolidation.candidates import (
-    NodeView,
-    blocker,
-    nodepool_of,
-    unmanaged,
-    view,
-    worst_case_price,
-)
+from karpy.controller.consolidation.candidates import NodeView, blocker, nodepool_of, unmanaged, view
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
@@ -65,20 +61,21 @@ REPACK_NO_CHEAPER = "no cheaper fit: packing its pods again with other nodes' co
 class Action:
     kind: str                                 # DELETE | REPLACE
     nodes: tuple[str, ...]
-    savings_per_hour: float
+    savings_per_hour: float                   # at list prices: what the nodes' offerings cost less
     replacement: Replacement | None = None    # the first of `replacements`
     pods: tuple[str, ...] = ()                # the pods that move ("ns/name")
     replacements: tuple[Replacement, ...] = ()
     moves: tuple[tuple[str, str], ...] = ()   # (pod, node it goes to: an existing node or a replacement's name)
     provisioned: tuple[Replacement, ...] = ()  # nodes provisioning will launch for pods kube-scheduler leaves without room
     disruption_cost: float = 0.0              # Karpenter's: the pods' eviction costs, weighted by the nodes' lifetime left
+    cost_savings_per_hour: float = 0.0        # what the cluster costs less (cost.py): the saving decisions weigh
 
     @property
     def pods_moved(self) -> int:
         return len(self.pods)
 
     def describe(self) -> str:
-        saving = f"saving ${self.savings_per_hour:.4f}/h, disruption cost {self.disruption_cost:g}"
+        saving = f"saving ${self.cost_savings_per_hour:.4f}/h, disruption cost {self.disruption_cost:g}"
         if self.provisioned:
             saving += (f" with {len(self.provisioned)} node(s) provisioning will launch for pods kube-scheduler "
                        f"leaves without room")
@@ -100,12 +97,17 @@ class Kept:
 class ConsolidationPlan:
     actions: list[Action]
     kept: list[Kept]
-    price_before: float = 0.0                 # $/h of every priced node
+    price_before: float = 0.0                 # $/h of every priced node, at list prices
     complete: bool = True                     # False: the time budget ran out first
+    cost_before: float = 0.0                  # $/h of every priced node, as cost.py costs it with its pods
 
     @property
     def price_after(self) -> float:
         return round(self.price_before - sum(a.savings_per_hour for a in self.actions), 6)
+
+    @property
+    def cost_after(self) -> float:
+        return round(self.cost_before - sum(a.cost_savings_per_hour for a in self.actions), 6)
 
     def verdict(self, node: str) -> Action | Kept | None:
         """What the plan does with `node`."""
@@ -141,7 +143,7 @@ class Consolidator:
                  budget_seconds: float | None = None, timer: Callable[[], float] = time.monotonic,
                  max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True,
                  as_kube_scheduler_places: bool = True, min_savings_per_pod: float = MIN_SAVINGS_PER_POD,
-                 keep_fullest: bool = True) -> None:
+                 keep_fullest: bool = True, node_cost_per_hour: float = 0.0) -> None:
         """`min_savings_per_pod`: an action is taken only when it saves at least this many $/h per unit of its
         disruption cost (`_unworthy`). `keep_fullest=False` places moved pods first fit in the scheduler's node
         order, as the full scheduler does, instead of on the nodes likely to stay. `incremental=False`
@@ -170,10 +172,13 @@ class Consolidator:
         self._raw_pods = [p.raw for p in snapshot.pods]
         # one scheduler over the cluster as it is: its view of the existing nodes is the packing state,
         # after the pods on their way (pending, or on nodes being deleted) have taken their room
-        base = Scheduler(snapshot, name_node=lambda p, i: f"{p}-unlaunched-{i}")
+        # `node_cost_per_hour`: what the operator says every node costs besides (cost.py), as provisioning counts it
+        self._packing = PackingOptions(node_cost_per_hour=node_cost_per_hour)
+        base = Scheduler(snapshot, name_node=lambda p, i: f"{p}-unlaunched-{i}", packing=self._packing)
         on_the_way = base.solve()
         self.awaited = {n.name: n.pods[0].key for n in on_the_way.existing_nodes}
         self.templates = {t.name: t for t in base.templates}
+        self.node_costs = {name: t.node_costs for name, t in self.templates.items()}
         self.packing = Packing(base.existing, base.rows)
         self.planner = Planner(self.templates, base.rows, self._fresh_name)
         self._inverse = any(t.anti and not t.weight for p in self.bound for t in p.affinities)
@@ -203,7 +208,8 @@ class Consolidator:
         by_node: dict[str, list[PodInfo]] = collections.defaultdict(list)
         for pod in self.bound:
             by_node[pod.node_name].append(pod)  # type: ignore[index]  # bound pods name their node
-        self.views = {name: view(raw, by_node.get(name, []), types=self.types, provisioners=self.provisioners, now=self.now)
+        self.views = {name: view(raw, by_node.get(name, []), types=self.types, provisioners=self.provisioners, now=self.now,
+                                 node_costs=self.node_costs)
                       for name, raw in sorted(self.nodes.items())}
         wanted = set(only) if only is not None else None
         kept = [Kept(name, "node is being deleted", considered=False) for name in self.deleting
@@ -220,6 +226,7 @@ class Consolidator:
             else:
                 candidates.append(v)
         price_before = round(sum(v.price or 0 for v in self.views.values()), 6)
+        cost_before = round(sum(v.cost_per_hour for v in self.views.values()), 6)
         actions: list[Action] = []
         # a NodePool's budgets bound each reason's nodes in disruption order, as v1 filters its candidates
         budgets = PassBudgets({name: p.node_pool for name, p in self.provisioners.items()
@@ -232,7 +239,8 @@ class Consolidator:
                 empty.append(n)
         for start in range(0, len(empty), self.max_nodes):
             group = empty[start:start + self.max_nodes]
-            actions.append(Action(DELETE, tuple(n.name for n in group), round(sum(n.price or 0 for n in group), 6)))
+            actions.append(Action(DELETE, tuple(n.name for n in group), round(sum(n.price or 0 for n in group), 6),
+                                  cost_savings_per_hour=round(sum(n.cost_per_hour for n in group), 6)))
             for n in group:
                 self._drop(n)
         remaining = []
@@ -271,19 +279,20 @@ class Consolidator:
                 kept.append(Kept(n.name, "not considered: the decision time budget ran out", considered=False))
             else:
                 kept.append(Kept(n.name, reasons.get(n.name, "no cheaper fit")))
-        return ConsolidationPlan(actions, sorted(kept, key=lambda k: k.node), price_before, complete)
+        return ConsolidationPlan(actions, sorted(kept, key=lambda k: k.node), price_before, complete, cost_before)
 
     def _next_action(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """The next action over `remaining` (in disruption order), applied; None when there is none."""
         group: list[NodeView] = []
         moves: list[tuple[PodInfo, str]] = []
         receiving: set[str] = set()
+        saving = 0.0
         for node in remaining:
             if len(group) >= self.max_nodes or self._out_of_time():
                 break
             if node.name in receiving or node.name in self._undeletable:
                 continue                                  # a failed delete stays failed until capacity is added
-            if why := self._unworthy(node.price or 0.0, [node]):
+            if why := self._unworthy(node.cost_per_hour, [node]):
                 reasons[node.name] = why                  # a delete saves the most: no replace of it alone pays
                 self._unworthy_alone.add(node.name)
                 continue
@@ -293,6 +302,15 @@ class Consolidator:
                 self._undeletable.add(node.name)
                 self._left[node.name] = self._left_rows()
                 continue
+            gain = node.cost_per_hour - self._landing(found.moves)   # its pods may cost credits where they land
+            if gain <= 0 or self._unworthy(gain, [node]):
+                reasons[node.name] = self._unworthy(gain, [node]) or (
+                    f"no cheaper fit: its pods would cost ${node.cost_per_hour - gain:.4f}/h more where they fit, "
+                    f"no less than the ${node.cost_per_hour:.4f}/h it costs")
+                self._undeletable.add(node.name)
+                self._left[node.name] = None
+                continue
+            saving += gain
             self._move(found.moves)
             group.append(node)
             moves += found.moves
@@ -300,7 +318,7 @@ class Consolidator:
         if group:
             for n in group:
                 self._drop(n)
-            return self._action(DELETE, group, moves, [])
+            return self._action(DELETE, group, moves, [], cost_saving=saving)
         for find in (self._replace_many, self._repack, self._replace_one):
             action = find(remaining, reasons)
             if action is not None:
@@ -319,7 +337,7 @@ class Consolidator:
                 return None
             if node.name in self._unreplaceable or node.name in self._unworthy_alone:
                 continue
-            found = self._fit([node], without={node.name}, price=node.price or 0.0)
+            found = self._fit([node], without={node.name}, price=node.cost_per_hour)
             if found.why:
                 reasons[node.name] = found.why
                 self._unreplaceable.add(node.name)
@@ -349,7 +367,7 @@ class Consolidator:
         while lo <= hi and not self._out_of_time():
             mid = (lo + hi) // 2
             nodes = prefix[:mid]
-            found = self._fit(nodes, without={n.name for n in nodes}, price=sum(n.price or 0 for n in nodes), one_node=True)
+            found = self._fit(nodes, without={n.name for n in nodes}, price=sum(n.cost_per_hour for n in nodes), one_node=True)
             if found.why:
                 hi = mid - 1
             else:
@@ -369,7 +387,7 @@ class Consolidator:
             return None                                   # found nothing once: the cluster only fills up after
         pool = [(price - bound, n) for n in remaining
                 if n.name not in self._unrepackable and n.capacity_type != wk.CAPACITY_TYPE_SPOT and self._simple([n])
-                and (price := n.price or 0.0) > (bound := self.planner.lower_bound(n.pods)) + REPACK_MIN_SAVING]
+                and (price := n.cost_per_hour) > (bound := self.planner.lower_bound(n.pods)) + REPACK_MIN_SAVING]
         # the most saving per unit of disruption first (free to disrupt: first of all): a repack moves every pod
         pool.sort(key=lambda sn: (-sn[0] / sn[1].cost if sn[1].cost > 0 else -math.inf, sn[1].order))
         while len(pool) >= 2 and not self._out_of_time():
@@ -391,12 +409,12 @@ class Consolidator:
         the optimiser chooses; a node whose pods all go to one new node of its price or more stays as it is.
         The nodes that go and their pods' moves, or None unless they save REPACK_MIN_SHARE of their price."""
         pods = [p for n in nodes for p in n.pods]
-        most = sum(n.price or 0.0 for n in nodes) - self.planner.lower_bound(pods)   # the most it could save
+        most = sum(n.cost_per_hour for n in nodes) - self.planner.lower_bound(pods)   # the most it could save
         if most < self._enough(nodes) or self._unworthy(most, nodes):
             return None
         without = {n.name for n in nodes}
         left_seconds = max(self._deadline - self._timer(), 0.0) if self._deadline is not None else None
-        packing = PackingOptions(max_seconds=left_seconds)
+        packing = dataclasses.replace(self._packing, max_seconds=left_seconds)
         if self._limited:                 # the scheduler counts the limits from the nodes that stay
             lifted = self._lifted(pods)
             others = [v for name, v in self.views.items() if name not in without]
@@ -414,12 +432,12 @@ class Consolidator:
         for r in list(replacements):
             mine = {owner[p.key].name for p in r.planned.pods}
             if len(mine) == 1 and (n := owner[r.planned.pods[0].key]).price is not None \
-                    and len(r.planned.pods) == len(n.pods) and r.price_per_hour >= n.price:
+                    and len(r.planned.pods) == len(n.pods) and r.cost_per_hour >= n.cost_per_hour:
                 replacements.remove(r)                    # the node, moved as it is onto a new one
                 nodes = [m for m in nodes if m is not n]
                 self._unrepackable.add(n.name)
-        price = sum(n.price or 0.0 for n in nodes)
-        if len(nodes) < 2 or price - sum(r.price_per_hour for r in replacements) < self._enough(nodes):
+        cost = sum(n.cost_per_hour for n in nodes)
+        if len(nodes) < 2 or cost - sum(r.cost_per_hour for r in replacements) < self._enough(nodes):
             return None                                   # one node alone is replace_one's to find
         gone = {n.name for n in nodes}
         moves = [(p, to) for p, to in moves if owner[p.key].name in gone]
@@ -429,7 +447,7 @@ class Consolidator:
     @staticmethod
     def _enough(nodes: list[NodeView]) -> float:
         """What a repack of `nodes` must save, $/h."""
-        return max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * sum(n.price or 0.0 for n in nodes))
+        return max(REPACK_MIN_SAVING, REPACK_MIN_SHARE * sum(n.cost_per_hour for n in nodes))
 
     def _lifted(self, pods: list[PodInfo]) -> list[PodInfo]:
         """`pods` as pending, for the scheduler to place again (still bound, it would not place them); kept, as
@@ -488,11 +506,11 @@ class Consolidator:
         return self._priced(moves, results, [], price, one_node=one_node)
 
     def _schedule(self, others: list[NodeView], pods: list[PodInfo], *,
-                  packing: PackingOptions = PackingOptions()) -> Any:
+                  packing: PackingOptions | None = None) -> Any:
         placed = [p for v in others for p in v.pods + v.fixed]
         snapshot = ClusterSnapshot(self.snapshot.provisioners, self.snapshot.catalog, [v.raw for v in others],
                                    placed + pods, self.snapshot.daemonsets)
-        return Scheduler(snapshot, name_node=self._fresh_name, packing=packing).solve()
+        return Scheduler(snapshot, name_node=self._fresh_name, packing=packing or self._packing).solve()
 
     def _fresh_name(self, provisioner: str, _: int) -> str:
         index = self._names[provisioner]
@@ -509,13 +527,13 @@ class Consolidator:
             return _Found(why=f"no cheaper fit: its pods would need {len(planned)} new nodes")
         chosen: Sequence[Replacement | None] = [self.planner.cheaper(p, price) for p in planned]
         if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node:
-            split = self.planner.split(left, min(price, chosen[0].price_per_hour))
+            split = self.planner.split(left, min(price, chosen[0].cost_per_hour))
             if split is not None:
                 chosen, planned = split, [r.planned for r in split]
         replacements = [r for r in chosen if r is not None]
-        if len(replacements) < len(chosen) or sum(r.price_per_hour for r in replacements) >= price:
+        if len(replacements) < len(chosen) or sum(r.cost_per_hour for r in replacements) >= price:
             cheapest = planned[0]
-            best = worst_case_price(cheapest.options[0], cheapest.requirements) if cheapest.options else None
+            best = self.planner.worst_cost(cheapest.options[0], cheapest) if cheapest.options else None
             shown = f"${best:.4f}/h" if best is not None else "no price"
             many = f"{len(planned)} nodes, " if len(planned) > 1 else ""
             return _Found(why=(f"no cheaper fit: the cheapest replacement ({many}{cheapest.instance_type.name}, "
@@ -538,8 +556,7 @@ class Consolidator:
             moves, left = self.packing.spread([p for n in nodes for p in n.pods], {n.name for n in nodes})
             provisioned = self._for_stranded(left) if left else []
             launched += [self._launching(r) for r in provisioned or []]
-        new_price = sum(r.price_per_hour for r in replacements + (provisioned or []))
-        saving = sum(n.price or 0.0 for n in nodes) - new_price
+        saving = sum(n.cost_per_hour for n in nodes) - self._landing(moves, launched)
         unworthy = self._unworthy(saving, nodes) if provisioned is not None and saving > 0 else None
         if provisioned is None or saving <= 0 or saving < at_least or unworthy:
             self._forget(launched)
@@ -550,7 +567,7 @@ class Consolidator:
         self._move(moves)
         for n in nodes:
             self._drop(n)
-        return self._action(REPLACE, nodes, moves, replacements, provisioned)
+        return self._action(REPLACE, nodes, moves, replacements, provisioned, cost_saving=saving)
 
     def _for_stranded(self, pods: list[PodInfo]) -> list[Replacement] | None:
         """New nodes for `pods` as provisioning would plan them, priced at worst case; None when there are none."""
@@ -589,17 +606,33 @@ class Consolidator:
         """A replacement as a node being launched: no pods yet, its room what a pod may use of it."""
         p, t = r.planned, self.types[r.instance_type]
         raw = launching_node_manifest(p, t, r.zone, r.capacity_type)
-        self.views[p.name] = view(raw, [], types=self.types, provisioners=self.provisioners, now=self.now)
+        self.views[p.name] = view(raw, [], types=self.types, provisioners=self.provisioners, now=self.now,
+                                  node_costs=self.node_costs)
         template = self.templates.get(p.provisioner)
+        self.views[p.name].overhead_cpu = template.daemon_overhead.get("cpu", 0) if template else 0
         room = t.allocatable - Resources(template.daemon_overhead) if template else t.allocatable
         taints = template.taints if template else list(p.taints)
         self.packing.append(p.name, raw["metadata"]["labels"], taints, room, room)
         return p.name
 
+    def _landing(self, moves: Sequence[tuple[PodInfo, str]], launched: Sequence[str] = ()) -> float:
+        """What the nodes that stay or launch cost more once `moves` land (cost.py): the launched nodes their whole
+        cost, the others the credits a burstable type is billed for the cpu it takes in."""
+        cpu: collections.Counter[str] = collections.Counter()
+        for pod, to in moves:
+            cpu[to] += pod.requests.get("cpu", 0)
+        more = sum(self.views[name].cost_per_hour for name in launched)
+        for to, added in cpu.items():
+            if (v := self.views.get(to)) is not None and v.instance_type is not None and v.instance_type.burst is not None:
+                more += v.cost_with(added) - v.cost_per_hour
+        return more
+
     def _action(self, kind: str, nodes: list[NodeView], moves: list[tuple[PodInfo, str]],
-                replacements: list[Replacement], provisioned: Sequence[Replacement] = ()) -> Action:
+                replacements: list[Replacement], provisioned: Sequence[Replacement] = (), *, cost_saving: float) -> Action:
+        """`cost_saving`: what the cluster costs less (cost.py), as the caller weighed it before applying `moves`."""
         price = sum(n.price or 0 for n in nodes) - sum(r.price_per_hour for r in [*replacements, *provisioned])
         return Action(kind, tuple(n.name for n in nodes), round(price, 6), disruption_cost=round(sum(n.cost for n in nodes), 6),
+                      cost_savings_per_hour=round(cost_saving, 6),
                       replacement=replacements[0] if replacements else None,
                       pods=tuple(sorted(p.key for n in nodes for p in n.pods)),
                       replacements=tuple(replacements),

@@ -1,5 +1,6 @@
 """Consolidation's replacements: new nodes planned for the pods that fit on no node that stays,
-without building a scheduler (for pods the packing state judges), and priced at their worst case. Pure."""
+without building a scheduler (for pods the packing state judges), and costed at their worst case: the most
+any launch of them could be billed, under the cost model provisioning minimises (cost.py). Pure."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.consolidation.candidates import worst_case_price
+from karpy.controller.provisioning.scheduling.cost import node_cost
 from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate, ResourceRows, offering_allowed
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import (
@@ -25,13 +27,14 @@ from karpy.controller.provisioning.scheduling.topology import Topology
 
 @dataclasses.dataclass(frozen=True)
 class Replacement:
-    """A node a replace action launches: the cheapest option, priced at its worst case."""
+    """A node a replace action launches: the option that costs least with its pods, at its worst case."""
 
-    planned: PlannedNode                      # with only the options cheaper than what it replaces
+    planned: PlannedNode                      # with only the options that cost less than what it replaces
     instance_type: str
     zone: str
     capacity_type: str
-    price_per_hour: float                     # the worst-case launch price over the offerings its pods allow
+    price_per_hour: float                     # the worst-case list price over the offerings its pods allow
+    cost_per_hour: float = 0.0                # what it costs at that price with its pods (cost.py)
 
 
 class Planner:
@@ -96,13 +99,24 @@ class Planner:
             if r is None:
                 return None
             out.append(r)
-        return out if sum(r.price_per_hour for r in out) < price else None
+        return out if sum(r.cost_per_hour for r in out) < price else None
 
     def at_worst(self, planned: PlannedNode) -> Replacement | None:
-        """The planned node priced at the worst case of its cheapest option, keeping only the options that
-        cost no more at worst (so no launch pays more than the price claimed), or None when none is priced."""
-        worst = [p for t in planned.options if (p := worst_case_price(t, planned.requirements)) is not None]
+        """The planned node costed at the worst case of its least costly option, keeping only the options that
+        cost no more at worst (so no launch costs more than claimed), or None when none is priced."""
+        worst = [c for t in planned.options if (c := self.worst_cost(t, planned)) is not None]
         return self.cheaper(planned, min(worst) + 1e-9) if worst else None
+
+    def worst_cost(self, t: InstanceType, planned: PlannedNode) -> float | None:
+        """What a node of type `t` holding `planned`'s pods costs (cost.py) at the worst-case price its pods allow."""
+        price = worst_case_price(t, planned.requirements)
+        if price is None:
+            return None
+        template = self.templates.get(planned.provisioner)
+        if template is None:
+            return price
+        load = sum(p.requests.get("cpu", 0) for p in planned.pods) + template.daemon_overhead.get("cpu", 0)
+        return node_cost(t, price, load, template.node_costs)
 
     def lower_bound(self, pods: Sequence[PodInfo]) -> float:
         """Less than any set of new nodes holding `pods` can cost: for each resource, its total over the
@@ -126,19 +140,19 @@ class Planner:
         cost = np.multiply(need, self._unit, out=np.zeros(len(need)), where=need > 0)   # inf: no type holds it
         return float(cost.max()) if len(cost) else 0.0
 
-    def cheaper(self, planned: PlannedNode, price: float) -> Replacement | None:
-        """The planned node with only the options whose worst-case price is below `price`, or None."""
-        priced = [(worst_case_price(t, planned.requirements), t) for t in planned.options]
-        options = [(p, t) for p, t in priced if p is not None and p < price]
+    def cheaper(self, planned: PlannedNode, cost: float) -> Replacement | None:
+        """The planned node with only the options whose worst-case cost is below `cost`, or None."""
+        priced = [(self.worst_cost(t, planned), t) for t in planned.options]
+        options = [(c, t) for c, t in priced if c is not None and c < cost]
         if not options:
             return None
-        options.sort(key=lambda pt: (pt[0], pt[1].name))
+        options.sort(key=lambda ct: (ct[0], ct[1].name))
         worst, chosen = options[0]
         allowed = sorted((o for o in chosen.offerings if offering_allowed(o, planned.requirements)), key=lambda o: o.zone)
         offer: Offering = max(allowed, key=lambda o: o.price_per_hour)     # the first zone among equals
         narrowed = dataclasses.replace(planned, instance_type=chosen, offering=offer,
                                        options=tuple(t for _, t in options))
-        return Replacement(narrowed, chosen.name, offer.zone, offer.capacity_type, worst)
+        return Replacement(narrowed, chosen.name, offer.zone, offer.capacity_type, offer.price_per_hour, worst)
 
 
 def launching_node_manifest(p: PlannedNode, t: InstanceType, zone: str, capacity_type: str) -> dict[str, Any]:

@@ -18,10 +18,8 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import gc
 import logging
 import secrets
-import sys
 import time
 from typing import Any, Callable
 
@@ -75,30 +73,17 @@ def _log_failure(future: concurrent.futures.Future[str | None]) -> None:
 
 class _FirstLaunch:
     """From a batch's start until its first chunk is handed to the launch workers, the planning thread comes first:
-
-    - no cyclic garbage collection: over a burst's cache (millions of objects) a full one takes up to a second
-      and finds nothing (watch objects are freed by reference counting); it runs when due after the window;
-    - the last batch's launch and bind workers paused before their next request (for a second at most: Pause);
-    - a longer interpreter switch interval, so the threads still running take the interpreter from the planning
-      thread less often (they give it up at each request anyway)."""
-
-    SWITCH_SECONDS = 0.05
+    the last batch's launch and bind workers are paused before their next request (for a second at most: Pause)."""
 
     def __init__(self, pause: Pause) -> None:
-        self._collecting, self._switch = gc.isenabled(), sys.getswitchinterval()
         self._open = True
         self._pause = pause
-        gc.disable()
         pause.pause()
-        sys.setswitchinterval(max(self._switch, self.SWITCH_SECONDS))
 
     def end(self) -> None:
         if self._open:
             self._open = False
             self._pause.resume()
-            sys.setswitchinterval(self._switch)
-            if self._collecting:
-                gc.enable()
 
 
 class Provisioner:

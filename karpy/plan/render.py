@@ -83,7 +83,7 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
     actions = []
     for a in plan.actions:
         doc: dict[str, Any] = {"type": a.kind, "nodes": list(a.nodes), "savingsPerHour": a.savings_per_hour,
-                               **_replacements_json(a)}
+                               "costSavingsPerHour": a.cost_savings_per_hour, **_replacements_json(a)}
         doc["pods"] = list(a.pods)
         doc["podsMoved"] = a.pods_moved
         doc["disruptionCost"] = a.disruption_cost
@@ -96,6 +96,8 @@ def consolidation_json(plan: ConsolidationPlan) -> dict[str, Any]:
         "kept": [{"node": k.node, "reason": k.reason} for k in plan.kept],
         "summary": {"actions": len(actions), "savingsPerHour": round(sum(a.savings_per_hour for a in plan.actions), 6),
                     "pricePerHourBefore": plan.price_before, "pricePerHourAfter": plan.price_after,
+                    "costSavingsPerHour": round(sum(a.cost_savings_per_hour for a in plan.actions), 6),
+                    "costPerHourBefore": plan.cost_before, "costPerHourAfter": plan.cost_after,
                     "nodesRemoved": sum(len(a.nodes) for a in plan.actions),
                     "podsMoved": sum(a.pods_moved for a in plan.actions),
                     "disruptionCost": round(sum(a.disruption_cost for a in plan.actions), 6),
@@ -126,10 +128,11 @@ def _destination(a: Action, to: str) -> str:
 def consolidation_table(plan: ConsolidationPlan) -> str:
     lines = []
     if plan.actions:
-        lines += _columns([("#", "ACTION", "NODES", "REPLACEMENT", "SAVING $/HOUR", "PODS MOVED", "DISRUPTION COST")] + [
+        lines += _columns([("#", "ACTION", "NODES", "REPLACEMENT", "LIST SAVING $/H", "COST SAVING $/H", "PODS MOVED",
+                            "DISRUPTION COST")] + [
             (str(i), _kind_of(a), _nodes_cell(a.nodes),
              ", ".join(f"{r.instance_type} {r.capacity_type} {r.zone}" for r in a.replacements) or "-",
-             f"{a.savings_per_hour:.4f}", str(a.pods_moved), f"{a.disruption_cost:g}")
+             f"{a.savings_per_hour:.4f}", f"{a.cost_savings_per_hour:.4f}", str(a.pods_moved), f"{a.disruption_cost:g}")
             for i, a in enumerate(plan.actions, 1)])
         moves = [(str(i), pod, _destination(a, to)) for i, a in enumerate(plan.actions, 1) for pod, to in a.moves]
         if moves:
@@ -143,7 +146,8 @@ def consolidation_table(plan: ConsolidationPlan) -> str:
     total = sum(a.savings_per_hour for a in plan.actions)
     moved = sum(a.pods_moved for a in plan.actions)
     lines += ["", f"{len(plan.actions)} action(s), {moved} pod(s) moved, saving ${total:.4f}/hour: "
-                  f"${plan.price_before:.4f}/hour before, ${plan.price_after:.4f}/hour after"]
+                  f"${plan.price_before:.4f}/hour before, ${plan.price_after:.4f}/hour after (list prices); "
+                  f"true cost ${plan.cost_before:.4f}/hour before, ${plan.cost_after:.4f}/hour after"]
     if not plan.complete:
         lines.append("The decision time budget ran out: the actions above are those found in time.")
     return "\n".join(lines)
@@ -167,7 +171,8 @@ def _replacements_json(action: Action) -> dict[str, Any]:
 
 
 def _replacement_json(r: Replacement) -> dict[str, Any]:
-    return {"instanceType": r.instance_type, "zone": r.zone, "capacityType": r.capacity_type, "pricePerHour": r.price_per_hour}
+    return {"instanceType": r.instance_type, "zone": r.zone, "capacityType": r.capacity_type, "pricePerHour": r.price_per_hour,
+            "costPerHour": r.cost_per_hour}
 
 
 def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
@@ -177,7 +182,8 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
         return {"node": name, "verdict": "unknown", "reason": "no such node"}
     if isinstance(verdict, Action):
         doc: dict[str, Any] = {"node": name, "verdict": _kind_of(verdict), "reason": verdict.describe(),
-                               "savingsPerHour": verdict.savings_per_hour, "podsMoved": verdict.pods_moved,
+                               "savingsPerHour": verdict.savings_per_hour,
+                               "costSavingsPerHour": verdict.cost_savings_per_hour, "podsMoved": verdict.pods_moved,
                                "disruptionCost": verdict.disruption_cost, **_replacements_json(verdict)}
         doc["nodes"] = list(verdict.nodes)
         doc["moves"] = [{"pod": pod, "to": _destination(verdict, to)} for pod, to in verdict.moves]

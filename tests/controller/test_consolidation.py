@@ -20,6 +20,7 @@ from karpy.controller.node.initialization import Initialization
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
 from tests.controller.conftest import CATALOG_DOC, Env
+from tests.plan.test_consolidation import PER_NODE
 
 pytestmark = pytest.mark.slow      # starts the local cluster
 
@@ -178,7 +179,7 @@ def test_a_blocked_node_gets_an_event_naming_the_blocker(env: Env) -> None:
 
 
 def test_an_action_that_does_not_pay_for_its_disruption_is_not_taken_and_says_so(env: Env) -> None:
-    """At $0.50/h per pod moved, deleting `a` ($0.40/h, one pod) does not pay, nor, saving less, does replacing it."""
+    """At $0.50/h per pod moved, deleting `a` ($0.40/h and its per-node costs, one pod) does not pay, nor, saving less, does replacing it."""
     c = consolidation(env)
     c.settings = dataclasses.replace(SETTINGS, min_savings_per_pod=0.5)
     env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("a"), karpy_node("b"),
@@ -189,7 +190,7 @@ def test_an_action_that_does_not_pay_for_its_disruption_is_not_taken_and_says_so
     def event() -> list[str]:
         return [e["message"] for e in env.client.get(path_of("v1", "events", "default"))["items"]
                 if e["reason"] == "Unconsolidatable" and e["involvedObject"]["name"] == "a"]
-    assert env.settle(event) == ["not worth its disruption: saves $0.4000/h for 1 pod(s) moved (disruption cost 1), "
+    assert env.settle(event) == [f"not worth its disruption: saves ${0.4 + PER_NODE:.4f}/h for 1 pod(s) moved (disruption cost 1), "
                                  "less than $0.5000/h ($0.5/h per unit of disruption cost)"]
 
 

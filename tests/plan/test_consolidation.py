@@ -18,6 +18,8 @@ CATALOG = catalog(
     instance_type("large", cpu="8", memory="32Gi", price=0.40, zones=("zone-a", "zone-b"),
                   capacity_types=("on-demand", "spot")),
 )
+# what every node costs besides its instance (docs/cost.md): a 20 GiB gp3 root volume and a public IPv4 address
+PER_NODE = 20 * 0.08 / 730 + 0.005
 
 
 def consolidating(**spec: Any) -> dict[str, Any]:
@@ -47,7 +49,7 @@ def test_empty_nodes_are_deleted_together_first() -> None:
                       karpy_node("c"), pod("busy", cpu="3", node_name="c"))
     first = run["actions"][0]
     assert first == {"type": "delete", "nodes": ["a", "b"], "savingsPerHour": 0.6, "pods": [], "moves": [],
-                     "podsMoved": 0, "disruptionCost": 0.0}
+                     "podsMoved": 0, "disruptionCost": 0.0, "costSavingsPerHour": round(0.6 + 2 * PER_NODE, 6)}
     assert reasons(run)["c"].startswith("no cheaper fit")
 
 
@@ -55,7 +57,7 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted() -> None:
     run = consolidate(consolidating(), karpy_node("a"), karpy_node("b"),
                       pod("p1", cpu="1", node_name="a"), pod("p2", cpu="2", node_name="b"))
     assert run["actions"] == [{"type": "delete", "nodes": ["a"], "savingsPerHour": 0.2, "pods": ["default/p1"],
-                               "podsMoved": 1, "disruptionCost": 1.0, "moves": [{"pod": "default/p1", "to": "b"}]}]
+                               "costSavingsPerHour": round(0.2 + PER_NODE, 6), "podsMoved": 1, "disruptionCost": 1.0, "moves": [{"pod": "default/p1", "to": "b"}]}]
     assert reasons(run) == {"b": "no cheaper fit: pod default/p1 would fit nowhere else (insufficient cpu)"} \
         or reasons(run)["b"].startswith("no cheaper fit")
 
@@ -67,8 +69,9 @@ def test_an_oversized_on_demand_node_is_replaced_by_a_cheaper_one() -> None:
     (action,) = run["actions"]
     assert action["type"] == "replace" and action["nodes"] == ["big"]
     assert action["replacement"] == {"instanceType": "small", "zone": "zone-a", "capacityType": "on-demand",
-                                     "pricePerHour": 0.1}
+                                     "pricePerHour": 0.1, "costPerHour": pytest.approx(0.1 + PER_NODE)}
     assert action["savingsPerHour"] == pytest.approx(0.3)
+    assert action["costSavingsPerHour"] == pytest.approx(0.3, abs=1e-6)     # both nodes pay the same per-node costs
     assert run["kept"] == []
 
 
@@ -78,6 +81,23 @@ def test_replacement_is_priced_at_its_worst_case_offering() -> None:
     (action,) = run["actions"]
     assert action["replacement"]["pricePerHour"] == 0.1
     assert action["savingsPerHour"] == pytest.approx(0.3)
+
+
+def test_a_burstable_node_paying_credits_is_replaced_by_one_that_lists_dearer() -> None:
+    """A t3-like node (2 cpu, 20% baseline, $0.05/h) holding a pod of 1.5 cpu is billed (1.5 - 0.4) x $0.05 in
+    credits: it costs more than a steady type listed at $0.08/h, though at list prices the move costs $0.03/h."""
+    burstable = {"baseline": 0.2, "mode": "unlimited", "creditPricePerVCPUHour": 0.05}
+    two_types = catalog(instance_type("bursty", cpu="2", memory="8Gi", price=0.05, burstable=burstable),
+                        instance_type("steady", cpu="2", memory="8Gi", price=0.08))
+    run = expect_consolidated(two_types, consolidating(), pod("p", cpu="1500m", node_name="t"),
+                              node("t", provisioner="default", instance_type="bursty", zone="zone-a",
+                                   capacity_type="on-demand", allocatable={"cpu": "2", "memory": "8Gi", "pods": "110"},
+                                   created="2024-01-01T00:00:00Z", initialized=True))
+    (action,) = run["actions"]
+    assert action["replacement"]["instanceType"] == "steady"
+    assert action["savingsPerHour"] == pytest.approx(0.05 - 0.08)
+    assert action["costSavingsPerHour"] == pytest.approx(0.05 + (1.5 - 0.4) * 0.05 - 0.08, abs=1e-6)
+    assert run["summary"]["costPerHourAfter"] == pytest.approx(0.08 + PER_NODE, abs=1e-6)
 
 
 def test_a_spot_node_is_never_replaced() -> None:
@@ -90,7 +110,7 @@ def test_a_spot_node_is_never_replaced() -> None:
 def test_no_replacement_that_is_not_strictly_cheaper() -> None:
     run = consolidate(consolidating(), karpy_node("s", "small"), pod("p", cpu="1500m", node_name="s"))
     assert run["actions"] == []
-    assert reasons(run)["s"].endswith("does not cost less than $0.1000/h")
+    assert reasons(run)["s"].endswith(f"does not cost less than ${0.1 + PER_NODE:.4f}/h")
 
 
 @pytest.mark.parametrize("blocked, expected", [

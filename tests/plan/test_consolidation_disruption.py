@@ -11,7 +11,7 @@ from karpy.apis import labels as wk
 from tests.builders import pod
 from tests.expectations import expect_consolidated
 from tests.plan.conftest import Plan
-from tests.plan.test_consolidation import CATALOG, consolidate, consolidating, karpy_node, kept_as_is, reasons
+from tests.plan.test_consolidation import CATALOG, PER_NODE, consolidate, consolidating, karpy_node, kept_as_is, reasons
 
 NOW = datetime.datetime(2024, 1, 1, 0, 0, 0, tzinfo=datetime.timezone.utc)
 
@@ -34,12 +34,13 @@ def test_an_action_reports_its_pods_moved_and_their_disruption_cost() -> None:
 
 
 @pytest.mark.parametrize(("threshold", "deleted"), [
-    pytest.param("0.05", True, id="saving-equals-threshold-times-cost"),
+    pytest.param(repr((0.2 + PER_NODE) / 4), True, id="saving-equals-threshold-times-cost"),
     pytest.param("0.06", False, id="saving-below-threshold-times-cost"),
 ])
 def test_an_action_is_taken_only_when_it_saves_the_threshold_per_pod_it_moves(plan: Plan, threshold: str,
                                                                                deleted: bool) -> None:
-    """Deleting `a` (medium, $0.20/h) moves its 4 pods (disruption cost 4): worth it at $0.05/h a pod, not at $0.06."""
+    """Deleting `a` (medium, $0.20/h and the per-node costs) moves its 4 pods (disruption cost 4): worth it at a
+    quarter of what it costs a pod, not at $0.06."""
     docs = (CATALOG, consolidating(), kept_as_is("keeper", "medium"),
             karpy_node("a"), *(pod(f"p{i}", cpu="250m", node_name="a") for i in range(4)))
     run = plan(*docs, args=("--consolidate", "--consolidation-min-savings-per-pod", threshold))
@@ -48,7 +49,7 @@ def test_an_action_is_taken_only_when_it_saves_the_threshold_per_pod_it_moves(pl
         assert [(a["type"], a["nodes"], a["podsMoved"]) for a in run.json["actions"]] == [("delete", ["a"], 4)]
     else:
         assert run.json["actions"] == []
-        assert reasons(run.json)["a"] == ("not worth its disruption: saves $0.2000/h for 4 pod(s) moved (disruption "
+        assert reasons(run.json)["a"] == (f"not worth its disruption: saves ${0.2 + PER_NODE:.4f}/h for 4 pod(s) moved (disruption "
                                           "cost 4), less than $0.2400/h ($0.06/h per unit of disruption cost)")
 
 
