@@ -13,15 +13,19 @@ samples from plain objects and is pure; the collector only reads the caches. kar
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+import pydantic
 from prometheus_client import REGISTRY, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from karpy.apis import labels as wk
 from karpy.apis.quantity import Quantity, QuantityError
+from karpy.apis.v1.disruption.budgets import REASONS, budget_mapping, budget_nodes
+from karpy.apis.v1.nodepool import NodePool
 
 Obj = dict[str, Any]
 UNKNOWN = "N/A"                      # Karpenter's value for a label it cannot fill
@@ -79,14 +83,36 @@ def _node_labels(node: Obj | None) -> dict[str, str]:
             "instance_type": labels.get(wk.INSTANCE_TYPE, UNKNOWN)}
 
 
+def allowed_disruptions(nodepools: Iterable[Obj], nodes: Iterable[Obj], now: dt.datetime
+                        ) -> list[tuple[dict[str, str], float]]:
+    """`karpenter_nodepools_allowed_disruptions`: per NodePool and reason, how many of its nodes its active budgets
+    allow disrupted at `now` (before those already disrupting are taken off, as v1 reports it). A NodePool that
+    does not decode is left out (the webhook and the CRD refuse it)."""
+    budgets = {}
+    for raw in nodepools:
+        try:
+            pool = NodePool.model_validate(raw)
+        except pydantic.ValidationError:
+            continue
+        budgets[pool.name] = pool.spec.disruption.budgets
+    counted = budget_nodes(nodes)
+    return [({"nodepool": name, "reason": reason}, float(b.allowed))
+            for reason in REASONS for name, b in sorted(budget_mapping(budgets, counted, now=now, reason=reason).items())]
+
+
 def cluster_samples(*, pods: Iterable[Obj], nodes: Iterable[Obj], provisioners: Iterable[Obj],
-                    pending_pods: int) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Pure: metric name -> its samples (labels, value) for the cluster the objects describe."""
+                    pending_pods: int, nodepools: Iterable[Obj] = (), now: dt.datetime | None = None
+                    ) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Pure: metric name -> its samples (labels, value) for the cluster the objects describe (budgets at `now`,
+    the wall clock when not given)."""
+    nodes = list(nodes)
     nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
     out: dict[str, list[tuple[dict[str, str], float]]] = {
         "karpenter_pods_state": [], "karpenter_nodes_allocatable": [], "karpenter_provisioner_limit": [],
         "karpenter_provisioner_usage": [], "karpenter_provisioner_usage_pct": [],
-        "karpy_provisioner_pending_pods": [({}, float(pending_pods))]}
+        "karpy_provisioner_pending_pods": [({}, float(pending_pods))],
+        "karpenter_nodepools_allowed_disruptions": allowed_disruptions(
+            nodepools, nodes, now or dt.datetime.now(dt.timezone.utc))}
     for pod in pods:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         owners = meta.get("ownerReferences") or []
@@ -137,6 +163,10 @@ DOCUMENTATION = {
                                    "particular provisioner. Labeled by provisioner name and resource type.",
     "karpenter_provisioner_usage_pct": "The Provisioner Usage Percentage is the percentage of each resource used based "
                                        "on the resources provisioned and the limits that have been configured.",
+    "karpenter_nodepools_allowed_disruptions": "The number of nodes for a given NodePool that can be concurrently "
+                                               "disrupting at a point in time. Labeled by NodePool. Note that allowed "
+                                               "disruptions can change very rapidly, as new nodes may be created and "
+                                               "others may be passed the disruption threshold.",
     "karpy_provisioner_pending_pods": "Pods that wait for capacity karpy would launch (not yet claimed by a launch).",
 }
 

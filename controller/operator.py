@@ -136,7 +136,8 @@ class Operator:
         claimed = self.state.in_flight.promised_pods()
         waiting = sum(1 for p in self.state.pending.pods() if p["metadata"].get("uid") not in claimed)
         return cluster_samples(pods=self.state.pods.items(), nodes=self.state.nodes.items(),
-                               provisioners=self.state.provisioners.items(), pending_pods=waiting)
+                               provisioners=self.state.provisioners.items(), pending_pods=waiting,
+                               nodepools=self.state.nodepools.items(), now=self.clock.now())
 
     def _on_pod(self, kind: str, pod: dict) -> None:
         if kind != "DELETED" and is_provisionable(pod):

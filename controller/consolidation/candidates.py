@@ -12,6 +12,10 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
 from karpy.apis.pods import object_key
 from karpy.apis.timestamps import parse_time
+from karpy.apis.v1.disruption.consolidatable import consolidatability
+from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
+from karpy.apis.v1.disruption.hold import Hold
+from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.cloudprovider.types import InstanceType
 from karpy.controller.consolidation.disruption_cost import disruption_cost, lifetime_remaining
@@ -136,9 +140,47 @@ def unmanaged(node: NodeView, provisioners: Mapping[str, Provisioner]) -> str | 
     return None
 
 
+def nodepool_of(node: NodeView) -> str:
+    """The NodePool that launched `node`, or "" for a Provisioner's node (which no budget bounds)."""
+    return (node.raw["metadata"].get("labels") or {}).get(wk.NODEPOOL, "")
+
+
+def nodepool_hold(node: NodeView, provisioners: Mapping[str, Provisioner], now: dt.datetime) -> str | None:
+    """What holds a NodePool's `node` from consolidation now, and until when, as v1 says it: its or its pods'
+    `karpenter.sh/do-not-disrupt` (or v1alpha5's do-not-evict / do-not-consolidate), then `consolidateAfter`
+    not yet passed. None for a Provisioner's node or a free one. An empty node is disrupted for `Empty`,
+    another for `Underutilized` (the same holds apply to both)."""
+    provisioner = provisioners.get(nodepool_of(node))
+    if not isinstance(provisioner, NodePoolProvisioner):
+        return None
+    hold = disruption_hold(node_annotations=node.raw["metadata"].get("annotations"), pods=[p.raw for p in node.pods],
+                           reason="Underutilized" if node.pods else "Empty", now=now)
+    if hold is None:
+        verdict = consolidatability(consolidate_after=provisioner.node_pool.spec.disruption.consolidate_after,
+                                    initialized_at=initialized_at(node), last_pod_event_time=last_pod_event(node), now=now)
+        hold = None if verdict.consolidatable else Hold(verdict.why, verdict.at)
+    return hold.describe() if hold is not None else None
+
+
+def initialized_at(node: NodeView) -> dt.datetime:
+    """When the node came up: its Ready condition's last transition, else its creation (nodes written by hand)."""
+    conditions = (node.raw.get("status") or {}).get("conditions") or []
+    turned = next((parse_time(c.get("lastTransitionTime")) for c in conditions
+                   if c.get("type") == "Ready" and c.get("status") == "True"), None)
+    return turned or node.created
+
+
+def last_pod_event(node: NodeView) -> dt.datetime | None:
+    """The last time a pod that would move was started on (or, not yet started, created for) the node: the
+    NodeClaim's lastPodEventTime as the node's own pods show it. A pod that left leaves no trace here."""
+    times = [parse_time((p.raw.get("status") or {}).get("startTime")) or parse_time(p.raw["metadata"].get("creationTimestamp"))
+             for p in node.pods]
+    return max((t for t in times if t is not None), default=None)
+
+
 def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.datetime, min_age: float,
             pdbs: Sequence[Mapping[str, Any]], all_pods: Sequence[Mapping[str, Any]],
-            awaited: Mapping[str, str]) -> str | None:
+            awaited: Mapping[str, str], provisioners: Mapping[str, Provisioner]) -> str | None:
     """Why a node consolidation manages may not be consolidated now, or None when it is a candidate.
     `awaited` names nodes that pods are on their way to (node -> pod), as v0.16's nominated nodes."""
     meta = node.raw["metadata"]
@@ -149,6 +191,8 @@ def blocker(node: NodeView, *, types: Mapping[str, InstanceType], now: dt.dateti
         return f"node is nominated for pod {awaited[node.name]}, which is on its way to it"
     if min_age and (age := (now - node.created).total_seconds()) < min_age:
         return f"node was launched {age:.0f}s ago (consolidation waits {min_age:.0f}s)"
+    if held := nodepool_hold(node, provisioners, now):
+        return held
     if (meta.get("annotations") or {}).get(wk.DO_NOT_CONSOLIDATE) == "true":
         return f"node has annotation {wk.DO_NOT_CONSOLIDATE}"
     type_name = labels.get(wk.INSTANCE_TYPE)

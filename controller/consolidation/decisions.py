@@ -40,7 +40,9 @@ import numpy as np
 
 from karpy.apis import labels as wk
 from karpy.apis.resources import Resources
-from karpy.controller.consolidation.candidates import NodeView, blocker, unmanaged, view
+from karpy.apis.v1.disruption.budgets import PassBudgets
+from karpy.apis.v1.pool import NodePoolProvisioner
+from karpy.controller.consolidation.candidates import NodeView, blocker, nodepool_of, unmanaged, view
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
@@ -165,6 +167,7 @@ class Consolidator:
         # nodes being deleted and their pods are termination's business: not capacity, not candidates
         self.nodes = {n["metadata"]["name"]: n for n in snapshot.nodes if not n["metadata"].get("deletionTimestamp")}
         self.deleting = sorted(n["metadata"]["name"] for n in snapshot.nodes if n["metadata"].get("deletionTimestamp"))
+        self._all_nodes = list(snapshot.nodes)
         self.bound = [p for p in snapshot.pods if p.node_name in self.nodes and not p.terminal and not p.deleting]
         self._raw_pods = [p.raw for p in snapshot.pods]
         # one scheduler over the cluster as it is: its view of the existing nodes is the packing state,
@@ -218,21 +221,34 @@ class Consolidator:
             if why := unmanaged(v, self.provisioners):
                 kept.append(Kept(name, why, considered=False))
             elif why := blocker(v, types=self.types, now=self.now, min_age=self.min_age, pdbs=self.pdbs,
-                                all_pods=self._raw_pods, awaited=self.awaited):
+                                all_pods=self._raw_pods, awaited=self.awaited, provisioners=self.provisioners):
                 kept.append(Kept(name, why))
             else:
                 candidates.append(v)
         price_before = round(sum(v.price or 0 for v in self.views.values()), 6)
         cost_before = round(sum(v.cost_per_hour for v in self.views.values()), 6)
         actions: list[Action] = []
-        empty = [n for n in candidates if not n.pods]
+        # a NodePool's budgets bound each reason's nodes in disruption order, as v1 filters its candidates
+        budgets = PassBudgets({name: p.node_pool for name, p in self.provisioners.items()
+                               if isinstance(p, NodePoolProvisioner)}, self._all_nodes, self.now, ("Empty", "Underutilized"))
+        empty = []
+        for n in (n for n in candidates if not n.pods):
+            if hold := budgets.take(nodepool_of(n), "Empty"):
+                kept.append(Kept(n.name, hold.describe()))
+            else:
+                empty.append(n)
         for start in range(0, len(empty), self.max_nodes):
             group = empty[start:start + self.max_nodes]
             actions.append(Action(DELETE, tuple(n.name for n in group), round(sum(n.price or 0 for n in group), 6),
                                   cost_savings_per_hour=round(sum(n.cost_per_hour for n in group), 6)))
             for n in group:
                 self._drop(n)
-        remaining = sorted((n for n in candidates if n.pods), key=lambda n: n.order)
+        remaining = []
+        for n in sorted((n for n in candidates if n.pods), key=lambda n: n.order):
+            if hold := budgets.take(nodepool_of(n), "Underutilized"):
+                kept.append(Kept(n.name, hold.describe()))
+            else:
+                remaining.append(n)
         if self._keep_fullest:   # pods moved go to the nodes that stay: those no action may take first
             considered = {n.name for n in candidates}
             self.packing.prefer([name for name in self.views if name not in considered]

@@ -1,5 +1,9 @@
 """Emptiness: delete karpy nodes that ran no workload for ttlSecondsAfterEmpty.
 
+A NodePool's node (WhenEmpty's consolidateAfter) annotated `karpenter.sh/do-not-disrupt: "true"` (or
+v1alpha5's do-not-consolidate) stays past its TTL, as v1's Emptiness method passes over it; and a pass
+deletes no more of a NodePool's nodes than its budgets allow for `Empty`.
+
 Draining and terminating belong to controller/termination; this only decides *when*."""
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized
 from karpy.apis.pods import busy
 from karpy.apis.timestamps import parse_time, rfc3339
+from karpy.apis.v1.disruption.budgets import PassBudgets
+from karpy.apis.v1.disruption.do_not_disrupt import node_hold
+from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.controller.clock import Clock
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
 
 log = logging.getLogger("controller.node")
+BUDGET_RECHECK_SECONDS = 60.0      # how long a node held past its TTL waits before emptiness looks again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,20 +58,19 @@ class Emptiness:
 
     def reconcile(self) -> float | None:
         again: float | None = None
-        ttls = self._ttls()
+        provisioners = self.state.live_provisioners()
+        ttls = {p.name: p.spec.ttl_seconds_after_empty for p in provisioners}   # read once per pass, not per node
         nodes = self.state.nodes.items()
+        budgets = PassBudgets({p.name: p.node_pool for p in provisioners if isinstance(p, NodePoolProvisioner)},
+                              nodes, self.clock.now(), ("Empty",))
         for node in nodes:
             ttl = self._ttl(node, ttls)
             if ttl is None:
                 continue                               # not ours, terminating, or emptiness is off for its provisioner
-            wait = self._reconcile_node(node, ttl)
+            wait = self._reconcile_node(node, ttl, budgets)
             if wait is not None:
                 again = wait if again is None else min(again, wait)
         return again
-
-    def _ttls(self) -> dict[str, int | None]:
-        """ttlSecondsAfterEmpty by provisioner name, read once per pass (not once per node)."""
-        return {p.name: p.spec.ttl_seconds_after_empty for p in self.state.live_provisioners()}
 
     def _ttl(self, node: dict[str, Any], ttls: dict[str, int | None]) -> int | None:
         """The TTL that applies to `node`; None when it is not karpy's or is terminating."""
@@ -72,13 +79,21 @@ class Emptiness:
             return None
         return ttls.get(owner)
 
-    def _reconcile_node(self, node: dict[str, Any], ttl: int) -> float | None:
+    def _reconcile_node(self, node: dict[str, Any], ttl: int, budgets: PassBudgets) -> float | None:
         """Safe to run any number of times, from any state, including after a crash. The node's pods come
         from the cache's by-node index, so a pass costs the pods on TTL'd nodes, not every pod per node."""
         name = node["metadata"]["name"]
         annotations = node["metadata"].get("annotations") or {}
         v = decide(ttl=ttl, initialized=initialized(node), busy=busy(self.state.pods_on(name)),
                    marked_at=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)), now=self.clock.now())
+        nodepool = (node["metadata"].get("labels") or {}).get(wk.NODEPOOL)
+        if v.delete and nodepool:
+            held = node_hold(annotations, "Empty") or budgets.take(nodepool, "Empty")
+            if held is not None:
+                log.debug("Not deleting empty node %s past its TTL: %s", name, held.describe())
+                # a budget opens when a node goes or a window ends: look again then, or after a while
+                wait = (held.until - self.clock.now()).total_seconds() if held.until else BUDGET_RECHECK_SECONDS
+                v = dataclasses.replace(v, delete=False, requeue_after=max(min(wait, BUDGET_RECHECK_SECONDS), 1.0))
         try:
             if v.mark or v.unmark:                     # a null value removes the key
                 self.state.client.patch(path_of("v1", "nodes", name=name),

@@ -3,6 +3,7 @@ at each scrape (so they fall back when pods and nodes leave), and counters named
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from karpy.controller.metrics import CLUSTER, NODES_CREATED, cluster_samples
 from karpy.kubeclient.raw import path_of
-from tests.builders import provisioner, unschedulable_pod
+from tests.builders import node, provisioner, unschedulable_pod
 from tests.conftest import free_port
 from tests.controller.conftest import Env
 from tests.expectations import eventually
@@ -162,3 +163,21 @@ def test_cloud_provider_calls_are_timed_by_controller_method_and_provider(env: E
     worker.join()
     assert REGISTRY.get_sample_value("karpenter_cloudprovider_duration_seconds_count", labels) == before + 1
     assert cloud.catalog == env.cloud.catalog                  # anything else passes through
+
+
+def test_a_nodepools_allowed_disruptions_follow_its_active_budgets_per_reason() -> None:
+    pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
+            "spec": {"disruption": {"budgets": [{"nodes": "50%"}, {"nodes": "1", "reasons": ["Drifted"]},
+                                                {"nodes": "0", "schedule": "0 9 * * *", "duration": "1h",
+                                                 "reasons": ["Empty"]}]},
+                     "template": {"spec": {"requirements": [], "nodeClassRef": {
+                         "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}
+    nodes = [node(f"n{i}", labels={"karpenter.sh/nodepool": "general"}, initialized=True) for i in range(3)]
+
+    def allowed(at: dt.datetime) -> dict[str, float]:
+        samples = cluster_samples(pods=[], nodes=nodes, provisioners=[], pending_pods=0, nodepools=[pool], now=at)
+        return {labels["reason"]: value for labels, value in samples["karpenter_nodepools_allowed_disruptions"]
+                if labels["nodepool"] == "general"}
+
+    assert allowed(dt.datetime(2024, 1, 8, 12, tzinfo=dt.timezone.utc)) == {"Empty": 2, "Drifted": 1, "Underutilized": 2}
+    assert allowed(dt.datetime(2024, 1, 8, 9, 30, tzinfo=dt.timezone.utc))["Empty"] == 0

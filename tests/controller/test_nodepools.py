@@ -19,15 +19,17 @@ import pytest
 import yaml
 
 from karpy.apis import labels as wk
+from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.pool import read_nodepool
 from karpy.controller.cloudprovider.types import Instance
 from karpy.controller.launch.claims import claim_manifest, node_manifest
 from karpy.controller.launch.launcher import node_request
+from karpy.controller.node.emptiness import Emptiness
 from karpy.controller.node.initialization import decide
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
 from karpy.kubeclient.raw import path_of
-from tests.builders import catalog, instance_type, unschedulable_pod
+from tests.builders import catalog, instance_type, node, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 from tests.expectations import eventually, expect_nodes
 from tests.simulator.conftest import start
@@ -120,3 +122,48 @@ def test_a_nodepools_limits_hold_and_its_status_counts_its_nodes(env: Env) -> No
     assert sum(1 for p in (first, second) if p["spec"].get("nodeName")) == 1
     status = env.settle(lambda: env.client.get(path_of("karpenter.sh/v1", "nodepools", name="general")).get("status"))
     assert status["resources"]["cpu"] == "2" and status["nodes"] == 1
+
+
+@pytest.mark.slow      # starts the local cluster
+@pytest.mark.parametrize("hold", [{"karpenter.sh/do-not-disrupt": "true"}, {"karpenter.sh/do-not-consolidate": "true"}, {}])
+def test_do_not_disrupt_keeps_a_when_empty_nodepools_node_past_its_ttl(bare: Env, hold: dict[str, str]) -> None:
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["disruption"] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}
+    n = node("empty", labels={wk.NODEPOOL: "general"}, initialized=True)
+    n["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]         # so a deleted node stays to be seen
+    n["metadata"]["annotations"] = {**hold, wk.EMPTINESS_TIMESTAMP: rfc3339(bare.clock.now() - dt.timedelta(seconds=100))}
+    n["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    bare.apply(pool, n)
+    try:
+        bare.settle(lambda: any(p.name == "general" for p in bare.state.live_provisioners()))
+        bare.sync()
+        Emptiness(bare.state, bare.clock).reconcile()
+        gone = bare.client.get(path_of("v1", "nodes", name="empty"))["metadata"].get("deletionTimestamp") is not None
+        assert gone == (not hold)
+    finally:
+        bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name="general"))
+
+
+@pytest.mark.slow      # starts the local cluster
+def test_emptiness_deletes_no_more_of_a_nodepools_nodes_than_its_budget_allows(bare: Env) -> None:
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["disruption"] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s",
+                                  "budgets": [{"nodes": "1", "reasons": ["Empty"]}]}
+    past_ttl = rfc3339(bare.clock.now() - dt.timedelta(seconds=100))
+    nodes = [node(f"empty-{i}", labels={wk.NODEPOOL: "general"}, initialized=True) for i in range(3)]
+    for n in nodes:
+        n["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+        n["metadata"]["annotations"] = {wk.EMPTINESS_TIMESTAMP: past_ttl}
+    bare.apply(pool, *nodes)
+    try:
+        bare.settle(lambda: any(p.name == "general" for p in bare.state.live_provisioners()))
+
+        def deleting() -> int:
+            return sum(1 for n in bare.client.get(path_of("v1", "nodes"))["items"] if n["metadata"].get("deletionTimestamp"))
+
+        for _ in range(2):                         # the node being deleted uses up the budget on the next pass
+            bare.sync()
+            again = Emptiness(bare.state, bare.clock).reconcile()
+            assert deleting() == 1 and again is not None
+    finally:
+        bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name="general"))

@@ -17,13 +17,15 @@ import dataclasses
 import datetime as dt
 import math
 import re
-from typing import Final, Iterable, Mapping, Sequence
+from typing import Any, Final, Iterable, Mapping, Sequence
 
 from croniter import croniter
 
+from karpy.apis.conditions import initialized, ready
+from karpy.apis.labels import NODEPOOL
 from karpy.apis.v1.disruption.hold import Hold
 from karpy.apis.v1.duration import DurationError, parse_duration
-from karpy.apis.v1.nodepool import Budget, DisruptionReason
+from karpy.apis.v1.nodepool import Budget, DisruptionReason, NodePool
 
 MAX_ALLOWED: Final = 2**31 - 1          # Go's math.MaxInt32: no active budget bounds this reason
 REASONS: Final[tuple[DisruptionReason, ...]] = ("Empty", "Drifted", "Underutilized")
@@ -174,6 +176,20 @@ class BudgetNode:
     instance_terminating: bool = False  # drained and its instance deleted: gone for counting
 
 
+def budget_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[BudgetNode]:
+    """The NodePools' Node objects among `nodes` as the budget count sees them. A node without any
+    conditions (plan input written by hand) counts as Ready: only one that says it is not uses up a budget."""
+    out = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        pool = (meta.get("labels") or {}).get(NODEPOOL)
+        if pool:
+            out.append(BudgetNode(nodepool=pool, initialized=initialized(node),
+                                  ready=ready(node) or not (node.get("status") or {}).get("conditions"),
+                                  marked_for_deletion=bool(meta.get("deletionTimestamp"))))
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class PoolBudget:
     """One NodePool's budget for one reason: `allowed` is what the budgets allow (the
@@ -258,3 +274,29 @@ def budget_hold(budgets: Sequence[Budget], *, nodepool: str, reason: DisruptionR
             return Hold(why)              # closed for as long as the spec stays
         ends.append(end)
     return Hold(why, max(ends) if ends else None)
+
+
+class PassBudgets:
+    """What each NodePool's budgets leave for one disruption pass, per reason: nodes already not Ready or being
+    deleted use up the allowance (budget_mapping), and so does each node the pass itself takes (`take`)."""
+
+    def __init__(self, nodepools: Mapping[str, NodePool], nodes: Iterable[Mapping[str, Any]], now: dt.datetime,
+                 reasons: Sequence[DisruptionReason] = REASONS) -> None:
+        self.nodepools, self.now = nodepools, now
+        counted = budget_nodes(nodes)
+        budgets = {name: pool.spec.disruption.budgets for name, pool in nodepools.items()}
+        self.mapping = {reason: budget_mapping(budgets, counted, now=now, reason=reason) for reason in reasons}
+        self.taken: dict[str, int] = {}            # nodes of each NodePool the pass takes, whatever the reason
+
+    def take(self, nodepool: str, reason: DisruptionReason) -> Hold | None:
+        """Count one more of `nodepool`'s nodes as disrupted for `reason` when its budgets leave room and return
+        None; else what holds it (budget_hold). A name that is not a NodePool's is not bounded."""
+        if nodepool not in self.nodepools:
+            return None
+        counted = self.mapping[reason][nodepool]
+        hold = budget_hold(self.nodepools[nodepool].spec.disruption.budgets, nodepool=nodepool, reason=reason,
+                           node_count=counted.node_count, disrupting=counted.disrupting + self.taken.get(nodepool, 0),
+                           now=self.now)
+        if hold is None:
+            self.taken[nodepool] = self.taken.get(nodepool, 0) + 1
+        return hold

@@ -15,7 +15,7 @@ import dataclasses
 import datetime as dt
 from typing import Literal
 
-from karpy.apis.timestamps import parse_time
+from karpy.apis.timestamps import parse_time, rfc3339
 from karpy.apis.v1.duration import parse_nillable_duration
 from karpy.apis.v1.labels import CONDITION_CONSOLIDATABLE, CONDITION_INITIALIZED
 from karpy.apis.v1.nodeclaim import Condition, NodeClaim
@@ -55,7 +55,7 @@ def consolidatability(*, consolidate_after: str, initialized_at: dt.datetime | N
     at = since + after
     if after > dt.timedelta(0) and now - since < after:
         return Consolidatability(False, at=at, why=f"consolidateAfter {consolidate_after} not yet elapsed since "
-                                                   f"the last pod event at {since.isoformat()}")
+                                                   f"the last pod event at {rfc3339(since)}")
     return Consolidatability(True, at=at)
 
 
