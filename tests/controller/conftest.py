@@ -93,13 +93,8 @@ def _clean_up(env: Env) -> None:
     env.settle(lambda: not env.state.nodes.items() and not env.state.pods.items() and not env.state.provisioners.items())
 
 
-@pytest.fixture(scope="session")
-def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    """The local cluster's API server alone, as Karpenter's controller suites run on envtest: no scheduler,
-    kubelets or workload controllers, so pods stay as a test writes them (an evicted pod stays terminating
-    until the test deletes it). Started once and shared (its start is most of a short test's time); `bare`
-    cleans up after each test."""
-    cluster, kube = start(tmp_path_factory.mktemp("bare"), system_nodes=0, controllers=False)
+def _running(cluster: Any, kube: Kube) -> Iterator[Env]:
+    """An Env over a started local cluster with karpy's CRDs applied, torn down when the fixture ends."""
     kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
     client = RawClient(kube.api_client)
     state = ClusterState(client)
@@ -108,6 +103,15 @@ def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     state.stop()
     kube.api_client.close()
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    """The local cluster's API server alone, as Karpenter's controller suites run on envtest: no scheduler,
+    kubelets or workload controllers, so pods stay as a test writes them (an evicted pod stays terminating
+    until the test deletes it). Started once and shared (its start is most of a short test's time); `bare`
+    cleans up after each test."""
+    yield from _running(*start(tmp_path_factory.mktemp("bare"), system_nodes=0, controllers=False))
 
 
 @pytest.fixture
@@ -120,12 +124,4 @@ def bare(bare_cluster: Env) -> Iterator[Env]:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
-    kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
-    client = RawClient(kube.api_client)
-    state = ClusterState(client)
-    state.start()
-    yield Env(kube, client, state, FakeCloudProvider(client, CATALOG), FakeClock())
-    state.stop()
-    kube.api_client.close()
-    cluster.stop()
+    yield from _running(*start(tmp_path, system_nodes=0, boot_delay=0.2))
