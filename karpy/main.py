@@ -231,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.Formatter.converter = time.gmtime
     args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the same way on SIGTERM and ^C
+    # and on SIGINT even when started in the background by a shell, which leaves it ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
