@@ -151,6 +151,21 @@ def test_does_not_evict_pods_that_tolerate_the_unschedulable_taint(bare: Env, n:
 
 # Reconciliation / It("should not delete nodes that have a do-not-evict pod"),
 #                It("should not delete nodes that have a do-not-evict pod that tolerates an unschedulable taint"),
+def expect_held_until_the_holder_is_gone(bare: Env, n: dict[str, Any], evict: dict[str, Any],
+                                         holder: dict[str, Any]) -> None:
+    """Deleting `n`: nothing is evicted while `holder` is there; once it is deleted, `evict` goes, then the node."""
+    delete_node(bare, n)
+    reconcile(bare)
+    expect_not_evicted(bare, evict, holder)
+    expect_node_draining(bare, n)
+    expect_deleted(bare, holder)
+    reconcile(bare)
+    expect_evicted(bare, evict)
+    expect_deleted(bare, evict)
+    reconcile(bare)
+    expect_node_not_found(bare, n)
+
+
 #                It("should not delete nodes that have pods without an owner ref")
 @pytest.mark.parametrize("holder", [
     pytest.param({"annotations": {wk.DO_NOT_EVICT: "true"}}, id="do-not-evict"),
@@ -161,16 +176,7 @@ def test_a_pod_that_holds_the_node_stops_every_eviction_until_it_is_gone(bare: E
                                                                        holder: dict[str, Any]) -> None:
     evict, no_evict = running(name_of(n)), running(name_of(n), **holder)
     apply(bare, n, evict, no_evict)
-    delete_node(bare, n)
-    reconcile(bare)
-    expect_not_evicted(bare, evict, no_evict)
-    expect_node_draining(bare, n)
-    expect_deleted(bare, no_evict)
-    reconcile(bare)
-    expect_evicted(bare, evict)
-    expect_deleted(bare, evict)
-    reconcile(bare)
-    expect_node_not_found(bare, n)
+    expect_held_until_the_holder_is_gone(bare, n, evict, no_evict)
 
 
 # Reconciliation / It("should not delete nodes that have a do-not-evict static pod")
@@ -178,16 +184,8 @@ def test_a_do_not_evict_static_pod_holds_the_node(bare: Env, n: dict[str, Any]) 
     (live,) = apply(bare, n)
     evict, no_evict = running(name_of(n)), static(live, annotations={wk.DO_NOT_EVICT: "true"})
     apply(bare, evict, no_evict)
-    delete_node(bare, n)
-    reconcile(bare)
-    expect_not_evicted(bare, evict, no_evict)        # the mirror pod stays: its Node is still there
-    expect_node_draining(bare, n)
-    expect_deleted(bare, no_evict)
-    reconcile(bare)
-    expect_evicted(bare, evict)
-    expect_deleted(bare, evict)
-    reconcile(bare)
-    expect_node_not_found(bare, n)
+    # the mirror pod stays while its Node is still there
+    expect_held_until_the_holder_is_gone(bare, n, evict, no_evict)
 
 
 # Reconciliation / It("should delete nodes with terminal pods")
