@@ -11,9 +11,7 @@ from typing import Any, Iterator
 
 import boto3
 import pytest
-import requests
 from moto.core import DEFAULT_ACCOUNT_ID
-from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
 from karpy.apis import labels as wk
@@ -22,6 +20,7 @@ from karpy.apis.v1alpha1 import AWS, AWSSettings
 from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
 from karpy.controller.cloudprovider.types import NodeRequest
 from tests.aws.faults import FaultProxy
+from tests.aws.motoserver import MotoServer
 from tests.simulator.conftest import Kube, start
 
 REGION = "us-east-1"
@@ -51,13 +50,29 @@ def seed_parameter(name: str, value: str) -> None:
         allowed_pattern=None, keyid=None, last_modified_date=dt.datetime.now(), version=1, data_type="text"))
 
 
+_amazon_images: list[tuple[str, str, str]] = []
+
+
+def amazon_images(ec2: Any) -> tuple[str, str, str]:
+    """Two x86_64 images (standard and GPU) and an arm64 one of moto's amazon-owned set, which every reset restores
+    with the same ids: listed once per run, as listing 1,300 images takes seconds."""
+    if not _amazon_images:
+        images = ec2.describe_images(Owners=["amazon"])["Images"]
+        x86, gpu = [i["ImageId"] for i in images if i.get("Architecture") == "x86_64"][:2]
+        _amazon_images.append((x86, gpu, next(i["ImageId"] for i in images if i.get("Architecture") == "arm64")))
+    return _amazon_images[0]
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        yield server
+
+
 @pytest.fixture
-def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://127.0.0.1:{port}"
-    requests.post(url + "/moto-api/reset", timeout=10)   # moto's state is per process: start each test clean
+def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
+    moto_server.reset()
+    url = moto_server.url
     refusing = socket.socket()                          # bound, never listening: connections are refused at once
     refusing.bind(("127.0.0.1", 0))
     # moto has no Pricing API: it is refused, and the provider uses the shipped table, as when AWS's does not answer
@@ -75,9 +90,7 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
     ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.9.0/24", AvailabilityZone="us-east-1c")     # not tagged: not used
     group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc, TagSpecifications=[
         {"ResourceType": "security-group", "Tags": tags}])["GroupId"]
-    images = ec2.describe_images(Owners=["amazon"])["Images"]
-    image, gpu_image = [i["ImageId"] for i in images if i.get("Architecture") == "x86_64"][:2]
-    arm_image = next(i["ImageId"] for i in images if i.get("Architecture") == "arm64")
+    image, gpu_image, arm_image = amazon_images(ec2)
     for minor in ("1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33"):
         for suffix, ami in (("", image), ("-arm64", arm_image), ("-gpu", gpu_image)):
             seed_parameter(f"/aws/service/eks/optimized-ami/{minor}/amazon-linux-2{suffix}/recommended/image_id", ami)
@@ -85,7 +98,6 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
         yield Moto(url, ec2, subnets, group, image, arm_image, gpu_image)
     finally:
         refusing.close()
-        server.stop()
 
 
 @pytest.fixture

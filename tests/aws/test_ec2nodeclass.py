@@ -14,10 +14,8 @@ from typing import Any, Iterator
 
 import boto3
 import pytest
-import requests
 import yaml
 from kubernetes.client.exceptions import ApiException
-from moto.server import ThreadedMotoServer
 
 from karpy.apis import labels as wk
 from karpy.apis.v1.ec2nodeclass import GROUP_VERSION, PLURAL, EC2NodeClass
@@ -34,7 +32,8 @@ from karpy.controller.cloudprovider.aws.nodeclass import NodeClassNotReady, Node
 from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
 from karpy.controller.nodeclass.controller import FINALIZER, NodeClassController
 from karpy.kubeclient.raw import RawClient, path_of
-from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, TEMPLATE, seed_parameter
+from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, TEMPLATE, amazon_images, seed_parameter
+from tests.aws.motoserver import MotoServer
 from tests.simulator.conftest import Kube, start
 
 pytestmark = pytest.mark.slow      # starts a moto server on loopback (and, once, the local cluster)
@@ -58,20 +57,18 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[World]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+def world(moto_server: MotoServer) -> Iterator[World]:
     refusing = socket.socket()            # bound, never listening: the Pricing API is refused (moto has none)
     refusing.bind(("127.0.0.1", 0))
     env = pytest.MonkeyPatch()
     try:
-        url = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+        url = moto_server.url
         for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION,
                            "AWS_ENDPOINT_URL": url,
                            "AWS_ENDPOINT_URL_PRICING": f"http://127.0.0.1:{refusing.getsockname()[1]}"}.items():
             env.setenv(key, value)              # the provider's clients reach moto, as deployed ones reach AWS
         env.delenv("AWS_PROFILE", raising=False)
-        requests.post(url + "/moto-api/reset", timeout=10)
+        moto_server.reset()
         kw = dict(region_name=REGION, endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing")
         ec2, ssm, iam = (boto3.client(name, **kw) for name in ("ec2", "ssm", "iam"))
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -82,9 +79,7 @@ def world() -> Iterator[World]:
         group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc, TagSpecifications=[
             {"ResourceType": "security-group", "Tags": tags}])["GroupId"]
         ec2.create_security_group(GroupName="other", Description="other", VpcId=vpc)
-        images = ec2.describe_images(Owners=["amazon"])["Images"]
-        x86, gpu = [i["ImageId"] for i in images if i.get("Architecture") == "x86_64"][:2]
-        arm = next(i["ImageId"] for i in images if i.get("Architecture") == "arm64")
+        x86, gpu, arm = amazon_images(ec2)
         base = f"/aws/service/eks/optimized-ami/{MINOR}/amazon-linux-2023"
         for arch, variant, image in (("x86_64", "standard", x86), ("arm64", "standard", arm), ("x86_64", "nvidia", gpu)):
             seed_parameter(f"{base}/{arch}/{variant}/recommended/image_id", image)
@@ -98,7 +93,6 @@ def world() -> Iterator[World]:
     finally:
         env.undo()
         refusing.close()
-        server.stop()
 
 
 def node_class(name: str = "default", **spec: Any) -> EC2NodeClass:

@@ -6,17 +6,33 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
 
+from karpy.main import main
 from tests.builders import catalog, deployment, instance_type, pod, provisioner
-from tests.plan.conftest import Plan
+from tests.plan.conftest import Plan, PlanRun
 
 
 def karpy_plan(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "karpy.main", "plan", *args], capture_output=True, text=True,
                           input=stdin, timeout=60)
+
+
+@pytest.fixture
+def karpy_plan_here(capsys: pytest.CaptureFixture[str]) -> Callable[..., PlanRun]:
+    """`karpy plan ARGS` in this process: the command's own code path, without a new interpreter's start-up."""
+    def run(*args: str) -> PlanRun:
+        capsys.readouterr()
+        try:
+            code = main(["plan", *args])
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+        captured = capsys.readouterr()
+        return PlanRun(code, captured.out, captured.err)
+    return run
 
 
 @pytest.mark.slow      # runs karpy plan as a process
@@ -66,15 +82,14 @@ BAD = [
 
 
 @pytest.mark.parametrize(("documents", "message"), BAD)
-@pytest.mark.slow      # runs karpy plan as a process
-def test_invalid_input_is_one_line_per_problem_and_exit_2(tmp_path: Path, documents: list[dict], message: str) -> None:
+def test_invalid_input_is_one_line_per_problem_and_exit_2(tmp_path: Path, documents: list[dict], message: str,
+                                                          karpy_plan_here: Callable[..., PlanRun]) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
-    result = karpy_plan("-f", str(path))
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert result.stdout == ""
-    assert any(line.startswith(f"karpy plan: {path}: ") and message in line for line in result.stderr.splitlines()), result.stderr
+    result = karpy_plan_here("-f", str(path))
+    assert result.code == 2
+    assert result.out == ""
+    assert any(line.startswith(f"karpy plan: {path}: ") and message in line for line in result.err.splitlines()), result.err
 
 
 @pytest.mark.parametrize(
@@ -85,22 +100,30 @@ def test_invalid_input_is_one_line_per_problem_and_exit_2(tmp_path: Path, docume
         pytest.param(b"\xff\xfe\x00", "not UTF-8", id="binary"),
     ],
 )
-@pytest.mark.slow      # runs karpy plan as a process
-def test_unreadable_files_are_named(tmp_path: Path, content: str | bytes, message: str) -> None:
+def test_unreadable_files_are_named(tmp_path: Path, content: str | bytes, message: str,
+                                    karpy_plan_here: Callable[..., PlanRun]) -> None:
     path = tmp_path / "plan.yaml"
     path.write_bytes(content.encode() if isinstance(content, str) else content)
-    result = karpy_plan("-f", str(path))
-    assert result.returncode == 2
-    assert message in result.stderr and "Traceback" not in result.stderr
+    result = karpy_plan_here("-f", str(path))
+    assert result.code == 2
+    assert message in result.err
+
+
+def test_missing_file_and_unknown_catalog_are_named(tmp_path: Path, karpy_plan_here: Callable[..., PlanRun]) -> None:
+    result = karpy_plan_here("-f", str(tmp_path / "nope.yaml"))
+    assert result.code == 2 and "nope.yaml: No such file or directory" in result.err
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(provisioner("default")))
+    result = karpy_plan_here("-f", str(tmp_path / "p.yaml"), "--catalog", "gcp")
+    assert result.code == 2 and "--catalog gcp: not a built-in catalog (aws, fake-400) nor a file" in result.err
 
 
 @pytest.mark.slow      # runs karpy plan as a process
-def test_missing_file_and_unknown_catalog_are_named(tmp_path: Path) -> None:
-    result = karpy_plan("-f", str(tmp_path / "nope.yaml"))
-    assert result.returncode == 2 and "nope.yaml: No such file or directory" in result.stderr
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(provisioner("default")))
-    result = karpy_plan("-f", str(tmp_path / "p.yaml"), "--catalog", "gcp")
-    assert result.returncode == 2 and "--catalog gcp: not a built-in catalog (aws, fake-400) nor a file" in result.stderr
+def test_bad_input_as_a_process_is_one_line_and_no_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("kind: [unclosed")
+    result = karpy_plan("-f", str(path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"karpy plan: {path}: ") and "Traceback" not in result.stderr
 
 
 def test_catalog_from_a_file(plan: Plan, tmp_path: Path) -> None:
