@@ -138,9 +138,6 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
             price = next((o.price_per_hour for o in instance_type.offerings
                           if o.zone == instance.zone and o.capacity_type == instance.capacity_type), None)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != rec.PODS}
-    if rec.binds(claim) and rec.pods_of(claim):
-        # the scheduler extender reads the pods a node is promised to from the node itself
-        annotations[wk.LAUNCHED_FOR] = ",".join(p.key for p in rec.pods_of(claim))
     if price is not None:
         annotations[wk.PRICE_PER_HOUR] = str(price)
     body: Obj = {

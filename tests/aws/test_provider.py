@@ -8,7 +8,7 @@ import base64
 import pytest
 
 from karpy.apis import labels as wk
-from karpy.apis.launch_record import PodReference
+from karpy.apis.launch_record import PodReference, pods_of
 from karpy.apis.v1alpha1 import AWS, AWSNodeTemplateSpec
 from karpy.controller.cloudprovider.aws.provider import NODE_CLAIM_TAG, AwsConfigError
 from karpy.controller.cloudprovider.types import InstanceNotFound
@@ -46,7 +46,8 @@ def test_launches_with_create_fleet_and_returns_what_the_node_needs(moto: Moto, 
     assert labels[wk.INSTANCE_TYPE] == "m5.large" and labels[wk.ZONE] == zone and labels["team"] == "payments"
     assert labels[wk.CAPACITY_TYPE] == wk.CAPACITY_TYPE_ON_DEMAND and labels[wk.REGION] == REGION
     assert {"key": "dedicated", "value": "db", "effect": "NoSchedule"} in node["spec"]["taints"]
-    assert node["metadata"]["annotations"][wk.LAUNCHED_FOR] == "default/web"
+    assert node["metadata"]["annotations"]["example.com/owner"] == "payments"
+    assert pods_of(claim) == [PodReference("default", "web")] and wk.LAUNCHED_FOR not in node["metadata"]["annotations"]
 
     (template,) = moto.ec2.describe_launch_templates()["LaunchTemplates"]
     data = moto.ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[

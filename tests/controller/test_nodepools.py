@@ -31,8 +31,8 @@ from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
 from karpy.kubeclient.raw import path_of
 from tests.builders import catalog, instance_type, node, unschedulable_pod
-from tests.controller.conftest import CATALOG, Env
 from tests.conftest import free_port
+from tests.controller.conftest import CATALOG, Env
 from tests.controller.test_metrics import scraped
 from tests.expectations import eventually, expect_nodes
 from tests.simulator.conftest import start

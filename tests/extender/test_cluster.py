@@ -14,6 +14,8 @@ from typing import Any, Iterator
 import pytest
 import requests
 
+from karpy.apis import launch_record as rec
+from karpy.apis.launch_record import PodReference
 from tests.builders import node, pod, provisioner
 from tests.conftest import free_port
 from tests.expectations import eventually
@@ -102,8 +104,15 @@ def test_the_extender_binds_through_pods_binding_and_prefers_the_node_launched_f
     for name in ("other-1", "other-2"):
         kube.core.create_node(node(name, allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"}))
     launched = node("launched", provisioner="default", allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"})
-    launched["metadata"]["annotations"] = {"karpy.dev/launched-for": "default/chosen"}
     kube.core.create_node(launched)
+    # its NodeClaim says which pods it was launched for (the Node itself no longer does)
+    kube.custom.create_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "launched", "labels": {"karpenter.sh/provisioner-name": "default"},
+                     "annotations": {rec.PODS: rec.pods_annotation([PodReference("default", "chosen")], bind=True)}},
+        "spec": {"requirements": [], "nodeClassRef": {**rec.NODECLASS_PROVISIONER, "name": "default"}}})
+    kube.custom.patch_cluster_custom_object_status("karpenter.sh", "v1", "nodeclaims", "launched",
+                                                   {"status": {"nodeName": "launched", "providerID": "fake://launched"}})
     kube.core.create_namespaced_pod("default", pod("chosen", cpu="1", owner=None))
     eventually(lambda: kube.core.read_namespaced_pod("chosen", "default").spec.node_name == "launched", timeout=15)
     scheduled = eventually(lambda: next((e for e in pod_events(kube, "chosen") if e.reason == "Scheduled"), None))
