@@ -20,7 +20,7 @@ read would plan a pod twice.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from karpy.apis import labels as wk
 from karpy.apis import launch_record as rec
@@ -53,7 +53,7 @@ def landing(claim: Obj) -> tuple[str, tuple[str, ...]] | None:
         return None
 
 
-def launched_for(node: Obj) -> tuple[str, ...]:
+def launched_for(node: Mapping[str, Any]) -> tuple[str, ...]:
     """Pure: the pods a Node written by an older karpy names in `karpy.dev/launched-for` (upgrades)."""
     value = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.LAUNCHED_FOR, "")
     return tuple(k.strip() for k in str(value).split(",") if k.strip())

@@ -127,10 +127,10 @@ def nodepool_samples(nodepools: Iterable[Obj], nodes: Iterable[Obj]) -> dict[str
     nodepool counter would write it."""
     used: dict[str, dict[str, float]] = {}
     for node in nodes:
-        pool = nodepool_of(node)
-        if pool is None:
+        owner = nodepool_of(node)
+        if owner is None:
             continue
-        sums = used.setdefault(pool, dict.fromkeys(BASE_RESOURCES, 0.0))
+        sums = used.setdefault(owner, dict.fromkeys(BASE_RESOURCES, 0.0))
         sums["nodes"] += 1
         for resource, value in ((node.get("status") or {}).get("capacity") or {}).items():
             if (quantity := amount(value)) is not None:
