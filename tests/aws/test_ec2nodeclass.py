@@ -357,7 +357,7 @@ def test_a_nodepools_launch_goes_through_its_ec2nodeclass_and_its_claim_records_
     _, instance_id = parse_provider_id(instance.provider_id)
     described = world.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
     assert instance.image_id == described["ImageId"] == world.x86                    # the node class's status AMI
-    assert described["SubnetId"] in {s.id for s in nc.status.subnets}                 # type: ignore[union-attr]
+    assert described["SubnetId"] in {s.id for s in nc.status.subnets}
     tags = {t["Key"]: t["Value"] for t in described["Tags"]}
     assert tags["karpenter.sh/nodepool"] == "general" and tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
     assert tags["team"] == "payments" and tags["eks:eks-cluster-name"] == CLUSTER
@@ -367,7 +367,7 @@ def test_a_nodepools_launch_goes_through_its_ec2nodeclass_and_its_claim_records_
     data = world.ec2.describe_launch_template_versions(LaunchTemplateName=template)["LaunchTemplateVersions"][0][
         "LaunchTemplateData"]
     assert data["SecurityGroupIds"] == [world.security_group]
-    assert data["IamInstanceProfile"]["Name"] == nc.status.instance_profile          # type: ignore[union-attr]
+    assert data["IamInstanceProfile"]["Name"] == nc.status.instance_profile
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
     config = yaml.safe_load(str(parts(base64.b64decode(data["UserData"]).decode())[-1].get_payload()))
     assert config["kind"] == "NodeConfig" and config["spec"]["cluster"]["name"] == CLUSTER

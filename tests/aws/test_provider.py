@@ -14,7 +14,7 @@ from karpy.controller.cloudprovider.aws.provider import NODE_CLAIM_TAG, AwsConfi
 from karpy.controller.cloudprovider.types import InstanceNotFound
 from karpy.controller.launch.claims import claim_manifest, launched_status, node_manifest
 from karpy.kubeclient.raw import RawClient, path_of
-from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto, provider, request
+from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, TEMPLATE, Moto, provider, request
 from tests.simulator.conftest import Kube
 
 pytestmark = pytest.mark.slow      # starts a moto server on loopback
@@ -152,7 +152,7 @@ def test_instance_types_are_grouped_by_ami_into_one_launch_template_each(moto: M
     from karpy.controller.cloudprovider.aws.launch import fleet_request
     cloud = provider(kube)
     types = ("m5.large", "a1.2xlarge", "g4dn.xlarge", "inf1.xlarge", "m5.xlarge")
-    names = cloud._launch_templates(request(cloud, "default-mixed", *types), cloud.templates("default"),
+    names = cloud._launch_templates(request(cloud, "default-mixed", *types), TEMPLATE,
                                     [moto.security_group], list(types))
     assert set(names) == set(types)
     by_image = dict(zip(names, _template_images(moto, list(names.values()))))
