@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 from karpy.apis import labels as wk
 from karpy.controller.cloudprovider.fake import Faults
 from karpy.controller.metrics import cluster_samples, count_nodeclaim_disrupted, termination_mode
+from karpy.controller.pod_metrics import PodTimings
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
@@ -123,3 +124,32 @@ def test_a_nodeclaim_without_capacity_is_told_so_counted_disrupted_and_terminate
     finally:
         bare.cloud.faults = Faults()
         bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name="general"))
+
+
+def test_a_pods_wait_to_be_bound_and_to_start_is_observed_once_when_it_ends() -> None:
+    def web(**status: Any) -> dict[str, Any]:
+        body = pod("web", owner=None, phase=status.pop("phase", "Pending"))
+        body["metadata"].update(uid="uid-web", creationTimestamp="2024-05-01T12:00:00Z")
+        body["status"]["conditions"] = [{"type": kind, "status": "True", "lastTransitionTime": at}
+                                        for kind, at in status.items()]
+        return body
+
+    def observed() -> tuple[float, float, float, float]:
+        return tuple(REGISTRY.get_sample_value(name) or 0.0 for name in (     # type: ignore[return-value]
+            "karpenter_pods_bound_duration_seconds_count", "karpenter_pods_bound_duration_seconds_sum",
+            "karpenter_pods_startup_duration_seconds_count", "karpenter_pods_startup_duration_seconds_sum"))
+
+    timings = PodTimings()
+    before = observed()
+    timings.on_pod("ADDED", web())                                                   # waiting
+    bound = web(PodScheduled="2024-05-01T12:00:04Z")
+    bound["spec"]["nodeName"] = "n1"
+    timings.on_pod("MODIFIED", bound)
+    timings.on_pod("MODIFIED", bound)                                                # a repeat observes nothing more
+    started = web(PodScheduled="2024-05-01T12:00:04Z", Ready="2024-05-01T12:00:30Z", phase="Running")
+    started["spec"]["nodeName"] = "n1"
+    timings.on_pod("MODIFIED", started)
+    after = observed()
+    assert [a - b for a, b in zip(after, before)] == [1, 4, 1, 30]
+    PodTimings().on_pod("ADDED", started)                                            # already started when first seen
+    assert observed() == after
