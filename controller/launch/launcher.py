@@ -416,9 +416,13 @@ class Launcher:
     def _say(self, ref: PodReference, notice: Notice) -> None:
         """A Normal Event on a pod, sent by the event workers (aggregated with its repeats; one that cannot be
         written is logged there and changes nothing: kubeclient/events.py)."""
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid}}
+        self._send({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": ref.namespace, "name": ref.name,
+                                                                     "uid": ref.uid}}, notice)
+
+    def _send(self, obj: Obj, notice: Notice) -> None:
+        """Hand an Event about `obj` to the event workers: it informs people and decides nothing, so no step waits."""
         try:
-            self._events.submit(events.record, self.state.client, pod, reason=notice.reason, message=notice.message,
+            self._events.submit(events.record, self.state.client, obj, reason=notice.reason, message=notice.message,
                                 component="karpy", event_type=notice.type)
         except RuntimeError:                             # closed: the launcher is stopping
             pass
@@ -502,11 +506,7 @@ class Launcher:
 
     def _tell_claim(self, claim: Obj, notice: Notice) -> None:
         """An Event on the NodeClaim itself (v1's lifecycle Events), sent on the side like the pods' Events."""
-        try:
-            self._events.submit(events.record, self.state.client, {"apiVersion": api.GROUP_VERSION, "kind": api.KIND, **claim},
-                                reason=notice.reason, message=notice.message, component="karpy", event_type=notice.type)
-        except RuntimeError:                             # closed: the launcher is stopping
-            pass
+        self._send({"apiVersion": api.GROUP_VERSION, "kind": api.KIND, **claim}, notice)
 
     def _tell(self, claim: Obj, reason: str, message: str) -> None:
         """A Warning Event on each pod the node was for: `kubectl describe pod` shows why it waits."""
