@@ -53,7 +53,9 @@ POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 # karpy's own node annotations
 PRICE_PER_HOUR = "karpy.dev/price-per-hour"      # what the launched offering costs
-LAUNCHED_FOR = "karpy.dev/launched-for"          # the pods ("ns/name,...") karpy launched the node for
+# the pods ("ns/name,...") an older karpy launched the node for: read from such nodes, no longer written (a
+# NodeClaim's karpy.dev/pods annotation says it now: apis/launch_record.py)
+LAUNCHED_FOR = "karpy.dev/launched-for"
 MOVING_IN = "karpy.dev/moving-in"                # pods consolidation moves here, by owner (apis/moving_in.py)
 
 # the Event reason the scheduler extender reports a pod it left without a node with

@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import load
 from bench.measure import cluster_with_crds, cpu_seconds, free_port, stop_all
+from karpy.apis import launch_record as rec
+from karpy.apis.launch_record import PodReference
 from karpy.kubeclient.raw import path_of
 
 
@@ -53,8 +55,6 @@ def node(i: int) -> dict[str, Any]:
         labels.update({"karpenter.sh/provisioner-name": "default", "karpenter.sh/initialized": "true"})
         if i % 10 == 0:
             annotations["karpenter.sh/emptiness-timestamp"] = "2020-01-01T00:00:00Z"     # due for removal
-        if i % 10 == 2:
-            annotations["karpy.dev/launched-for"] = f"default/waiting-{i}"
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": f"node-{i}", "labels": labels, "annotations": annotations},
@@ -77,6 +77,14 @@ def node(i: int) -> dict[str, Any]:
                         "sizeBytes": 10_000_000 + k} for k in range(6)],
         },
     }
+
+
+def claim(i: int) -> dict[str, Any]:
+    """The NodeClaim of node i, launched for pod waiting-i (not yet bound): the extender keeps the node for it."""
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": f"node-{i}", "labels": {"karpenter.sh/provisioner-name": "default"},
+                         "annotations": {rec.PODS: rec.pods_annotation([PodReference("default", f"waiting-{i}")], bind=True)}},
+            "spec": {"requirements": [], "nodeClassRef": {**rec.NODECLASS_PROVISIONER, "name": "default"}}}
 
 
 def pod(name: str, node_name: str | None) -> dict[str, Any]:
@@ -149,6 +157,9 @@ def main() -> int:
             client.create(path_of("v1", "nodes"), n)
             if i % 10 == 2:
                 client.create(path_of("v1", "pods", "default"), pod(f"waiting-{i}", None))
+                client.create(path_of("karpenter.sh/v1", "nodeclaims"), claim(i))
+                client.patch(path_of("karpenter.sh/v1", "nodeclaims", name=f"node-{i}", subresource="status"),
+                             {"status": {"nodeName": f"node-{i}", "providerID": n["spec"]["providerID"]}})
             for k in range(2):
                 client.create(path_of("v1", "pods", "default"), pod(f"app-{i}-{k}", n["metadata"]["name"]))
         processes.append(subprocess.Popen([sys.executable, "-m", "karpy.main", "extender", "--port", str(ext_port),

@@ -15,7 +15,7 @@ and draining. Printed per run:
   still on it then, so drained soon after they started;
 - time from pod creation to the controller's launch decision: for every node
   karpy launched, the node's creation minus the creation of the earliest pod
-  it was launched for (`karpy.dev/launched-for`); p50 and max;
+  it was launched for (its NodeClaim's `karpy.dev/pods`); p50 and max;
 - nodes launched and evictions.
 
     python3 bench/extender_churn.py [--seconds 90] [--ttl 45]
@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.e2e import deployment
 from bench.measure import cluster_with_crds, free_port, metric, stop_all, wait_for
 from karpy.apis import labels as wk
+from karpy.apis import launch_record as rec
 from karpy.kubeclient.informer import Informer
 from karpy.kubeclient.raw import path_of
 
@@ -73,8 +74,9 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
              "--metrics-port", str(metrics_port), "--health-port", "0"],
             stdout=open(work / "controller.log", "w"), stderr=subprocess.STDOUT))
         pods, nodes = Informer(client, "v1", "pods").start(), Informer(client, "v1", "nodes").start()
-        pods.synced.wait(10)
-        nodes.synced.wait(10)
+        claims = Informer(client, "karpenter.sh/v1", "nodeclaims").start()
+        for informer in (pods, nodes, claims):
+            informer.synced.wait(10)
         created: dict[str, float] = {}          # pod "ns/name" -> first seen
         bound: list[tuple[str, str, float]] = []  # (pod uid, node, when)
         pod_gone: dict[str, float] = {}           # pod uid -> when it began to go
@@ -99,11 +101,14 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
             node_created.setdefault(name, time.monotonic())
             if node["metadata"].get("deletionTimestamp"):
                 node_deleting.setdefault(name, time.monotonic())
-            promised = (node["metadata"].get("annotations") or {}).get(wk.LAUNCHED_FOR)
-            if promised:
-                launched_for.setdefault(name, promised.split(","))
+
+        def on_claim(kind: str, claim: dict[str, Any]) -> None:
+            name = (claim.get("status") or {}).get("nodeName")
+            if name and rec.binds(claim) and rec.pods_of(claim):
+                launched_for.setdefault(name, [p.key for p in rec.pods_of(claim)])
         pods.handlers.append(on_pod)
         nodes.handlers.append(on_node)
+        claims.handlers.append(on_claim)
         wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1).status == 200,
                  30, "the controller")
         client.create(path_of("apps/v1", "deployments", "default"), deployment("churn", "1", "1Gi", {}, 0))
@@ -120,8 +125,8 @@ def run(*, extender: bool, seconds: int, ttl: int) -> dict[str, Any]:
                            for n, promised in launched_for.items() if any(p in created for p in promised))
         figures = {"bindings": len(bound), "landed": landed, "latencies": latencies, "nodes": len(launched_for),
                    "evictions": int(metric(metrics_port, "karpy_evictions_total").get('{result="evicted"}', 0))}
-        pods.stop()
-        nodes.stop()
+        for informer in (pods, nodes, claims):
+            informer.stop()
         return figures
     finally:
         stop_all(processes)

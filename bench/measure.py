@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from karpy.apis.crds import definitions
+from karpy.apis.crds import all_definitions
 from karpy.kubeclient.raw import RawClient, api_client, path_of
 
 
@@ -36,14 +36,14 @@ def wait_for(check: Any, timeout: float, what: str) -> None:
 
 def cluster_with_crds(kubeconfig: Path, *, timeout: float = 30, user_agent: str | None = None) -> RawClient:
     """A client of the `karpy sim` that writes `kubeconfig`, once the file is there and the API server answers
-    /version, with karpy's CRDs created."""
+    /version, with karpy's CRDs (both API generations) created."""
     wait_for(kubeconfig.exists, timeout, "the local cluster's kubeconfig")
     api = api_client(str(kubeconfig))
     if user_agent is not None:
         api.user_agent = user_agent
     client = RawClient(api)
     wait_for(lambda: client.get("/version"), timeout, "the local cluster")
-    for crd in definitions().values():
+    for crd in all_definitions().values():             # both API generations (the controller writes v1 NodeClaims)
         client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
     return client
 

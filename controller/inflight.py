@@ -1,5 +1,9 @@
 """What is in flight, in one index over NodeClaims: pods promised and nodes landing.
 
+Readers in other processes (the scheduler extender) keep the same picture from a NodeClaim watch with
+`landing`: which Node a claim lands and which pods wait for it there. karpy no longer writes them on the
+Node; a Node written by an older karpy still carries them as `karpy.dev/launched-for` (`launched_for`).
+
 A NodeClaim (apis/launch_record.py) is the durable record of a launch: the
 pods it was launched for are promised capacity until it has bound them, and
 a claim being deleted promises nothing. The watch shows a launch's
@@ -16,8 +20,9 @@ read would plan a pod twice.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from karpy.apis import labels as wk
 from karpy.apis import launch_record as rec
 from karpy.apis.launch_record import PodReference
 
@@ -32,6 +37,26 @@ def promised(claims: Iterable[Obj]) -> set[str]:
         if not claim["metadata"].get("deletionTimestamp") and rec.binds(claim) and not rec.is_true(claim, rec.PODS_BOUND):
             out.update(p.uid for p in rec.pods_of(claim) if p.uid)
     return out
+
+
+def landing(claim: Obj) -> tuple[str, tuple[str, ...]] | None:
+    """Pure: the Node a live claim lands (its status.nodeName) and the pods ("ns/name") it has still to bind there;
+    None when it promises no Node anything (deleted, a replacement, done binding, not launched yet, or unreadable)."""
+    node_name = (claim.get("status") or {}).get("nodeName")
+    if not node_name or claim["metadata"].get("deletionTimestamp"):
+        return None
+    try:
+        if not rec.binds(claim) or rec.is_true(claim, rec.PODS_BOUND):
+            return None
+        return str(node_name), tuple(p.key for p in rec.pods_of(claim))
+    except ValueError:                    # an annotation that is not JSON: the launcher reports it
+        return None
+
+
+def launched_for(node: Mapping[str, Any]) -> tuple[str, ...]:
+    """Pure: the pods a Node written by an older karpy names in `karpy.dev/launched-for` (upgrades)."""
+    value = ((node.get("metadata") or {}).get("annotations") or {}).get(wk.LAUNCHED_FOR, "")
+    return tuple(k.strip() for k in str(value).split(",") if k.strip())
 
 
 class InFlight:

@@ -1,4 +1,6 @@
-"""The controller's metrics under Karpenter v0.16's names and labels, so its dashboards and alerts read karpy.
+"""The controller's metrics under Karpenter's names and labels, so its dashboards and alerts read karpy: v0.16's for
+Provisioners, and v1's (`karpenter_nodepools_*`, `karpenter_nodeclaims_*`, `karpenter_nodes_*_total`) for NodePools
+and what they launch (the v1 gauges' samples are computed in nodepool_metrics.py).
 
 Two kinds. Events are counted where they happen (`NODES_CREATED` by the launcher, `NODES_TERMINATED` by
 termination, ...) with Karpenter's exact names: Go's Prometheus client writes a counter under the name it is
@@ -24,8 +26,11 @@ from prometheus_client.registry import Collector
 
 from karpy.apis import labels as wk
 from karpy.apis.quantity import Quantity, QuantityError
+from karpy.apis.v1 import labels as v1labels
 from karpy.apis.v1.disruption.budgets import REASONS, budget_mapping, budget_nodes
+from karpy.apis.v1.duration import parse_duration
 from karpy.apis.v1.nodepool import NodePool
+from karpy.controller import nodepool_metrics as v1metrics
 
 Obj = dict[str, Any]
 UNKNOWN = "N/A"                      # Karpenter's value for a label it cannot fill
@@ -63,10 +68,82 @@ CONSOLIDATION_ACTIONS = KarpenterCounter("karpenter_consolidation_actions_perfor
                                          "Number of consolidation actions performed. Labeled by action.", ["action"])
 CONSOLIDATION_NODES_CREATED = KarpenterCounter("karpenter_consolidation_nodes_created",
                                                "Number of nodes created in total by consolidation.")
+# Karpenter v1's counters, for what NodePools launch: v1 names them with `_total` itself
+NODECLAIMS_CREATED = KarpenterCounter(
+    "karpenter_nodeclaims_created_total", "Number of nodeclaims created in total by Karpenter. Labeled by reason the "
+    "nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",
+    ["reason", "nodepool", "min_values_relaxed"])
+NODECLAIMS_TERMINATED = KarpenterCounter(
+    "karpenter_nodeclaims_terminated_total", "Number of nodeclaims terminated in total by Karpenter. Labeled by the "
+    "owning nodepool, capacity type, and zone.", ["nodepool", "capacity_type", "zone"])
+NODECLAIMS_DISRUPTED = KarpenterCounter(
+    "karpenter_nodeclaims_disrupted_total", "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the "
+    "nodeclaim was disrupted, the owning nodepool, the capacity type, the consolidation policy, and the termination mode.",
+    ["reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"])
+NODES_CREATED_TOTAL = KarpenterCounter("karpenter_nodes_created_total", "Number of nodes created in total by "
+                                       "Karpenter. Labeled by owning nodepool and zone.", ["nodepool", "zone"])
+NODES_TERMINATED_TOTAL = KarpenterCounter("karpenter_nodes_terminated_total", "Number of nodes terminated in total by "
+                                          "Karpenter. Labeled by owning nodepool and zone.", ["nodepool", "zone"])
+PROVISIONED = "provisioned"          # v1's reason for a NodeClaim provisioning created
+UNDERUTILIZED = "underutilized"      # v1's reason for a replacement consolidation created
 SCHEDULING_SECONDS = Histogram("karpenter_provisioner_scheduling_duration_seconds",
                                "Duration of scheduling process in seconds.")
 CLOUDPROVIDER_SECONDS = Histogram("karpenter_cloudprovider_duration_seconds",
                                   "Duration of cloud provider method calls.", ["controller", "method", "provider"])
+
+
+def _v1(obj: Obj) -> tuple[str, dict[str, str]] | None:
+    """The NodePool a NodeClaim or Node belongs to, with its labels; None for a Provisioner's (v0.16's names)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return (labels[wk.NODEPOOL], labels) if labels.get(wk.NODEPOOL) else None
+
+
+def termination_mode(claim: Obj | None) -> str:
+    """v1's termination_mode label: `graceful` without a terminationGracePeriod, `forceful` with a zero one, else
+    `eventual`."""
+    grace = ((claim or {}).get("spec") or {}).get("terminationGracePeriod")
+    if grace is None:
+        return "graceful"
+    try:
+        return "forceful" if parse_duration(str(grace)).total_seconds() <= 0 else "eventual"
+    except ValueError:
+        return "eventual"
+
+
+def count_nodeclaim_created(claim: Obj, reason: str) -> None:
+    """`karpenter_nodeclaims_created_total`, for a NodePool's NodeClaim just written."""
+    if (owner := _v1(claim)) is not None:
+        relaxed = ((claim.get("metadata") or {}).get("annotations") or {}).get(v1labels.NODECLAIM_MIN_VALUES_RELAXED)
+        NODECLAIMS_CREATED.inc(reason, owner[0], relaxed or "false")
+
+
+def count_node_registered(claim: Obj) -> None:
+    """`karpenter_nodes_created_total`, once a NodePool's NodeClaim has its Node (v1 counts at registration)."""
+    if (owner := _v1(claim)) is not None:
+        NODES_CREATED_TOTAL.inc(owner[0], owner[1].get(wk.ZONE, ""))
+
+
+def count_nodeclaim_terminated(claim: Obj) -> None:
+    """`karpenter_nodeclaims_terminated_total`, once a NodePool's NodeClaim lets go of its finalizer."""
+    if (owner := _v1(claim)) is not None:
+        NODECLAIMS_TERMINATED.inc(owner[0], owner[1].get(wk.CAPACITY_TYPE, ""), owner[1].get(wk.ZONE, ""))
+
+
+def count_nodeclaim_disrupted(obj: Obj, reason: str, *, claim: Obj | None = None, consolidation_policy: str = "") -> None:
+    """`karpenter_nodeclaims_disrupted_total`, when karpy deletes a NodePool's NodeClaim or Node (`obj`) for
+    `reason` (v1's snake_case: `expired`, `registration_timeout`, `insufficient_capacity`, ...); `claim` gives the
+    termination mode when `obj` is its Node."""
+    if (owner := _v1(obj)) is not None:
+        NODECLAIMS_DISRUPTED.inc(reason, owner[0], owner[1].get(wk.CAPACITY_TYPE, ""), consolidation_policy,
+                                 termination_mode(claim or obj))
+
+
+def count_node_terminated(node: Obj, reason: str) -> None:
+    """A Node whose finalizer termination removed: `karpenter_nodes_terminated` (v0.16, every pool), and
+    `karpenter_nodes_terminated_total` for a NodePool's."""
+    NODES_TERMINATED.inc(reason, wk.pool_of((node.get("metadata") or {}).get("labels")) or "")
+    if (owner := _v1(node)) is not None:
+        NODES_TERMINATED_TOTAL.inc(owner[0], owner[1].get(wk.ZONE, ""))
 
 
 def _quantity(value: object) -> float | None:
@@ -105,25 +182,37 @@ def cluster_samples(*, pods: Iterable[Obj], nodes: Iterable[Obj], provisioners: 
                     ) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Pure: metric name -> its samples (labels, value) for the cluster the objects describe (budgets at `now`,
     the wall clock when not given)."""
-    nodes = list(nodes)
+    nodes, nodepools, pods = list(nodes), list(nodepools), list(pods)
+    now = now or dt.datetime.now(dt.timezone.utc)
     nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
     out: dict[str, list[tuple[dict[str, str], float]]] = {
+        **v1metrics.nodepool_samples(nodepools, nodes), **{name: [] for name in v1metrics.NODE_GAUGES},
         "karpenter_pods_state": [], "karpenter_nodes_allocatable": [], "karpenter_provisioner_limit": [],
         "karpenter_provisioner_usage": [], "karpenter_provisioner_usage_pct": [],
         "karpy_provisioner_pending_pods": [({}, float(pending_pods))],
         "karpenter_nodepools_allowed_disruptions": allowed_disruptions(
-            nodepools, nodes, now or dt.datetime.now(dt.timezone.utc))}
+            nodepools, nodes, now)}
     for pod in pods:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         owners = meta.get("ownerReferences") or []
         node_name = spec.get("nodeName") or ""
+        if v1metrics.nodepool_of(on := nodes_by_name.get(node_name)) is not None:   # on a NodePool's node: v1's labels
+            out["karpenter_pods_state"].append((v1metrics.pod_labels(pod, on), 1.0))
+            continue
         out["karpenter_pods_state"].append(({
             "name": meta.get("name", ""), "namespace": meta.get("namespace", ""),
             "owner": owners[0].get("name", UNKNOWN) if owners else UNKNOWN, "node": node_name or UNKNOWN,
             **_node_labels(nodes_by_name.get(node_name)), "phase": (pod.get("status") or {}).get("phase") or UNKNOWN},
             1.0))
     usage: dict[str, dict[str, float]] = {}
+    pods_by_node: dict[str, list[Obj]] = {}
+    for pod in pods:
+        pods_by_node.setdefault((pod.get("spec") or {}).get("nodeName") or "", []).append(pod)
     for name, node in nodes_by_name.items():
+        if v1metrics.nodepool_of(node) is not None:
+            for metric, sample in v1metrics.node_samples(node, pods_by_node.get(name, []), now):
+                out[metric].append(sample)
+            continue
         labels = _node_labels(node)
         if labels["provisioner"] == UNKNOWN:
             continue                                    # not karpy's
@@ -168,6 +257,7 @@ DOCUMENTATION = {
                                                "disruptions can change very rapidly, as new nodes may be created and "
                                                "others may be passed the disruption threshold.",
     "karpy_provisioner_pending_pods": "Pods that wait for capacity karpy would launch (not yet claimed by a launch).",
+    **v1metrics.DOCUMENTATION,
 }
 
 

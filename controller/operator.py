@@ -33,6 +33,7 @@ from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.finalizer import Finalizer
 from karpy.controller.node.garbagecollection import GarbageCollection
 from karpy.controller.node.initialization import Initialization
+from karpy.controller.pod_metrics import PodTimings
 from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
@@ -185,6 +186,7 @@ class Operator:
                 if self.stop_event.is_set():
                     return
         self.state.on_change(self._on_pod, self.state.pods)
+        self.state.on_change(PodTimings().on_pod, self.state.pods)     # karpenter_pods_{bound,startup}_duration_seconds
         self.state.on_change(self._on_gap_report, self.state.gap_reports)
         for loop in self.loops:
             if loop.name == "garbagecollection":

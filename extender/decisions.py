@@ -28,6 +28,7 @@ from karpy.apis.requirements import Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources, share
 from karpy.apis.selectors import Taint, tolerates
 from karpy.apis.timestamps import parse_time
+from karpy.controller.inflight import launched_for
 from karpy.controller.node.expiration import seconds_left
 
 REMOVAL_HORIZON_SECONDS = 30.0               # a node due for removal this soon takes no new pods
@@ -130,7 +131,7 @@ class NodeShape:
     deleting: bool = False
     created: dt.datetime | None = None
     empty_since: dt.datetime | None = None
-    launched_for: tuple[str, ...] = ()
+    launched_for: tuple[str, ...] = ()       # the pods karpy launched it for and has not bound yet ("ns/name")
     moving_in: moving_in.MovingIn | None = None
 
 
@@ -147,7 +148,7 @@ def shape_of(node: Mapping[str, Any]) -> NodeShape:
         taints=blocking_taints(spec.get("taints")), unschedulable=bool(spec.get("unschedulable")),
         ours=provisioner is not None, provisioner=provisioner, deleting=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")), empty_since=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
-        launched_for=tuple(k.strip() for k in str(annotations.get(wk.LAUNCHED_FOR, "")).split(",") if k.strip()),
+        launched_for=launched_for(node),            # an older karpy's; the NodeClaims' (view.py) replace it
         moving_in=moving_in.parse(annotations.get(wk.MOVING_IN)),
     )
 

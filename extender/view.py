@@ -1,4 +1,5 @@
-"""The extender's view of the cluster, kept by watches: nodes, pods, provisioners and capacity-gap Events.
+"""The extender's view of the cluster, kept by watches: nodes, pods, provisioners, NodePools, NodeClaims and
+capacity-gap Events.
 
 The watches are the controller's informers (kubeclient/informer.py); this module
 keeps, from their events, the per-node facts the extender answers from.
@@ -13,6 +14,7 @@ Every replica watches the same API, so every replica gives the same answers.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -27,6 +29,7 @@ from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
 from karpy.apis.v1.pool import read_nodepool
+from karpy.controller.inflight import landing
 from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, shape_of, steady_until
 from karpy.extender.gaps import Gaps
 from karpy.extender.wire import BindingArgs
@@ -54,19 +57,27 @@ class ClusterView:
         self.pods = Informer(client, "v1", "pods")
         self.provisioners = Informer(client, "karpenter.sh/v1alpha5", "provisioners")
         self.nodepools = Informer(client, "karpenter.sh/v1", "nodepools")
+        # the pods each landing node was launched for come from its NodeClaim (controller/inflight.py)
+        self.nodeclaims = Informer(client, "karpenter.sh/v1", "nodeclaims")
         self.gap_events = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
-        self.informers = (self.nodes, self.pods, self.provisioners, self.nodepools, self.gap_events)
+        self.informers = (self.nodes, self.pods, self.provisioners, self.nodepools, self.nodeclaims, self.gap_events)
         self._lock = threading.RLock()          # `_assume` holds it across the update it makes
         self._used: dict[str, Resources] = {}                 # node -> requests of the pods bound to it
         self._where: dict[str, tuple[str, Resources, str | None]] = {}    # pod -> (node it is bound to, its requests, owner)
         self._held: dict[str, collections.Counter[str]] = {}   # node -> pods bound to it by owner (uid)
         self._pending: dict[str, Resources] = {}              # unbound pods -> requests
         self._shapes: dict[str, NodeShape] = {}               # node -> what its object says, as of its last change
+        self._landing: dict[str, str] = {}                    # claim -> the node it lands
+        self._promises: dict[str, tuple[str, ...]] = {}      # landing node -> the pods its claim has still to bind
+        # node -> (a shape sent in full, the promise, that shape with the promise): kept while both stay the same
+        self._dressed: dict[str, tuple[NodeShape, tuple[str, ...], NodeShape]] = {}
+        self._shape_lock = threading.RLock()
         self._lifetimes: dict[str, tuple[Obj, Lifetimes]] = {}    # provisioner -> (its object, its TTLs)
         # node -> (shape, used, TTLs, good until, facts): the facts the last call computed, and what they rest on.
         # Checked by identity: the watch replaces shapes, sums of requests and Provisioner objects, never changes them.
         self._facts: dict[str, tuple[NodeShape, Resources | None, Lifetimes | None, dt.datetime, NodeFacts]] = {}
         self.nodes.handlers.append(self._on_node)
+        self.nodeclaims.handlers.append(self._on_claim)
         self.pods.handlers.append(self._on_pod)
         self.gap_events.handlers.append(self._on_gap_event)
 
@@ -86,9 +97,43 @@ class ClusterView:
             self._facts.pop(name, None)
             return
         try:
-            self._shapes[name] = shape_of(node)
+            shape = shape_of(node)
         except QuantityError:
             self._shapes.pop(name, None)          # the API server would not have stored it: nothing known
+            return
+        with self._shape_lock:                # the NodeClaim watch shapes nodes too
+            promised = self._promises.get(name)
+            self._shapes[name] = dataclasses.replace(shape, launched_for=promised) if promised is not None else shape
+
+    def _promised(self, shape: NodeShape) -> NodeShape:
+        """A shape kube-scheduler sent in full, with the pods its NodeClaim promises (the Node does not say them);
+        the same object from call to call while neither changes, so the facts kept for it stay good."""
+        promised = self._promises.get(shape.name)
+        if promised is None or shape.launched_for == promised:
+            return shape
+        kept = self._dressed.get(shape.name)
+        if kept is not None and kept[0] is shape and kept[1] is promised:
+            return kept[2]
+        dressed = dataclasses.replace(shape, launched_for=promised)
+        self._dressed[shape.name] = (shape, promised, dressed)
+        return dressed
+
+    def _on_claim(self, kind: str, claim: Obj) -> None:
+        """A NodeClaim changed: the Nodes it lands (before and now) are shaped again with what it promises."""
+        name = claim["metadata"]["name"]
+        now = None if kind == "DELETED" else landing(claim)
+        with self._shape_lock:
+            before = self._landing.pop(name, None)
+            if before is not None:
+                self._promises.pop(before, None)
+                self._dressed.pop(before, None)
+            if now is not None:
+                self._landing[name] = now[0]
+                self._promises[now[0]] = now[1]
+            for node_name in {n for n in (before, now[0] if now else None) if n is not None}:
+                node = self.nodes.get("", node_name)      # as the watch holds it now: never older than a shape
+                if node is not None:
+                    self._on_node("MODIFIED", node)
 
     def _on_pod(self, kind: str, pod: Obj) -> None:
         key = object_key(pod)
@@ -171,6 +216,8 @@ class ClusterView:
             if isinstance(node, str):
                 result.append(NodeFacts(name=node))
                 continue
+            if self._promises and self._shapes.get(node.name) is not node:
+                node = self._promised(node)           # sent in full: its NodeClaim's promise, as the watched shape has
             name, provisioner = node.name, node.provisioner
             if provisioner not in lifetimes:
                 lifetimes[provisioner] = self.lifetimes(provisioner)

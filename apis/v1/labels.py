@@ -12,6 +12,7 @@ DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 NODEPOOL_HASH: Final = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION: Final = "karpenter.sh/nodepool-hash-version"
 NODECLAIM_TERMINATION_TIMESTAMP: Final = "karpenter.sh/nodeclaim-termination-timestamp"
+NODECLAIM_MIN_VALUES_RELAXED: Final = "karpenter.sh/nodeclaim-min-values-relaxed"   # "true" when minValues gave way
 DISRUPTED_TAINT_KEY: Final = "karpenter.sh/disrupted"      # NoSchedule while a node is being disrupted
 
 # NodeClaim status condition types the disruption model reads and writes

@@ -112,9 +112,10 @@ def launched_labels(instance: Instance) -> dict[str, str]:
 
 
 def launched_status(claim: Obj, instance: Instance, instance_type: InstanceType | None, *, now: str) -> Obj:
-    """What a claim records once its instance exists: providerID, node name, capacity, and Launched."""
+    """What a claim records once its instance exists: providerID, node name, image, capacity, and Launched."""
     status: Obj = {"providerID": instance.provider_id, "nodeName": instance.node_name,
-                   "conditions": rec.with_conditions(claim, now, **{rec.LAUNCHED: True})}
+                   "conditions": rec.with_conditions(claim, now, **{rec.LAUNCHED: True}),
+                   **({"imageID": instance.image_id} if instance.image_id else {})}
     capacity = instance.capacity or (instance_type.capacity if instance_type is not None else None)
     allocatable = instance.allocatable or (instance_type.allocatable if instance_type is not None else None)
     if capacity is not None and allocatable is not None:
@@ -138,9 +139,6 @@ def node_manifest(claim: Obj, instance: Instance, instance_type: InstanceType | 
             price = next((o.price_per_hour for o in instance_type.offerings
                           if o.zone == instance.zone and o.capacity_type == instance.capacity_type), None)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != rec.PODS}
-    if rec.binds(claim) and rec.pods_of(claim):
-        # the scheduler extender reads the pods a node is promised to from the node itself
-        annotations[wk.LAUNCHED_FOR] = ",".join(p.key for p in rec.pods_of(claim))
     if price is not None:
         annotations[wk.PRICE_PER_HOUR] = str(price)
     body: Obj = {

@@ -47,6 +47,7 @@ from karpy.controller.cloudprovider.types import (
     InsufficientCapacity,
     NodeRequest,
 )
+from karpy.controller.launch import notices
 from karpy.controller.launch.claims import (
     Situation,
     Step,
@@ -62,7 +63,18 @@ from karpy.controller.launch.claims import (
     request_of,
     that_fit,
 )
-from karpy.controller.metrics import CONSOLIDATION, NODES_CREATED, PROVISIONING
+from karpy.controller.launch.notices import Notice
+from karpy.controller.metrics import (
+    CONSOLIDATION,
+    NODES_CREATED,
+    PROVISIONED,
+    PROVISIONING,
+    UNDERUTILIZED,
+    count_node_registered,
+    count_nodeclaim_created,
+    count_nodeclaim_disrupted,
+    count_nodeclaim_terminated,
+)
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -140,9 +152,11 @@ class Launcher:
         self._binds.shutdown(wait=True, cancel_futures=True)
         self._events.shutdown(wait=True, cancel_futures=True)
 
-    def launch(self, planned: PlannedNode, *, bind: bool = True) -> str | None:
+    def launch(self, planned: PlannedNode, *, bind: bool = True, reason: str | None = None) -> str | None:
         """Launch a node for `planned` (and bind its pods unless `bind` is False: replacements, whose pods still
-        run elsewhere). Returns the Node's name, or None when nothing was launched (Events on the pods say why)."""
+        run elsewhere). `reason` is why, in v1's words for `karpenter_nodeclaims_created_total` (`provisioned` when
+        binding, `underutilized` for a replacement, unless given). Returns the Node's name, or None when nothing was
+        launched (Events on the pods say why)."""
         request = node_request(planned)
         owner = self.state.pool_object(planned.provisioner)
         pods = [PodReference(p.namespace, p.name, p.uid or None) for p in planned.pods]
@@ -157,6 +171,10 @@ class Launcher:
                 return None
             if claim is None:
                 return None
+            count_nodeclaim_created(claim, reason or (PROVISIONED if bind else UNDERUTILIZED))
+            if bind and notices.from_nodepool(claim):            # v1 tells the pods their NodeClaim at once
+                for ref in pods:
+                    self._say(ref, notices.nominated_to_claim(claim["metadata"]["name"]))
             return self._advance(claim, request=request)
 
     def _record(self, manifest: Obj, *, tries: int = 3) -> Obj | None:
@@ -244,7 +262,9 @@ class Launcher:
                         return None
                     claim = self._record_launch(claim, instance)
                 written = self._write_node(claim, instance)                     # 4. the Node
-                self._nominate(claim, instance)
+                if not notices.from_nodepool(claim):                            # v1 told them at step 1
+                    self._nominate(claim, instance)
+                count_node_registered(claim)
                 self._fault("after-node")
                 claim = self._set_conditions(claim, **{rec.REGISTERED: True})
             elif step is Step.BIND:
@@ -272,7 +292,10 @@ class Launcher:
             LAUNCH_ERRORS.labels(request.provisioner, "InsufficientCapacity").inc()
             log.error("Could not launch node, %s; %d pod(s) stay pending", e, len(pods_of(claim)))
             self._tell(claim, "LaunchFailed", f"Could not launch a node for this pod: {e}")
+            if notices.from_nodepool(claim):
+                self._tell_claim(claim, notices.insufficient_capacity(name, str(e)))
             self.delete_claim(name)
+            count_nodeclaim_disrupted(claim, "insufficient_capacity")
             return None
         except (RuntimeError, ValueError, ApiException, OSError) as e:   # ValueError: a template that cannot work
             LAUNCH_ERRORS.labels(request.provisioner, type(e).__name__).inc()
@@ -313,6 +336,9 @@ class Launcher:
         # the kubelet (or an earlier try) registered it first: karpy's labels, finalizer and owner still belong on it
         path = path_of("v1", "nodes", name=body["metadata"]["name"])
         registered = self.state.client.get(path)
+        if notices.from_nodepool(claim) and not any(t.get("key") == wk.TAINT_UNREGISTERED
+                                                     for t in (registered.get("spec") or {}).get("taints") or []):
+            self._tell_claim(claim, notices.unregistered_taint_missing())
         patch = adoption_patch(registered, body)
         return self.state.client.patch(path, patch) if patch is not None else registered
 
@@ -378,23 +404,26 @@ class Launcher:
                 log.error("Binding pod %s to node %s, %s", ref.key, node_name, e.reason)
             return False
         self.state.in_flight.bound(ref)
-        self._say(ref, reason="Scheduled", message=f"Successfully assigned {ref.key} to {node_name}")
+        self._say(ref, Notice("Scheduled", f"Successfully assigned {ref.key} to {node_name}"))
         self._fault("mid-bind")
         return True
 
     def _nominate(self, claim: Obj, instance: Instance) -> None:
         """Karpenter's Nominated Event on each pod the node was launched for: which node, and what was launched."""
-        message = (f"Pod should schedule on node {instance.node_name}: launched {instance.instance_type} "
-                   f"({instance.capacity_type}) in {instance.zone} for it, as {instance.provider_id}")
         for ref in pods_of(claim):
-            self._say(ref, reason="Nominated", message=message)
+            self._say(ref, notices.nominated_to_node(instance))
 
-    def _say(self, ref: PodReference, *, reason: str, message: str) -> None:
+    def _say(self, ref: PodReference, notice: Notice) -> None:
         """A Normal Event on a pod, sent by the event workers (aggregated with its repeats; one that cannot be
         written is logged there and changes nothing: kubeclient/events.py)."""
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid}}
+        self._send({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": ref.namespace, "name": ref.name,
+                                                                     "uid": ref.uid}}, notice)
+
+    def _send(self, obj: Obj, notice: Notice) -> None:
+        """Hand an Event about `obj` to the event workers: it informs people and decides nothing, so no step waits."""
         try:
-            self._events.submit(events.record, self.state.client, pod, reason=reason, message=message, component="karpy")
+            self._events.submit(events.record, self.state.client, obj, reason=notice.reason, message=notice.message,
+                                component="karpy", event_type=notice.type)
         except RuntimeError:                             # closed: the launcher is stopping
             pass
 
@@ -419,6 +448,9 @@ class Launcher:
         except ApiException as e:
             if e.status != 404:
                 raise
+            return
+        if len(finalizers) < len(claim["metadata"].get("finalizers") or []):
+            count_nodeclaim_terminated(claim)
 
     # --- reads and writes ----------------------------------------------------------------------
     def _node_of(self, claim: Obj, written: Obj | None = None) -> Obj | None:
@@ -471,6 +503,10 @@ class Launcher:
                 raise
             return
         self._finalize(claim)
+
+    def _tell_claim(self, claim: Obj, notice: Notice) -> None:
+        """An Event on the NodeClaim itself (v1's lifecycle Events), sent on the side like the pods' Events."""
+        self._send({"apiVersion": api.GROUP_VERSION, "kind": api.KIND, **claim}, notice)
 
     def _tell(self, claim: Obj, reason: str, message: str) -> None:
         """A Warning Event on each pod the node was for: `kubectl describe pod` shows why it waits."""

@@ -10,6 +10,7 @@ import logging
 
 from karpy.apis.timestamps import parse_time
 from karpy.controller.clock import Clock
+from karpy.controller.metrics import count_nodeclaim_disrupted
 from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")
@@ -44,4 +45,5 @@ class Expiration:
             name = node["metadata"]["name"]
             log.info("Triggering termination for expired node %s after %ds", name, ttl)
             self.state.delete_node(name)
+            count_nodeclaim_disrupted(node, "expired")
         return again

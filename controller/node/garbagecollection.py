@@ -22,6 +22,7 @@ from karpy.apis.conditions import ready
 from karpy.apis.timestamps import parse_time
 from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound
 from karpy.controller.launch.launcher import Launcher
+from karpy.controller.metrics import count_nodeclaim_disrupted
 from karpy.controller.state import ClusterState
 
 log = logging.getLogger("controller.node")
@@ -75,6 +76,7 @@ class GarbageCollection:
                 log.info("Deleting %s, whose node did not register within %ds", claim["metadata"]["name"],
                          self.registration_timeout_seconds)
                 self.launcher.delete_claim(claim["metadata"]["name"])
+                count_nodeclaim_disrupted(claim, "registration_timeout")
 
     def _collect_instances(self, claims: list[dict[str, Any]]) -> float | None:
         now = self.monotonic()

@@ -31,7 +31,7 @@ from karpy.apis.selectors import Taint, tolerates
 from karpy.apis.timestamps import parse_time
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
-from karpy.controller.metrics import NODES_TERMINATED
+from karpy.controller.metrics import count_node_terminated
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
@@ -176,7 +176,7 @@ class Terminator:
             client.patch(path_of("v1", "nodes", name=name),
                          [{"op": "test", "path": "/metadata/resourceVersion", "value": node["metadata"]["resourceVersion"]},
                           {"op": "replace", "path": "/metadata/finalizers", "value": finalizers}], "application/json-patch+json")
-            NODES_TERMINATED.inc(termination_reason(node), self.state.ours(node) or "")
+            count_node_terminated(node, termination_reason(node))
             self._announced.pop(name, None)
             log.info("Deleted node %s", name)
             return None

@@ -133,4 +133,4 @@ def request(cloud: AwsCloudProvider, name: str, *types: str, capacity_type: str 
     requirements = Requirements([Requirement.exactly(wk.CAPACITY_TYPE, capacity_type)])
     return NodeRequest(node_name=name, provisioner="default", requirements=requirements, instance_type_options=options,
                        labels={"team": "payments"}, taints=({"key": "dedicated", "value": "db", "effect": "NoSchedule"},),
-                       annotations={wk.LAUNCHED_FOR: "default/web"})
+                       annotations={"example.com/owner": "payments"})

@@ -18,6 +18,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
+from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.v1.ec2nodeclass import GROUP_VERSION, PLURAL, EC2NodeClass
 from karpy.controller.clock import FakeClock
 from karpy.controller.cloudprovider.aws.catalog import aws_catalog
@@ -29,7 +30,9 @@ from karpy.controller.cloudprovider.aws.launch import (
     nodeclass_subnet,
 )
 from karpy.controller.cloudprovider.aws.nodeclass import NodeClassNotReady, NodeClassResolver, instance_profile_name
-from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings
+from karpy.controller.cloudprovider.aws.provider import AwsCloudProvider, AwsSettings, parse_provider_id
+from karpy.controller.cloudprovider.types import NodeRequest
+from karpy.controller.launch.claims import claim_manifest, launched_status
 from karpy.controller.nodeclass.controller import FINALIZER, NodeClassController
 from karpy.kubeclient.raw import RawClient, path_of
 from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, TEMPLATE, amazon_images, seed_parameter
@@ -331,3 +334,39 @@ def test_the_provider_creates_a_node_class_templates_once(world: World) -> None:
     stored = world.ec2.describe_launch_templates(LaunchTemplateNames=sorted(set(names.values())))["LaunchTemplates"]
     assert len(stored) == 2
     assert cloud.node_class_launch_templates(nc, launch_spec("m5.large")) == {"m5.large": names["m5.large"]}
+
+
+def test_a_nodepools_launch_goes_through_its_ec2nodeclass_and_its_claim_records_the_image(world: World) -> None:
+    nc = resolved(world, tags={"team": "payments"}, metadataOptions={"httpTokens": "required", "httpPutResponseHopLimit": 2})
+    settings = AwsSettings(region=REGION, cluster_name=CLUSTER, cluster_endpoint=FACTS.endpoint, kubernetes_minor=MINOR,
+                           ca_bundle=FACTS.ca_bundle, cluster_cidr=FACTS.cidr)
+    cloud = AwsCloudProvider(boto3.session.Session(), settings, lambda _: nc)
+    m5 = launch_spec("m5.large").instance_types[0]
+    request = NodeRequest(node_name="general-abcde", provisioner="general",
+                          requirements=Requirements([Requirement.exactly(wk.CAPACITY_TYPE, wk.CAPACITY_TYPE_ON_DEMAND)]),
+                          instance_type_options=(m5,), labels={wk.NODEPOOL: "general"},
+                          taints=({"key": "dedicated", "value": "db", "effect": "NoSchedule"},))
+    instance = cloud.create(request)
+
+    _, instance_id = parse_provider_id(instance.provider_id)
+    described = world.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    assert instance.image_id == described["ImageId"] == world.x86                    # the node class's status AMI
+    assert described["SubnetId"] in {s.id for s in nc.status.subnets}
+    tags = {t["Key"]: t["Value"] for t in described["Tags"]}
+    assert tags["karpenter.sh/nodepool"] == "general" and tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
+    assert tags["team"] == "payments" and tags["eks:eks-cluster-name"] == CLUSTER
+    # the template it launched with (named by a hash of its content: asking again names the same one)
+    template = cloud.node_class_launch_templates(nc, LaunchSpec(node_pool="general", instance_types=[m5],
+                                                                labels=request.labels, taints=request.taints))["m5.large"]
+    data = world.ec2.describe_launch_template_versions(LaunchTemplateName=template)["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"]
+    assert data["SecurityGroupIds"] == [world.security_group]
+    assert data["IamInstanceProfile"]["Name"] == nc.status.instance_profile
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
+    config = yaml.safe_load(str(parts(base64.b64decode(data["UserData"]).decode())[-1].get_payload()))
+    assert config["kind"] == "NodeConfig" and config["spec"]["cluster"]["name"] == CLUSTER
+
+    claim = claim_manifest(request, pods=[], bind=True, owner=None)
+    status = launched_status(claim, instance, m5, now="2026-01-01T00:00:00Z")
+    assert status["imageID"] == world.x86 and status["providerID"] == instance.provider_id
+    assert status["nodeName"] == instance.node_name and status["capacity"]["cpu"] == "2"

@@ -8,13 +8,13 @@ import base64
 import pytest
 
 from karpy.apis import labels as wk
-from karpy.apis.launch_record import PodReference
+from karpy.apis.launch_record import PodReference, pods_of
 from karpy.apis.v1alpha1 import AWS, AWSNodeTemplateSpec
 from karpy.controller.cloudprovider.aws.provider import NODE_CLAIM_TAG, AwsConfigError
 from karpy.controller.cloudprovider.types import InstanceNotFound
 from karpy.controller.launch.claims import claim_manifest, launched_status, node_manifest
 from karpy.kubeclient.raw import RawClient, path_of
-from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, Moto, provider, request
+from tests.aws.conftest import CLUSTER, DISCOVERY, REGION, TEMPLATE, Moto, provider, request
 from tests.simulator.conftest import Kube
 
 pytestmark = pytest.mark.slow      # starts a moto server on loopback
@@ -46,7 +46,8 @@ def test_launches_with_create_fleet_and_returns_what_the_node_needs(moto: Moto, 
     assert labels[wk.INSTANCE_TYPE] == "m5.large" and labels[wk.ZONE] == zone and labels["team"] == "payments"
     assert labels[wk.CAPACITY_TYPE] == wk.CAPACITY_TYPE_ON_DEMAND and labels[wk.REGION] == REGION
     assert {"key": "dedicated", "value": "db", "effect": "NoSchedule"} in node["spec"]["taints"]
-    assert node["metadata"]["annotations"][wk.LAUNCHED_FOR] == "default/web"
+    assert node["metadata"]["annotations"]["example.com/owner"] == "payments"
+    assert pods_of(claim) == [PodReference("default", "web")] and wk.LAUNCHED_FOR not in node["metadata"]["annotations"]
 
     (template,) = moto.ec2.describe_launch_templates()["LaunchTemplates"]
     data = moto.ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
@@ -151,7 +152,7 @@ def test_instance_types_are_grouped_by_ami_into_one_launch_template_each(moto: M
     from karpy.controller.cloudprovider.aws.launch import fleet_request
     cloud = provider(kube)
     types = ("m5.large", "a1.2xlarge", "g4dn.xlarge", "inf1.xlarge", "m5.xlarge")
-    names = cloud._launch_templates(request(cloud, "default-mixed", *types), cloud.templates("default"),
+    names = cloud._launch_templates(request(cloud, "default-mixed", *types), TEMPLATE,
                                     [moto.security_group], list(types))
     assert set(names) == set(types)
     by_image = dict(zip(names, _template_images(moto, list(names.values()))))

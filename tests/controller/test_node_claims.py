@@ -14,7 +14,7 @@ from karpy.apis import launch_record as rec
 from karpy.apis import nodeclaim as legacy
 from karpy.apis.launch_record import PodReference
 from karpy.apis.v1 import nodeclaim as v1
-from karpy.controller.inflight import promised
+from karpy.controller.inflight import landing, launched_for, promised
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.launch.migration import converted, migrate
 from karpy.controller.node.initialization import Initialization
@@ -128,3 +128,23 @@ def test_the_index_promises_the_pods_of_live_claims_until_they_are_bound() -> No
     claims = [claim("launching"), claim("registered", Registered=True), claim("bound", Registered=True, PodsBound=True),
               claim("replacement", bind=False), claim("deleting", deleting=True)]
     assert promised(claims) == {"uid-launching", "uid-registered"}
+
+
+def test_the_index_says_which_node_a_claim_lands_and_which_pods_wait_for_it_there() -> None:
+    def claim(name: str, *, node_name: str | None = "n", bind: bool = True, **conds: bool) -> dict[str, Any]:
+        return {"metadata": {"name": name, "annotations": {rec.PODS: rec.pods_annotation(
+                    [PodReference("default", "a", "u1"), PodReference("default", "b", "u2")], bind=bind)}},
+                "status": {**({"nodeName": node_name} if node_name else {}),
+                           "conditions": rec.with_conditions({}, NOW, **conds)}}
+
+    assert landing(claim("launched")) == ("n", ("default/a", "default/b"))
+    assert landing(claim("registered", Registered=True)) == ("n", ("default/a", "default/b"))
+    assert landing(claim("bound", PodsBound=True)) is None                    # its pods are on it: nothing waits
+    assert landing(claim("replacement", bind=False)) is None                  # kube-scheduler places those
+    assert landing(claim("not-launched", node_name=None)) is None
+    broken = claim("broken")
+    broken["metadata"]["annotations"][rec.PODS] = "{not json"
+    assert landing(broken) is None
+    # a Node an older karpy launched names its pods itself
+    assert launched_for({"metadata": {"annotations": {wk.LAUNCHED_FOR: "default/a, default/b"}}}) == ("default/a", "default/b")
+    assert launched_for({"metadata": {}}) == ()

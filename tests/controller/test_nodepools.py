@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from karpy.apis import labels as wk
@@ -30,7 +31,9 @@ from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
 from karpy.kubeclient.raw import path_of
 from tests.builders import catalog, instance_type, node, unschedulable_pod
+from tests.conftest import free_port
 from tests.controller.conftest import CATALOG, Env
+from tests.controller.test_metrics import scraped
 from tests.expectations import eventually, expect_nodes
 from tests.simulator.conftest import start
 
@@ -78,13 +81,14 @@ def test_karpy_controller_provisions_for_a_nodepool(tmp_path: Path) -> None:
     cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
     log = open(tmp_path / "controller.log", "wb")
     controller: subprocess.Popen[bytes] | None = None
+    port = free_port()
     try:
         kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
         kube.kubectl("apply", "-f", str(tmp_path / "nodepool.yaml"))
         kube.core.create_namespaced_pod("default", unschedulable_pod("web", cpu="1"))
         controller = subprocess.Popen(
             [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kube.kubeconfig),
-             "--catalog", str(tmp_path / "catalog.json"), "--metrics-port", "0", "--health-port", "0",
+             "--catalog", str(tmp_path / "catalog.json"), "--metrics-port", str(port), "--health-port", "0",
              "--batch-idle-duration", "0.3", "--batch-max-duration", "2"],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
 
@@ -99,6 +103,21 @@ def test_karpy_controller_provisions_for_a_nodepool(tmp_path: Path) -> None:
         assert wk.TAINT_UNREGISTERED not in {t.key for t in node.spec.taints or []}
         assert node.metadata.owner_references[0].kind == "NodePool"
         assert eventually(lambda: kube.core.read_namespaced_pod("web", "default").spec.node_name, timeout=10) == node.metadata.name
+
+        # v1's metrics and Events, as Prometheus scrapes them and `kubectl describe pod` shows them
+        name, zone = node.metadata.name, labels[wk.ZONE]
+
+        def value(metric: str, **wanted: str) -> float | None:
+            page = scraped(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+            return next((v for have, v in page.get(metric, []) if wanted.items() <= have.items()), None)
+        assert value("karpenter_nodeclaims_created_total", reason="provisioned", nodepool="general",
+                     min_values_relaxed="false") == 1
+        assert value("karpenter_nodes_created_total", nodepool="general", zone=zone) == 1
+        assert value("karpenter_pods_state", name="web", node=name, nodepool="general", scheduled="true") == 1
+        assert value("karpenter_nodes_allocatable", node_name=name, nodepool="general", resource_type="cpu") == 2
+        eventually(lambda: value("karpenter_nodepools_usage", nodepool="general", resource_type="nodes") == 1, timeout=10)
+        events = kube.core.list_namespaced_event("default", field_selector="involvedObject.name=web").items
+        assert f"Pod should schedule on: nodeclaim/{name}" in {e.message for e in events if e.reason == "Nominated"}
     finally:
         if controller is not None and controller.poll() is None:
             controller.send_signal(signal.SIGTERM)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from karpy.apis import labels as wk
+from karpy.apis.launch_record import pods_of
 from karpy.controller.cloudprovider.fake import Faults
 from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.provisioner import Provisioner
@@ -59,7 +60,9 @@ def test_a_capacity_gap_the_extender_reported_is_provisioned_before_kube_schedul
     Provisioner(env.state, env.cloud, CATALOG).reconcile()
     assert len(env.cloud.create_calls) == 1
     made = env.client.get(path_of("v1", "nodes"))["items"][0]
-    assert made["metadata"]["annotations"][wk.LAUNCHED_FOR] == "default/waiting"   # kept for it by the extender
+    claim = env.client.get(path_of("karpenter.sh/v1", "nodeclaims", name=made["metadata"]["name"]))
+    assert [p.key for p in pods_of(claim)] == ["default/waiting"]        # kept for it by the extender
+    assert wk.LAUNCHED_FOR not in made["metadata"]["annotations"]         # the NodeClaim says it, not the Node
     assert env.client.get(path_of("v1", "pods", "default", "waiting"))["spec"]["nodeName"] == made["metadata"]["name"]
 
 

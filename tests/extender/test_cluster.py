@@ -14,6 +14,8 @@ from typing import Any, Iterator
 import pytest
 import requests
 
+from karpy.apis import launch_record as rec
+from karpy.apis.launch_record import PodReference
 from tests.builders import node, pod, provisioner
 from tests.conftest import free_port
 from tests.expectations import eventually
@@ -102,8 +104,15 @@ def test_the_extender_binds_through_pods_binding_and_prefers_the_node_launched_f
     for name in ("other-1", "other-2"):
         kube.core.create_node(node(name, allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"}))
     launched = node("launched", provisioner="default", allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"})
-    launched["metadata"]["annotations"] = {"karpy.dev/launched-for": "default/chosen"}
     kube.core.create_node(launched)
+    # its NodeClaim says which pods it was launched for (the Node itself no longer does)
+    kube.custom.create_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "launched", "labels": {"karpenter.sh/provisioner-name": "default"},
+                     "annotations": {rec.PODS: rec.pods_annotation([PodReference("default", "chosen")], bind=True)}},
+        "spec": {"requirements": [], "nodeClassRef": {**rec.NODECLASS_PROVISIONER, "name": "default"}}})
+    kube.custom.patch_cluster_custom_object_status("karpenter.sh", "v1", "nodeclaims", "launched",
+                                                   {"status": {"nodeName": "launched", "providerID": "fake://launched"}})
     kube.core.create_namespaced_pod("default", pod("chosen", cpu="1", owner=None))
     eventually(lambda: kube.core.read_namespaced_pod("chosen", "default").spec.node_name == "launched", timeout=15)
     scheduled = eventually(lambda: next((e for e in pod_events(kube, "chosen") if e.reason == "Scheduled"), None))
@@ -112,6 +121,39 @@ def test_the_extender_binds_through_pods_binding_and_prefers_the_node_launched_f
     r = requests.post(extender.url + "/scheduler/bind", timeout=5,
                       json={"PodName": "missing", "PodNamespace": "default", "PodUID": "u", "Node": "other-1"})
     assert r.status_code == 200 and "404" in r.json()["Error"]
+
+
+def test_a_nodes_capacity_its_nodeclaim_promised_to_a_pending_pod_is_kept_for_it_in_both_modes(
+        cluster: tuple[Kube, Extender]) -> None:
+    kube, extender = cluster
+    launched = node("launched", provisioner="default", allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"})
+    kube.core.create_node(launched)
+    # pending for another scheduler: the local one leaves it be, so the promise stands
+    kube.core.create_namespaced_pod("default", pod("waiting", cpu="6", owner=None, schedulerName="another-scheduler"))
+    kube.custom.create_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "launched", "labels": {"karpenter.sh/provisioner-name": "default"},
+                     "annotations": {rec.PODS: rec.pods_annotation([PodReference("default", "waiting")], bind=True)}},
+        "spec": {"requirements": [], "nodeClassRef": {**rec.NODECLASS_PROVISIONER, "name": "default"}}})
+
+    def failed(body: dict[str, Any]) -> dict[str, str]:
+        return requests.post(extender.url + "/scheduler/filter", timeout=5, json=body).json()["FailedNodes"]
+
+    newcomer = pod("newcomer", cpu="4", owner=None)
+    full = {"Pod": newcomer, "NodeNames": None, "Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": [launched]}}
+    named = {"Pod": newcomer, "Nodes": None, "NodeNames": ["launched"]}
+    eventually(lambda: failed(named) == {}, timeout=10)                # watched, and no claim lands on it yet
+    assert failed(full) == {}
+    kube.custom.patch_cluster_custom_object_status("karpenter.sh", "v1", "nodeclaims", "launched",
+                                                   {"status": {"nodeName": "launched", "providerID": "fake://launched"}})
+    promised = {"launched": "node's free capacity is promised to 1 pod(s) karpy launched it for"}
+    eventually(lambda: failed(named) == promised, timeout=10)
+    assert failed(full) == promised                                    # sent in full: the claim's promise all the same
+    kube.custom.patch_cluster_custom_object_status("karpenter.sh", "v1", "nodeclaims", "launched", {"status": {
+        "conditions": [{"type": "PodsBound", "status": "True", "reason": "PodsBound", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    eventually(lambda: failed(named) == {}, timeout=10)                # done binding: nothing promised any more
+    assert failed(full) == {}
 
 
 def test_filter_with_full_nodes_subtracts_the_pods_bound_there(cluster: tuple[Kube, Extender]) -> None:

@@ -332,11 +332,19 @@ class LaunchSpec:
 
 
 def nodeclass_subnet(node_class: EC2NodeClass, zone: str) -> str:
-    """The status subnet to launch into in `zone`: the first listed there (the one with the most free addresses)."""
-    subnet = next((s.id for s in (node_class.status.subnets if node_class.status else None) or [] if s.zone == zone), None)
+    """The status subnet to launch into in `zone` (see nodeclass_subnets)."""
+    subnet = nodeclass_subnets(node_class).get(zone)
     if subnet is None:
         raise ValueError(f"EC2NodeClass {node_class.name}: no subnet in its status is in zone {zone}")
     return subnet
+
+
+def nodeclass_subnets(node_class: EC2NodeClass) -> dict[str, str]:
+    """zone -> the status subnet to launch into there: the first listed (the one with the most free addresses)."""
+    out: dict[str, str] = {}
+    for s in (node_class.status.subnets if node_class.status else None) or []:
+        out.setdefault(s.zone, s.id)
+    return out
 
 
 def nodeclass_tags(node_class: EC2NodeClass, cluster: str, node_pool: str) -> dict[str, str]:

@@ -48,6 +48,8 @@ from karpy.controller.cloudprovider.aws.launch import (
     launch_template_data,
     launch_template_name,
     nodeclass_launch_templates,
+    nodeclass_subnets,
+    nodeclass_tags,
 )
 from karpy.controller.cloudprovider.aws.nodeclass import NodeClassResolver
 from karpy.controller.cloudprovider.aws.pricing import OnDemandPricing, pricing_region
@@ -108,8 +110,9 @@ class AwsCloudProvider:
     name = "aws"
 
     def __init__(self, session: Any | None, settings: AwsSettings,
-                 templates: Callable[[str], AWSSettings], *, clock: Callable[[], float] = time.monotonic) -> None:
-        """`session` None: boto3's own credential and endpoint chain (AWS_ENDPOINT_URL included)."""
+                 templates: Callable[[str], AWSSettings | EC2NodeClass], *, clock: Callable[[], float] = time.monotonic) -> None:
+        """`session` None: boto3's own credential and endpoint chain (AWS_ENDPOINT_URL included). `templates` gives
+        what a Provisioner or NodePool launches from: a Provisioner's node template, a NodePool's EC2NodeClass."""
         session = session or boto3.session.Session()
         self.ec2 = session.client("ec2", region_name=settings.region, config=RETRIES)
         self.ssm = session.client("ssm", region_name=settings.region, config=RETRIES)
@@ -167,8 +170,16 @@ class AwsCloudProvider:
         if found is not None:                    # launched before a crash or a retry: adopt, never twice
             return dataclasses.replace(self._launched(request, found), adopted=True)
         template = self.templates(request.provisioner)
-        subnets = self._subnets(template)
-        groups = self._security_groups(template)
+        if isinstance(template, EC2NodeClass):       # a NodePool's: everything comes from the node class's status
+            subnets = nodeclass_subnets(template)
+            if not subnets:
+                raise ValueError(f"EC2NodeClass {template.name} is not ready: its status has no subnets")
+            groups: list[str] = []
+        else:
+            subnets = self._subnets(template)
+            groups = self._security_groups(template)
+        owner = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
+                 wk.owner_label(request.labels, request.provisioner): request.provisioner}
         warnings: list[str] = []
         for _ in range(3):
             overrides, capacity_type = self._overrides(request, subnets)
@@ -176,11 +187,16 @@ class AwsCloudProvider:
                 raise InsufficientCapacity("; ".join([*warnings, f"no capacity left for any of {len(request.instance_type_options)} "
                                                       "instance type option(s) in the zones of the discovered subnets"]))
             # templates only for the types the fleet request will carry
-            names = self._launch_templates(request, template, groups, [o[0] for o in overrides[:MAX_OVERRIDES]])
+            offered = {o[0] for o in overrides[:MAX_OVERRIDES]}
+            if isinstance(template, EC2NodeClass):
+                names = self.node_class_launch_templates(template, LaunchSpec(
+                    node_pool=request.provisioner, labels=request.labels, taints=request.taints,
+                    instance_types=[t for t in request.instance_type_options if t.name in offered]))
+                tags = {**owner, **nodeclass_tags(template, self.settings.cluster_name, request.provisioner)}
+            else:
+                names = self._launch_templates(request, template, groups, sorted(offered))
+                tags = {**owner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned", **(template.tags or {})}
             overrides = [o for o in overrides if o[0] in names]
-            tags = {"Name": f"karpy/{self.settings.cluster_name}/{request.provisioner}",
-                    wk.owner_label(request.labels, request.provisioner): request.provisioner, f"kubernetes.io/cluster/{self.settings.cluster_name}": "owned",
-                    **(template.tags or {})}
             launched = self.fleet.launch(fleet_request(templates=names, overrides=overrides, capacity_type=capacity_type,
                                                        tags=tags), request.node_name)
             warnings += self._note_errors(launched.errors, capacity_type)
@@ -411,7 +427,8 @@ class AwsCloudProvider:
                   wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT if described.get("InstanceLifecycle") == "spot" else wk.CAPACITY_TYPE_ON_DEMAND}
         labels.update({key: tags[key] for key in wk.POOL_LABELS if key in tags})
         return Instance(provider_id=f"aws:///{zone}/{described['InstanceId']}", claim_name=tags.get(NODE_CLAIM_TAG, ""),
-                        node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels)
+                        node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels,
+                        image_id=described.get("ImageId"))
 
     def _launched(self, request: NodeRequest, described: dict[str, Any]) -> Instance:
         """The instance as the launch module needs it: with the capacity and price of its type, when it was an option."""
