@@ -17,12 +17,15 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.timestamps import rfc3339
+from karpy.apis.v1.disruption.feature_gates import FeatureGates
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+from karpy.controller.consolidation.drift import RESYNC_SECONDS as DRIFT_RESYNC_SECONDS
+from karpy.controller.consolidation.drift import DriftMarker
 from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.launch.migration import migrate
@@ -64,6 +67,7 @@ class Settings:
     interruption_queue: str | None = None         # SQS queue name (aws)
     packing: PackingOptions = PackingOptions()    # how new nodes are packed (--node-cost-per-hour)
     registration_timeout_seconds: float = 900.0   # a launched node not Ready by then is given up (Karpenter: 15 min)
+    feature_gates: FeatureGates = FeatureGates()   # --feature-gates: Drift (Provisioners'), SpotToSpotConsolidation, ...
 
 
 class Operator:
@@ -104,6 +108,9 @@ class Operator:
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5, busy_share=0.2),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
             Loop("finalizer", Finalizer(self.state).reconcile, resync_seconds=30),
+            # a NodePool's NodeClaims always drift (v1); a Provisioner's only behind the Drift gate (v0.21-v0.31)
+            Loop("drift", DriftMarker(self.state, self.clock, provisioner_drift=settings.feature_gates.drift).reconcile,
+                 resync_seconds=DRIFT_RESYNC_SECONDS),
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
                                                         settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
@@ -189,6 +196,9 @@ class Operator:
         for loop in self.loops:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
+            if loop.name == "drift":                      # drift follows edits of what launched the nodes
+                self.state.on_change(loop.kick, self.state.provisioners, self.state.nodepools, self.state.ec2nodeclasses)
+                continue
             if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
                 self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners, self.state.nodepools)
                 continue

@@ -39,10 +39,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from karpy.apis import labels as wk
+from karpy.apis.conditions import initialized
 from karpy.apis.resources import Resources
 from karpy.apis.v1.disruption.budgets import PassBudgets
+from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
 from karpy.apis.v1.pool import NodePoolProvisioner
-from karpy.controller.consolidation.candidates import NodeView, blocker, nodepool_of, unmanaged, view
+from karpy.controller.consolidation.candidates import NodeView, blocker, nodepool_of, pdb_blocker, unmanaged, view
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
 from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
@@ -69,6 +71,7 @@ class Action:
     provisioned: tuple[Replacement, ...] = ()  # nodes provisioning will launch for pods kube-scheduler leaves without room
     disruption_cost: float = 0.0              # Karpenter's: the pods' eviction costs, weighted by the nodes' lifetime left
     cost_savings_per_hour: float = 0.0        # what the cluster costs less (cost.py): the saving decisions weigh
+    drifted: str = ""                         # the Drift method's: the nodes' Drifted reason (replaced at any price)
 
     @property
     def pods_moved(self) -> int:
@@ -79,6 +82,8 @@ class Action:
         if self.provisioned:
             saving += (f" with {len(self.provisioned)} node(s) provisioning will launch for pods kube-scheduler "
                        f"leaves without room")
+        if self.drifted:
+            saving = f"drifted: {self.drifted}"
         if not self.replacements:
             return f"delete {', '.join(self.nodes)} ({len(self.pods)} pod(s) move; {saving})"
         launched = " and ".join(f"{r.instance_type} {r.capacity_type} in {r.zone} at ${r.price_per_hour:.4f}/h"
@@ -143,13 +148,16 @@ class Consolidator:
                  budget_seconds: float | None = None, timer: Callable[[], float] = time.monotonic,
                  max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True,
                  as_kube_scheduler_places: bool = True, min_savings_per_pod: float = MIN_SAVINGS_PER_POD,
-                 keep_fullest: bool = True, node_cost_per_hour: float = 0.0) -> None:
+                 keep_fullest: bool = True, node_cost_per_hour: float = 0.0,
+                 drifted: Mapping[str, str] | None = None) -> None:
         """`min_savings_per_pod`: an action is taken only when it saves at least this many $/h per unit of its
         disruption cost (`_unworthy`). `keep_fullest=False` places moved pods first fit in the scheduler's node
         order, as the full scheduler does, instead of on the nodes likely to stay. `incremental=False`
         simulates every candidate with a scheduler of its own (the reference the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
-        instead of placing the pods as kube-scheduler will (see `_commit`)."""
+        instead of placing the pods as kube-scheduler will (see `_commit`). `drifted`: node name -> the Drifted
+        reason of its NodeClaim (controller/consolidation/drift.py), for the Drift method."""
         self.snapshot = snapshot
+        self.drifted = dict(drifted or {})
         self.pdbs = list(pdbs)
         self.now = now
         self.min_age = min_age_seconds
@@ -230,7 +238,8 @@ class Consolidator:
         actions: list[Action] = []
         # a NodePool's budgets bound each reason's nodes in disruption order, as v1 filters its candidates
         budgets = PassBudgets({name: p.node_pool for name, p in self.provisioners.items()
-                               if isinstance(p, NodePoolProvisioner)}, self._all_nodes, self.now, ("Empty", "Underutilized"))
+                               if isinstance(p, NodePoolProvisioner)}, self._all_nodes, self.now,
+                              ("Empty", "Drifted", "Underutilized"))
         empty = []
         for n in (n for n in candidates if not n.pods):
             if hold := budgets.take(nodepool_of(n), "Empty"):
@@ -243,6 +252,11 @@ class Consolidator:
                                   cost_savings_per_hour=round(sum(n.cost_per_hour for n in group), 6)))
             for n in group:
                 self._drop(n)
+        if self.drifted:                          # v1's order: Emptiness, Drift, then consolidation
+            held: list[Kept] = []
+            drifting = self._drift(wanted, budgets, held, actions, first_only=first_only)
+            candidates = [n for n in candidates if n.name not in drifting]
+            kept = [k for k in kept if k.node not in drifting] + held   # drift's reason, not consolidation's
         remaining = []
         for n in sorted((n for n in candidates if n.pods), key=lambda n: n.order):
             if hold := budgets.take(nodepool_of(n), "Underutilized"):
@@ -280,6 +294,73 @@ class Consolidator:
             else:
                 kept.append(Kept(n.name, reasons.get(n.name, "no cheaper fit")))
         return ConsolidationPlan(actions, sorted(kept, key=lambda k: k.node), price_before, complete, cost_before)
+
+    # --- drift --------------------------------------------------------------------------------
+    def _drift(self, wanted: set[str] | None, budgets: PassBudgets, kept: list[Kept], actions: list[Action], *,
+               first_only: bool) -> set[str]:
+        """v1's Drift method: each Drifted node (the oldest first) its budget and holds allow is replaced, at any
+        price, by the nodes its pods need beyond the room the others have (none when they fit: then it is deleted).
+        Appends the actions, and Kept for the drifted nodes held; returns every drifted node it looked at."""
+        looked: set[str] = set()
+        views = sorted((v for name, v in self.views.items() if name in self.drifted and (wanted is None or name in wanted)),
+                       key=lambda v: (v.created, v.name))
+        for node in views:
+            looked.add(node.name)
+            if first_only and actions:
+                kept.append(Kept(node.name, "not considered: an earlier action goes first", considered=False))
+                continue
+            why = self._drift_blocker(node)
+            if why is None and (hold := budgets.take(nodepool_of(node), "Drifted")):
+                why = hold.describe()
+            if why is None:
+                result = self._replace_drifted(node)
+                if isinstance(result, Action):
+                    actions.append(result)
+                    continue
+                why = result
+            kept.append(Kept(node.name, f"drifted ({self.drifted[node.name]}), but {why}"))
+        return looked
+
+    def _drift_blocker(self, node: NodeView) -> str | None:
+        """What keeps a Drifted node from being replaced now, or None: drift passes over consolidateAfter, the
+        consolidation policy and do-not-consolidate, not over do-not-disrupt, do-not-evict or a PodDisruptionBudget."""
+        if wk.pool_of(node.raw["metadata"].get("labels")) not in self.provisioners:
+            return "its owner does not exist"
+        if not initialized(node.raw):
+            return "node is not initialized yet"
+        if node.name in self.awaited:
+            return f"node is nominated for pod {self.awaited[node.name]}, which is on its way to it"
+        hold = disruption_hold(node_annotations=node.raw["metadata"].get("annotations"), pods=[p.raw for p in node.pods],
+                               reason="Drifted", now=self.now)
+        if hold is not None:
+            return hold.describe()
+        for pod in node.pods:
+            if pdb := pdb_blocker(pod, self.pdbs, self._raw_pods):
+                return f"pdb {pdb} prevents evicting pod {pod.key}"
+        return None
+
+    def _replace_drifted(self, node: NodeView) -> Action | str:
+        """The Drift command for `node`, applied: its pods on the other nodes where they fit, new nodes (as
+        provisioning would launch them) for the rest; or why its pods could not be placed."""
+        others = [v for name, v in self.views.items() if name != node.name]
+        results = self._schedule(others, self._lifted(node.pods))
+        if results.unschedulable:
+            key, reason = next(iter(results.unschedulable.items()))
+            return f"pod {key} would fit nowhere else ({reason})"
+        priced = [self.planner.at_worst(p) for p in results.new_nodes]
+        replacements = [r for r in priced if r is not None]
+        if len(replacements) < len(priced):
+            return "no instance type its pods need has a price"
+        by_key = {p.key: p for p in node.pods}
+        moves = [(by_key[p.key], e.name) for e in results.existing_nodes for p in e.pods if p.key in by_key]
+        for r in replacements:
+            self._launching(r)
+        moves += [(by_key[p.key], r.planned.name) for r in replacements for p in r.planned.pods if p.key in by_key]
+        self._move(moves)
+        self._drop(node)
+        action = self._action(REPLACE if replacements else DELETE, [node], moves, replacements,
+                              cost_saving=node.cost_per_hour - sum(r.cost_per_hour for r in replacements))
+        return dataclasses.replace(action, drifted=self.drifted[node.name])
 
     def _next_action(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """The next action over `remaining` (in disruption order), applied; None when there is none."""
