@@ -206,13 +206,13 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
            first_only: bool = True, budget_seconds: float | None = None,
            max_nodes_per_action: int | None = None, going: Iterable[str] = (), steer: bool = False,
            min_savings_per_pod: float = MIN_SAVINGS_PER_POD, node_cost_per_hour: float = 0.0,
-           drifted: Mapping[str, str] | None = None) -> ConsolidationPlan:
+           drifted: Mapping[str, str] | None = None, spot_to_spot: bool = False) -> ConsolidationPlan:
     """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
     when given); every action, one after another, with `first_only=False`. Pods waiting for capacity
     are in the snapshot: the nodes they would go to are theirs (nominated), not candidates. The nodes
     in `going` (those of proposals decided before) are judged as if already being deleted. With `steer`
     the moved pods are taken to land as planned, else where kube-scheduler's own scores put them. `drifted` (node ->
-    Drifted reason) defaults to what the NodeClaims say now."""
+    Drifted reason) defaults to what the NodeClaims say now; `spot_to_spot` is the SpotToSpotConsolidation gate."""
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
     if going := set(going):
@@ -224,7 +224,8 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, as_kube_scheduler_places=not steer,
                                 min_savings_per_pod=min_savings_per_pod, node_cost_per_hour=node_cost_per_hour,
-                                drifted=marked_drifted(state) if drifted is None else drifted, **extra)
+                                drifted=marked_drifted(state) if drifted is None else drifted,
+                                spot_to_spot=spot_to_spot, **extra)
     return consolidator.plan(first_only=first_only, only=only)
 
 
@@ -280,7 +281,7 @@ class Consolidation:
                       name_node=self._name_node, only=only, first_only=first_only, going=going,
                       budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.full_budget(),
                       steer=self.settings.steer, min_savings_per_pod=self.settings.min_savings_per_pod,
-                      node_cost_per_hour=self.settings.node_cost_per_hour)
+                      node_cost_per_hour=self.settings.node_cost_per_hour, spot_to_spot=self.settings.spot_to_spot)
 
     def full_budget(self) -> int:
         """The nodes `max_disrupted` allows of karpy's nodes."""

@@ -43,11 +43,18 @@ from karpy.apis.conditions import initialized
 from karpy.apis.resources import Resources
 from karpy.apis.v1.disruption.budgets import PassBudgets
 from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
+from karpy.apis.v1.disruption.methods import spot_to_spot
 from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.controller.consolidation.candidates import NodeView, blocker, nodepool_of, pdb_blocker, unmanaged, view
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
-from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
+from karpy.controller.consolidation.replacements import (
+    Planner,
+    Replacement,
+    cheapest_options,
+    launching_node_manifest,
+    spot_only,
+)
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
@@ -56,6 +63,7 @@ DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
 REPACK_MIN_SAVING = 0.001                     # $/h a repack of several nodes must at least save,
 REPACK_MIN_SHARE = 0.02                       # and this share of their price: not many nodes disrupted for little
+SPOT_ONLY_DELETED = "no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced"
 REPACK_NO_CHEAPER = "no cheaper fit: packing its pods again with other nodes' costs no less"
 
 
@@ -149,14 +157,16 @@ class Consolidator:
                  max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True,
                  as_kube_scheduler_places: bool = True, min_savings_per_pod: float = MIN_SAVINGS_PER_POD,
                  keep_fullest: bool = True, node_cost_per_hour: float = 0.0,
-                 drifted: Mapping[str, str] | None = None) -> None:
+                 drifted: Mapping[str, str] | None = None, spot_to_spot: bool = False) -> None:
         """`min_savings_per_pod`: an action is taken only when it saves at least this many $/h per unit of its
         disruption cost (`_unworthy`). `keep_fullest=False` places moved pods first fit in the scheduler's node
         order, as the full scheduler does, instead of on the nodes likely to stay. `incremental=False`
         simulates every candidate with a scheduler of its own (the reference the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
         instead of placing the pods as kube-scheduler will (see `_commit`). `drifted`: node name -> the Drifted
-        reason of its NodeClaim (controller/consolidation/drift.py), for the Drift method."""
+        reason of its NodeClaim (controller/consolidation/drift.py), for the Drift method. `spot_to_spot`: the
+        SpotToSpotConsolidation feature gate (spot nodes may be replaced by cheaper spot nodes; else only deleted)."""
         self.snapshot = snapshot
+        self.spot_to_spot = spot_to_spot
         self.drifted = dict(drifted or {})
         self.pdbs = list(pdbs)
         self.now = now
@@ -555,8 +565,9 @@ class Consolidator:
                 return _Found(moves, why=f"no cheaper fit: pod {left[0].key} would fit nowhere else")
             if self._limited:
                 return self._fit_full(nodes, without=without, price=price, one_node=one_node)
-            if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
-                return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
+            spot = self._spot_to_spot(nodes)
+            if spot is None:
+                return _Found(why=SPOT_ONLY_DELETED)
             if why := self.planner.no_cheaper(left, price, one_node=one_node):
                 return _Found(why=why)
             one = self.planner.one(left)
@@ -566,7 +577,7 @@ class Consolidator:
                 planned: Any = _Planned([one], {})
             else:
                 planned = self._schedule([], self._lifted(left))
-            return self._priced(moves, planned, left, price, one_node=one_node)
+            return self._priced(moves, planned, left, price, one_node=one_node, spot=spot)
         return self._fit_full(nodes, without=without, price=price, one_node=one_node)
 
     def _fit_full(self, nodes: list[NodeView], *, without: set[str], price: float | None, one_node: bool) -> _Found:
@@ -582,9 +593,10 @@ class Consolidator:
             return _Found(moves)
         if price is None:
             return _Found(why=f"no cheaper fit: its pods would need {len(results.new_nodes)} new node(s)")
-        if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
-            return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
-        return self._priced(moves, results, [], price, one_node=one_node)
+        spot = self._spot_to_spot(nodes)
+        if spot is None:
+            return _Found(why=SPOT_ONLY_DELETED)
+        return self._priced(moves, results, [], price, one_node=one_node, spot=spot)
 
     def _schedule(self, others: list[NodeView], pods: list[PodInfo], *,
                   packing: PackingOptions | None = None) -> Any:
@@ -598,16 +610,27 @@ class Consolidator:
         self._names[provisioner] += 1
         return self._name_node(provisioner, index)
 
+    def _spot_to_spot(self, nodes: list[NodeView]) -> int | None:
+        """How many spot nodes a replacement of `nodes` replaces spot-to-spot: 0 when none is spot (any capacity
+        type may replace them), None when spot nodes may only be deleted (the gate is off, or on-demand nodes are
+        among them)."""
+        spot = sum(1 for n in nodes if n.capacity_type == wk.CAPACITY_TYPE_SPOT)
+        if not spot:
+            return 0
+        return spot if self.spot_to_spot and spot == len(nodes) else None
+
     def _priced(self, moves: list[tuple[PodInfo, str]], results: Any, left: list[PodInfo], price: float, *,
-                one_node: bool) -> _Found:
+                one_node: bool, spot: int = 0) -> _Found:
+        """`spot`: the spot nodes replaced spot-to-spot (0: none), whose replacements launch as spot only and
+        follow v1's rule for how many cheaper types they need (apis/v1/disruption/methods.py)."""
         if results.unschedulable:
             key, reason = next(iter(results.unschedulable.items()))
             return _Found(why=f"no cheaper fit: pod {key} would fit nowhere else ({reason})")
-        planned: list[PlannedNode] = results.new_nodes
+        planned: list[PlannedNode] = [spot_only(p) for p in results.new_nodes] if spot else results.new_nodes
         if one_node and len(planned) > 1:
             return _Found(why=f"no cheaper fit: its pods would need {len(planned)} new nodes")
         chosen: Sequence[Replacement | None] = [self.planner.cheaper(p, price) for p in planned]
-        if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node:
+        if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node and not spot:
             split = self.planner.split(left, min(price, chosen[0].cost_per_hour))
             if split is not None:
                 chosen, planned = split, [r.planned for r in split]
@@ -619,6 +642,12 @@ class Consolidator:
             many = f"{len(planned)} nodes, " if len(planned) > 1 else ""
             return _Found(why=(f"no cheaper fit: the cheapest replacement ({many}{cheapest.instance_type.name}, "
                                f"{shown} at worst) does not cost less than ${price:.4f}/h"))
+        if spot:
+            verdict = spot_to_spot(feature_gate=True, candidate_count=spot,
+                                   cheaper_spot_types=min(len(r.planned.options) for r in replacements))
+            if not verdict.allowed:
+                return _Found(why=f"no cheaper fit: {verdict.why}")
+            replacements = [cheapest_options(r, verdict.launch_options) for r in replacements]
         moves = moves + [(p, r.planned.name) for r in replacements for p in r.planned.pods]
         return _Found(moves, replacements=replacements)
 

@@ -187,5 +187,7 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
                                "disruptionCost": verdict.disruption_cost, **_replacements_json(verdict)}
         doc["nodes"] = list(verdict.nodes)
         doc["moves"] = [{"pod": pod, "to": _destination(verdict, to)} for pod, to in verdict.moves]
+        if verdict.drifted:
+            doc["drifted"] = verdict.drifted          # the Drift method's: its NodeClaim's Drifted reason
         return doc
     return {"node": name, "verdict": "keep", "reason": verdict.reason}

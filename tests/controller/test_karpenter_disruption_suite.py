@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from karpy.apis import labels as wk
+from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.disruption.drift import PROVISIONER_HASH, nodepool_hash_annotations, provisioner_hash
 from karpy.apis.v1.labels import CONDITION_DRIFTED, DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT, NODEPOOL_HASH
 from karpy.apis.v1.nodepool import NodePool
@@ -25,7 +32,7 @@ from karpy.controller.consolidation.controller import Consolidation, Settings
 from karpy.controller.consolidation.drift import DriftMarker
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
-from tests.controller.conftest import Env
+from tests.controller.conftest import CATALOG_DOC, Env
 from tests.expectations import eventually
 
 pytestmark = pytest.mark.slow      # starts the local cluster
@@ -331,3 +338,30 @@ def test_a_launch_from_a_nodepool_carries_its_hash_so_it_is_not_drifted(suite: S
     assert {k: claim["metadata"]["annotations"].get(k) for k in pool_hash(manifest)} == pool_hash(manifest)
     DriftMarker(suite.env.state, suite.env.clock).reconcile()
     assert suite.condition(claim["metadata"]["name"]) is None
+
+
+# --- karpy explain node -------------------------------------------------------------------------------------------
+
+def test_karpy_explain_node_names_the_drift_and_what_holds_a_drifted_node(suite: Suite, tmp_path: Path) -> None:
+    catalog_file = tmp_path / "catalog.yaml"
+    catalog_file.write_text(yaml.safe_dump(CATALOG_DOC))
+    opened = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)      # a window closed to drift for an hour
+    closed = {"nodes": "0", "reasons": ["Drifted"], "schedule": f"{opened.minute} {opened.hour} * * *", "duration": "1h"}
+    with_pool(suite, nodepool(budgets=[closed, {"nodes": "100%"}]))
+    suite.claim_and_node("drifted", drifted="NodePoolDrifted")
+
+    def explain(name: str) -> dict[str, Any]:
+        run = subprocess.run([sys.executable, "-m", "karpy.main", "explain", "node", name, "--kubeconfig",
+                              str(suite.env.kube.kubeconfig), "--catalog", str(catalog_file),
+                              "--consolidation-min-node-age", "0", "-o", "json"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        return dict(json.loads(run.stdout))
+
+    held = explain("drifted")
+    assert held["verdict"] == "keep", held
+    assert held["reason"].startswith('drifted (NodePoolDrifted), but NodePool "general" allows 0 Drifted disruption(s)')
+    assert held["reason"].endswith(f" until {rfc3339(opened.replace(second=0, microsecond=0) + dt.timedelta(hours=1))}")
+    suite.env.client.patch(path_of("karpenter.sh/v1", "nodepools", name="general"),
+                           {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}})
+    moved = explain("drifted")                   # a fresh command reads the NodePool as the API server has it now
+    assert (moved["verdict"], moved["drifted"]) == ("delete", "NodePoolDrifted"), moved

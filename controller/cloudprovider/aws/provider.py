@@ -411,7 +411,8 @@ class AwsCloudProvider:
                   wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT if described.get("InstanceLifecycle") == "spot" else wk.CAPACITY_TYPE_ON_DEMAND}
         labels.update({key: tags[key] for key in wk.POOL_LABELS if key in tags})
         return Instance(provider_id=f"aws:///{zone}/{described['InstanceId']}", claim_name=tags.get(NODE_CLAIM_TAG, ""),
-                        node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels)
+                        node_name=described.get("PrivateDnsName") or described["InstanceId"], labels=labels,
+                        image_id=described.get("ImageId"))
 
     def _launched(self, request: NodeRequest, described: dict[str, Any]) -> Instance:
         """The instance as the launch module needs it: with the capacity and price of its type, when it was an option."""
