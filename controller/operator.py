@@ -108,9 +108,6 @@ class Operator:
             Loop("emptiness", Emptiness(self.state, self.clock).reconcile, resync_seconds=5, busy_share=0.2),
             Loop("expiration", Expiration(self.state, self.clock).reconcile, resync_seconds=30),
             Loop("finalizer", Finalizer(self.state).reconcile, resync_seconds=30),
-            # a NodePool's NodeClaims always drift (v1); a Provisioner's only behind the Drift gate (v0.21-v0.31)
-            Loop("drift", DriftMarker(self.state, self.clock, provisioner_drift=settings.feature_gates.drift).reconcile,
-                 resync_seconds=DRIFT_RESYNC_SECONDS),
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
                                                         settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
@@ -119,6 +116,11 @@ class Operator:
                                            self.provisioner.node_name, settings.consolidation, launcher=self.launcher)
         self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
                                        resync_seconds=settings.consolidation.poll_seconds)
+        # a NodePool's NodeClaims always drift (v1); a Provisioner's only behind the Drift gate (v0.21-v0.31); a node
+        # marked drifted is consolidation's to replace, so it looks at once rather than at its next poll
+        drift = DriftMarker(self.state, self.clock, provisioner_drift=settings.feature_gates.drift,
+                            on_marked=self.consolidation_loop.kick)
+        self.loops.append(Loop("drift", drift.reconcile, resync_seconds=DRIFT_RESYNC_SECONDS))
         # claims are finished on their own schedule (and at start): pod and node events are provisioning's
         self.launch_loop = Loop("launch", self.launcher.reconcile, resync_seconds=10)
         if settings.interruption_queue:

@@ -12,7 +12,7 @@ pure; reconcile reads, decides and writes.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pydantic
 from kubernetes.client.exceptions import ApiException
@@ -91,10 +91,13 @@ def drifted_nodes(claims: list[Obj]) -> dict[str, str]:
 
 
 class DriftMarker:
-    def __init__(self, state: ClusterState, clock: Clock, *, provisioner_drift: bool = False) -> None:
-        """`provisioner_drift`: the Drift feature gate (Provisioners' nodes drift too)."""
+    def __init__(self, state: ClusterState, clock: Clock, *, provisioner_drift: bool = False,
+                 on_marked: Callable[[], None] | None = None) -> None:
+        """`provisioner_drift`: the Drift feature gate (Provisioners' nodes drift too). `on_marked` is called after a
+        pass that marked a claim Drifted (the operator wakes consolidation, whose Drift method replaces it)."""
         self.state, self.clock = state, clock
         self.provisioner_drift = provisioner_drift
+        self.on_marked = on_marked
 
     def reconcile(self) -> float | None:
         # 1. the owners' hashes, where users see them (and, for a gated Provisioner, where its launches read it)
@@ -108,6 +111,7 @@ class DriftMarker:
                 continue              # the nodeclass controller reports it
         # 2. each launched claim, marked or cleared
         now = rfc3339(self.clock.now())
+        marked = 0
         for claim in self.state.node_claims():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
@@ -127,9 +131,12 @@ class DriftMarker:
                     raise
                 continue
             if reason is not None:
+                marked += 1
                 log.info("Marked node claim %s drifted (%s)", name, reason)
             else:
                 log.info("Node claim %s is no longer drifted", name)
+        if marked and self.on_marked is not None:
+            self.on_marked()
         return RESYNC_SECONDS
 
     def _stamp_hashes(self) -> None:

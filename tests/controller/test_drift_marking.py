@@ -16,12 +16,12 @@ from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.pool import read_nodepool
 from karpy.controller.consolidation.drift import claim_drift, drift_conditions, drifted_nodes
 
-NODE_CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+NODE_CLASS: dict[str, Any] = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
               "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
                        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
                        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]},
               "status": {"amis": [{"id": "ami-new", "name": "al2023", "requirements": []}]}}
-NODEPOOL = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
+NODEPOOL: dict[str, Any] = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
             "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {
                 "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}
 

@@ -13,6 +13,8 @@ import copy
 import dataclasses
 import datetime as dt
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +36,11 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG_DOC, Env
 from tests.expectations import eventually
+from tests.simulator.conftest import start
 
 pytestmark = pytest.mark.slow      # starts the local cluster
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SETTINGS = Settings(stabilization_seconds=15, min_node_age_seconds=0, poll_seconds=10, max_disrupted="100%")
 CLAIMS = ("karpenter.sh/v1", "nodeclaims")
@@ -365,3 +370,49 @@ def test_karpy_explain_node_names_the_drift_and_what_holds_a_drifted_node(suite:
                            {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}})
     moved = explain("drifted")                   # a fresh command reads the NodePool as the API server has it now
     assert (moved["verdict"], moved["drifted"]) == ("delete", "NodePoolDrifted"), moved
+
+
+# --- end to end ---------------------------------------------------------------------------------------------------
+
+def test_karpy_controller_replaces_a_node_whose_nodepool_template_changed(tmp_path: Path) -> None:
+    """The loops wired together: the NodePool's template changes, its node is marked Drifted, a replacement from the
+    new template comes up, and only then is the old node drained and deleted."""
+    (tmp_path / "catalog.json").write_text(json.dumps(CATALOG_DOC))
+    (tmp_path / "nodepool.yaml").write_text(yaml.safe_dump(nodepool()))
+    cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
+    log = open(tmp_path / "controller.log", "wb")
+    controller: subprocess.Popen[bytes] | None = None
+    try:
+        kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+        kube.kubectl("apply", "-f", str(tmp_path / "nodepool.yaml"))
+        kube.core.create_namespaced_pod("default", unschedulable_pod("web", cpu="1", owner=OWNER))   # so it drains
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kube.kubeconfig),
+             "--catalog", str(tmp_path / "catalog.json"), "--metrics-port", "0", "--health-port", "0",
+             "--batch-idle-duration", "0.3", "--batch-max-duration", "2", "--consolidation-stabilization", "1",
+             "--feature-gates", "Drift=true"],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+
+        def initialized(team: str) -> list[str]:
+            return [n.metadata.name for n in kube.core.list_node().items
+                    if (n.metadata.labels or {}).get(wk.INITIALIZED) == "true" and n.metadata.labels.get("team") == team
+                    and not n.metadata.deletion_timestamp]
+        (old,) = eventually(lambda: initialized("a"), timeout=30)
+        kube.kubectl("patch", "nodepool", "general", "--type", "merge",
+                     "-p", json.dumps({"spec": {"template": {"metadata": {"labels": {"team": "b"}}}}}))
+        (new,) = eventually(lambda: initialized("b"), timeout=45)
+        eventually(lambda: old not in {n.metadata.name for n in kube.core.list_node().items}, timeout=30)
+        text = (tmp_path / "controller.log").read_text()
+        assert f"Marked node claim {old} drifted (NodePoolDrifted)" in text
+        assert text.index(f"Replacement(s) {new} ready; deleting node(s) {old}") > text.index("Marked node claim")
+    finally:
+        if controller is not None and controller.poll() is None:
+            controller.send_signal(signal.SIGTERM)
+            try:
+                controller.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                controller.kill()
+                controller.wait()
+        log.close()
+        kube.api_client.close()
+        cluster.stop()
