@@ -16,6 +16,13 @@ be strictly cheaper; spot nodes are only deleted. Every action must also save
 pods it moves (disruption_cost.py). Each action is applied before the next
 is sought. Every node that is not acted on is kept with the reason.
 
+Karpenter v1's Drift method runs between the empty deletes and the
+consolidation proper: each node whose NodeClaim is Drifted (`drifted`), as its
+`Drifted` budget and its holds allow, is replaced at any price by what
+provisioning would launch for the pods that fit nowhere else (`_drift`). With
+`spot_to_spot` (the SpotToSpotConsolidation gate) a spot node may be replaced
+by a cheaper spot node under v1's 15-types rule.
+
 Placements are judged on one packing state built from the scheduler's own
 view of the cluster (`packing.Packing`); pods with constraints it does not
 judge go through the full scheduler, which also plans every replacement, so

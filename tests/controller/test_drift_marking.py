@@ -10,10 +10,17 @@ from typing import Any
 import pytest
 
 from karpy.apis import labels as wk
-from karpy.apis.v1.disruption.drift import EC2NODECLASS_HASH, ec2nodeclass_hash, ec2nodeclass_hash_annotations
+from karpy.apis.v1.disruption.drift import (
+    EC2NODECLASS_HASH,
+    PROVISIONER_HASH,
+    ec2nodeclass_hash,
+    ec2nodeclass_hash_annotations,
+    provisioner_hash,
+)
 from karpy.apis.v1.disruption.feature_gates import FeatureGates, parse_feature_gates
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.pool import read_nodepool
+from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.consolidation.drift import claim_drift, drift_conditions, drifted_nodes
 
 NODE_CLASS: dict[str, Any] = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
@@ -80,3 +87,11 @@ def test_feature_gates_parse_and_name_what_is_wrong() -> None:
     assert parse_feature_gates("Drift=true, SpotToSpotConsolidation=false") == FeatureGates(drift=True)
     with pytest.raises(ValueError, match=r"'Drift=yes': expected Drift=true or Drift=false.*unknown feature gate 'Flux'"):
         parse_feature_gates("Drift=yes,Flux=true")
+
+
+def test_a_provisioner_stamped_by_the_drift_gate_launches_nodes_with_its_hash() -> None:
+    plain = Provisioner.model_validate({"metadata": {"name": "default"}, "spec": {"labels": {"team": "a"}}})
+    assert plain.node_annotations == {}                                   # v0.16: nothing
+    stamped = plain.model_copy(deep=True)
+    stamped.metadata.annotations = {PROVISIONER_HASH: "stale"}
+    assert stamped.node_annotations == {PROVISIONER_HASH: provisioner_hash(plain)}   # the spec's own, not the stamp
