@@ -52,6 +52,8 @@ EC2NODECLASS_HASH: Final = f"{AWS_GROUP}/ec2nodeclass-hash"
 EC2NODECLASS_HASH_VERSION: Final = f"{AWS_GROUP}/ec2nodeclass-hash-version"
 EC2NODECLASS_HASH_VERSION_VALUE: Final = "karpy-v1"
 PROVISIONER_HASH: Final = f"{GROUP}/provisioner-hash"
+HASH_ANNOTATIONS: Final = frozenset({NODEPOOL_HASH, NODEPOOL_HASH_VERSION, EC2NODECLASS_HASH, EC2NODECLASS_HASH_VERSION,
+                                     PROVISIONER_HASH})
 # the selector terms resolve to what is checked against the node itself; ipPrefixCount is v1's own exception
 EC2NODECLASS_UNHASHED: Final = frozenset({"subnet_selector_terms", "security_group_selector_terms",
                                           "capacity_reservation_selector_terms", "ami_selector_terms", "ami_family",
