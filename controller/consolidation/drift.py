@@ -65,6 +65,16 @@ def claim_drift(claim: Mapping[str, Any], owner: Provisioner | None, *, node_cla
                    image_ids=images)
 
 
+def with_node_labels(claim: Obj, node: Mapping[str, Any] | None) -> Obj:
+    """Pure: `claim` with its Node's labels under its own: v1's NodeClaim carries every label of the instance type it
+    launched (instance category, generation, ...); karpy writes those on the Node, so requirements drift reads both."""
+    if node is None:
+        return claim
+    meta = claim["metadata"]
+    labels = {**(node["metadata"].get("labels") or {}), **(meta.get("labels") or {})}
+    return {**claim, "metadata": {**meta, "labels": labels}}
+
+
 def drift_conditions(claim: Mapping[str, Any], reason: DriftReason | None, *, now: str) -> list[Obj] | None:
     """Pure: the claim's conditions with Drifted set to `reason` (removed for None, as v1 clears it), or None when
     they say so already."""
@@ -115,6 +125,7 @@ class DriftMarker:
         for claim in self.state.node_claims():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
+            claim = with_node_labels(claim, self.state.nodes.get("", (claim.get("status") or {}).get("nodeName") or ""))
             owner = owners.get(rec.owner_name(claim))
             ref = (claim.get("spec") or {}).get("nodeClassRef") or {}
             node_class = classes.get(ref.get("name", "")) if ref.get("kind") == "EC2NodeClass" else None

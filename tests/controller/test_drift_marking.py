@@ -21,7 +21,7 @@ from karpy.apis.v1.disruption.feature_gates import FeatureGates, parse_feature_g
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1.pool import read_nodepool
 from karpy.apis.v1alpha5 import Provisioner
-from karpy.controller.consolidation.drift import claim_drift, drift_conditions, drifted_nodes
+from karpy.controller.consolidation.drift import claim_drift, drift_conditions, drifted_nodes, with_node_labels
 
 NODE_CLASS: dict[str, Any] = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
               "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -95,3 +95,17 @@ def test_a_provisioner_stamped_by_the_drift_gate_launches_nodes_with_its_hash() 
     stamped = plain.model_copy(deep=True)
     stamped.metadata.annotations = {PROVISIONER_HASH: "stale"}
     assert stamped.node_annotations == {PROVISIONER_HASH: provisioner_hash(plain)}   # the spec's own, not the stamp
+
+
+def test_requirements_are_checked_against_the_instance_types_labels_on_the_node_too() -> None:
+    """v1's NodeClaim carries every label of its instance type; karpy writes them on the Node."""
+    raw = copy.deepcopy(NODEPOOL)
+    raw["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]}]
+    pool, _ = read_nodepool(raw)
+    launched = claim("ami-new", {})
+    on_node = {"metadata": {"name": "n", "labels": {"karpenter.k8s.aws/instance-generation": "5"}}}
+    assert claim_drift(with_node_labels(launched, on_node), pool) is None
+    assert claim_drift(launched, pool) == "RequirementsDrifted"            # a label nowhere is not allowed
+    older = {"metadata": {"name": "n", "labels": {"karpenter.k8s.aws/instance-generation": "3"}}}
+    assert claim_drift(with_node_labels(launched, older), pool) == "RequirementsDrifted"
