@@ -452,12 +452,13 @@ class Consolidator:
 
     def _replace_many(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """Several nodes for one cheaper node: the longest prefix (by binary search, as Karpenter
-        does) of the on-demand candidates whose pods fit on the others and one new node."""
+        does) of the on-demand candidates (or, with the spot-to-spot gate, of candidates of one capacity type)
+        whose pods fit on the others and one new node."""
         if self._many_failed:
             return None                                   # found nothing once: the cluster only fills up after
         prefix: list[NodeView] = []
         for n in remaining:
-            if n.capacity_type == wk.CAPACITY_TYPE_SPOT or not self._simple([n]) or len(prefix) == self.max_nodes:
+            if not self._joins(prefix, n) or not self._simple([n]) or len(prefix) == self.max_nodes:
                 break
             prefix.append(n)
         best: tuple[list[NodeView], _Found] | None = None
@@ -473,6 +474,13 @@ class Consolidator:
         action = self._commit(*best) if best is not None else None
         self._many_failed = action is None
         return action
+
+    def _joins(self, prefix: list[NodeView], node: NodeView) -> bool:
+        """Whether `node` may join the nodes `prefix` replaces together: an on-demand node always; a spot node only
+        with the spot-to-spot gate, and then spot and on-demand nodes never together."""
+        if not self.spot_to_spot:
+            return node.capacity_type != wk.CAPACITY_TYPE_SPOT
+        return not prefix or node.capacity_type == prefix[0].capacity_type
 
     def _repack(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """Several nodes for several cheaper ones: the on-demand candidates that could save the most (their

@@ -61,3 +61,18 @@ def test_with_the_gate_fewer_than_15_cheaper_spot_types_keep_the_node() -> None:
     assert run["actions"] == []
     assert run["kept"][0]["reason"] == ("no cheaper fit: SpotToSpotConsolidation requires 15 cheaper instance type "
                                         "options than the current candidate to consolidate, got 3")
+
+
+def test_with_the_gate_several_spot_nodes_go_onto_one_cheaper_spot_node_without_the_15_type_rule() -> None:
+    """Multi-node consolidation: one cheaper spot type is enough (v1 applies the 15-type rule to a single node)."""
+    # each nearly full (a 700m pod of a 1-cpu allocatable), so neither pod fits beside the other: one 2-cpu node holds both
+    spot = [node(f"s{i}", provisioner="default", instance_type="big", zone="zone-a", capacity_type="spot",
+                 initialized=True, allocatable={"cpu": "1", "memory": "32Gi", "pods": "110"}, created="2024-01-01T00:00:00Z")
+            for i in range(2)]
+    docs = [spot_catalog(1), provisioner("default", consolidation={"enabled": True}), *spot,
+            pod("a", cpu="700m", node_name="s0"), pod("b", cpu="700m", node_name="s1")]
+    gated = expect_consolidated(*docs, catalog="fake-400", spot_to_spot=True)
+    (action,) = gated["actions"]
+    assert action["type"] == "replace" and sorted(action["nodes"]) == ["s0", "s1"]
+    assert (action["replacement"]["instanceType"], action["replacement"]["capacityType"]) == ("t00", "spot")
+    assert expect_consolidated(*docs, catalog="fake-400")["actions"] == []     # without the gate: only deleted
