@@ -100,7 +100,13 @@ class Provisioner(Object):
 
     @property
     def node_annotations(self) -> dict[str, str]:
-        return {}
+        """Nothing in v0.16. With the Drift feature gate the controller stamps `karpenter.sh/provisioner-hash` on
+        the Provisioner (as v0.21-v0.31 did); then each node is launched with the hash of the spec it came from."""
+        from karpy.apis.v1.disruption.drift import PROVISIONER_HASH, provisioner_hash  # drift reads this module
+
+        if PROVISIONER_HASH not in (self.metadata.annotations or {}):
+            return {}
+        return {PROVISIONER_HASH: provisioner_hash(self)}
 
     def node_requirements(self) -> Requirements:
         """The provisioner's requirements and labels as one requirement set.

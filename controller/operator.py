@@ -17,12 +17,15 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.timestamps import rfc3339
+from karpy.apis.v1.disruption.feature_gates import FeatureGates
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+from karpy.controller.consolidation.drift import RESYNC_SECONDS as DRIFT_RESYNC_SECONDS
+from karpy.controller.consolidation.drift import DriftMarker
 from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.launch.migration import migrate
@@ -65,6 +68,7 @@ class Settings:
     interruption_queue: str | None = None         # SQS queue name (aws)
     packing: PackingOptions = PackingOptions()    # how new nodes are packed (--node-cost-per-hour)
     registration_timeout_seconds: float = 900.0   # a launched node not Ready by then is given up (Karpenter: 15 min)
+    feature_gates: FeatureGates = FeatureGates()   # --feature-gates: Drift (Provisioners'), SpotToSpotConsolidation, ...
 
 
 class Operator:
@@ -113,6 +117,11 @@ class Operator:
                                            self.provisioner.node_name, settings.consolidation, launcher=self.launcher)
         self.consolidation_loop = Loop("consolidation", self.consolidation.reconcile,
                                        resync_seconds=settings.consolidation.poll_seconds)
+        # a NodePool's NodeClaims always drift (v1); a Provisioner's only behind the Drift gate (v0.21-v0.31); a node
+        # marked drifted is consolidation's to replace, so it looks at once rather than at its next poll
+        drift = DriftMarker(self.state, self.clock, provisioner_drift=settings.feature_gates.drift,
+                            on_marked=self.consolidation_loop.kick)
+        self.loops.append(Loop("drift", drift.reconcile, resync_seconds=DRIFT_RESYNC_SECONDS))
         # claims are finished on their own schedule (and at start): pod and node events are provisioning's
         self.launch_loop = Loop("launch", self.launcher.reconcile, resync_seconds=10)
         if settings.interruption_queue:
@@ -191,6 +200,9 @@ class Operator:
         for loop in self.loops:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
+            if loop.name == "drift":                      # drift follows edits of what launched the nodes
+                self.state.on_change(loop.kick, self.state.provisioners, self.state.nodepools, self.state.ec2nodeclasses)
+                continue
             if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
                 self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners, self.state.nodepools)
                 continue

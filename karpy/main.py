@@ -134,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--consolidation-steering", action="store_true",
                      help="kube-scheduler calls karpy's extender: mark the nodes drained pods should go to, so the "
                           "extender steers them there, and judge actions with the pods landing as planned")
+    ctl.add_argument("--feature-gates", default="", metavar="GATES",
+                     help="Karpenter's feature gates, off unless named: Drift=true (Provisioners' nodes drift from "
+                          "their Provisioner and are replaced, as v0.21-v0.31 offered; a NodePool's always do), "
+                          "SpotToSpotConsolidation=true (a spot node may be replaced by a cheaper spot node); "
+                          "comma-separated")
     ctl.set_defaults(run=commands.controller)
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")

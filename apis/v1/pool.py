@@ -30,6 +30,7 @@ from karpy.apis import labels as wk
 from karpy.apis.errors import FieldError, from_validation_error
 from karpy.apis.meta import ObjectMeta
 from karpy.apis.v1 import nodepool as v1
+from karpy.apis.v1.disruption.drift import ami_family, ec2nodeclass_hash_annotations, nodepool_hash_annotations
 from karpy.apis.v1.duration import parse_nillable_duration
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
 from karpy.apis.v1alpha1 import AWSSettings
@@ -44,9 +45,6 @@ from karpy.apis.v1alpha5 import (
     ProvisionerStatus,
     Taint,
 )
-
-ALIAS_FAMILIES = {"al2": "AL2", "al2023": "AL2023", "bottlerocket": "Bottlerocket", "windows2019": "Windows2019",
-                  "windows2022": "Windows2022"}
 
 
 def duration_seconds(value: str) -> int | None:
@@ -63,6 +61,8 @@ class NodePoolProvisioner(Provisioner):
     node_pool: v1.NodePool = Field(exclude=True)
     # what a node costs reads from its EC2NodeClass (volumes, AMI family), in v1alpha1's shape; None: not given
     node_class_settings: AWSSettings | None = Field(default=None, exclude=True)
+    # the EC2NodeClass's hash annotations, stamped on each NodeClaim launched with it (drift); empty: not known
+    node_class_hash: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @property
     def min_values(self) -> dict[str, int]:
@@ -70,8 +70,11 @@ class NodePoolProvisioner(Provisioner):
 
     @property
     def node_annotations(self) -> dict[str, str]:
+        """The template's annotations, and the hashes drift compares (the NodePool's, the EC2NodeClass's) as v1
+        stamps them on every NodeClaim at launch."""
         metadata = self.node_pool.spec.template.metadata
-        return dict(metadata.annotations or {}) if metadata else {}
+        own = dict(metadata.annotations or {}) if metadata else {}
+        return {**own, **nodepool_hash_annotations(self.node_pool), **self.node_class_hash}
 
 
 def _requirement(r: Any) -> NodeSelectorRequirement:
@@ -96,8 +99,7 @@ def _settings(node_class: EC2NodeClass | None) -> AWSSettings | None:
     if node_class is None:
         return None
     spec = node_class.spec
-    alias = next((t.alias for t in spec.ami_selector_terms if t.alias), None)
-    family = spec.ami_family or (ALIAS_FAMILIES.get(alias.split("@")[0].lower()) if alias else None)
+    family = ami_family(node_class)
     mappings = [m.model_dump(by_alias=True, exclude_none=True, include={"device_name", "ebs"})
                 for m in spec.block_device_mappings or []]
     for m in mappings:
@@ -140,6 +142,7 @@ def as_provisioner(pool: v1.NodePool, node_class: EC2NodeClass | None = None) ->
         status=status,
         node_pool=pool,
         node_class_settings=_settings(node_class),
+        node_class_hash=ec2nodeclass_hash_annotations(node_class) if node_class is not None else {},
     )
 
 

@@ -90,7 +90,7 @@ class Instance:
     capacity: Resources | None = None     # of the launched type, when the provider knows it
     allocatable: Resources | None = None
     price_per_hour: float | None = None
-    image_id: str | None = None           # the AMI it runs (v1's NodeClaim status.imageID), when the provider has images
+    image_id: str | None = None           # the AMI it booted (NodeClaim status.imageID: AMI drift compares it)
     warnings: tuple[str, ...] = dataclasses.field(default=(), compare=False)   # errors met on the way, in plain words
     # create() found it already launched for this claim (a retry, a restart) and returned it: not launched again
     adopted: bool = dataclasses.field(default=False, compare=False)

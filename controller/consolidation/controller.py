@@ -44,7 +44,8 @@ import dataclasses
 import datetime as dt
 import logging
 import math
-from typing import Any, Callable, Iterable
+import time
+from typing import Any, Callable, Iterable, Mapping
 
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
@@ -54,12 +55,14 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized, ready
 from karpy.apis.pods import busy, object_key
 from karpy.apis.timestamps import rfc3339
+from karpy.apis.v1.labels import DISRUPTED_TAINT_KEY
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
+from karpy.controller.consolidation.drift import drifted_nodes
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.metrics import CONSOLIDATION_ACTIONS, CONSOLIDATION_NODES_CREATED
 from karpy.controller.provisioning.provisioner import provisionable_pods
@@ -73,6 +76,7 @@ CANCELLED = Counter("karpy_consolidation_actions_cancelled_total", "Consolidatio
 REPLACEMENT_TIMEOUT = dt.timedelta(minutes=10)
 REPORT_AGAIN_AFTER = dt.timedelta(minutes=30)   # an unchanged reason for a kept node is said again only this rarely
 REPORT_NODE_EVERY = dt.timedelta(minutes=2)     # and a node's changed reason no sooner than this (Karpenter's dedupe TTL)
+TAINT_TRIES = 3                              # a node written meanwhile (409): read it again, this often
 SETTLE_CHECK_SECONDS = 2.0                   # while an action completes, look again this soon
 PROPOSALS_IN_FLIGHT = 3                      # proposals waiting out their stabilization windows at once
 EVENTS_PER_PASS = 20                         # Unconsolidatable Events sent per pass; the rest on later passes
@@ -92,6 +96,7 @@ class Settings:
     steer: bool = False                      # kube-scheduler calls karpy's extender: moved pods go where planned
     min_savings_per_pod: float = MIN_SAVINGS_PER_POD   # $/h an action must save per unit of disruption cost
     node_cost_per_hour: float = 0.0          # --node-cost-per-hour: nodes are costed as provisioning costs them
+    spot_to_spot: bool = False               # the SpotToSpotConsolidation feature gate
 
 
 def disruption_budget(max_disrupted: str, nodes: int) -> int:
@@ -125,6 +130,22 @@ class _Replacing:
     @property
     def old(self) -> tuple[str, ...]:
         return self.action.nodes
+
+
+def disrupted_taints(taints: list[dict[str, Any]], *, on: bool) -> list[dict[str, Any]]:
+    """Pure: `taints` with v1's `karpenter.sh/disrupted:NoSchedule` added (`on`) or removed."""
+    kept = [t for t in taints if t.get("key") != DISRUPTED_TAINT_KEY]
+    return kept + [{"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}] if on else kept
+
+
+def marked_drifted(state: ClusterState) -> dict[str, str]:
+    """Node name -> Drifted reason, as the NodeClaims say now; none when the NodeClaim CRD is not installed."""
+    try:
+        return drifted_nodes(state.node_claims())
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return {}
 
 
 def pending_pods(state: ClusterState) -> list[str]:
@@ -184,12 +205,14 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
            name_node: Callable[[str, int], str], only: tuple[str, ...] | None = None,
            first_only: bool = True, budget_seconds: float | None = None,
            max_nodes_per_action: int | None = None, going: Iterable[str] = (), steer: bool = False,
-           min_savings_per_pod: float = MIN_SAVINGS_PER_POD, node_cost_per_hour: float = 0.0) -> ConsolidationPlan:
+           min_savings_per_pod: float = MIN_SAVINGS_PER_POD, node_cost_per_hour: float = 0.0,
+           drifted: Mapping[str, str] | None = None, spot_to_spot: bool = False) -> ConsolidationPlan:
     """The first action consolidation would take now on the cluster in `state` (restricted to `only`'s nodes
     when given); every action, one after another, with `first_only=False`. Pods waiting for capacity
     are in the snapshot: the nodes they would go to are theirs (nominated), not candidates. The nodes
     in `going` (those of proposals decided before) are judged as if already being deleted. With `steer`
-    the moved pods are taken to land as planned, else where kube-scheduler's own scores put them."""
+    the moved pods are taken to land as planned, else where kube-scheduler's own scores put them. `drifted` (node ->
+    Drifted reason) defaults to what the NodeClaims say now; `spot_to_spot` is the SpotToSpotConsolidation gate."""
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
     if going := set(going):
@@ -200,7 +223,9 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
     extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, as_kube_scheduler_places=not steer,
-                                min_savings_per_pod=min_savings_per_pod, node_cost_per_hour=node_cost_per_hour, **extra)
+                                min_savings_per_pod=min_savings_per_pod, node_cost_per_hour=node_cost_per_hour,
+                                drifted=marked_drifted(state) if drifted is None else drifted,
+                                spot_to_spot=spot_to_spot, **extra)
     return consolidator.plan(first_only=first_only, only=only)
 
 
@@ -256,7 +281,7 @@ class Consolidation:
                       name_node=self._name_node, only=only, first_only=first_only, going=going,
                       budget_seconds=self.settings.budget_seconds, max_nodes_per_action=self.full_budget(),
                       steer=self.settings.steer, min_savings_per_pod=self.settings.min_savings_per_pod,
-                      node_cost_per_hour=self.settings.node_cost_per_hour)
+                      node_cost_per_hour=self.settings.node_cost_per_hour, spot_to_spot=self.settings.spot_to_spot)
 
     def full_budget(self) -> int:
         """The nodes `max_disrupted` allows of karpy's nodes."""
@@ -410,6 +435,7 @@ class Consolidation:
                 return 1.0
             self._steer(action)
             for name in action.nodes:
+                self._taint_nodepool_node(name)
                 self.state.delete_node(name)
             CONSOLIDATION_ACTIONS.inc(action.kind)
             return SETTLE_CHECK_SECONDS
@@ -516,10 +542,30 @@ class Consolidation:
                 if e.status != 404:
                     log.warning("Could not mark node %s with the pods moving to it: %s %s", name, e.status, e.reason)
 
+    def _taint_nodepool_node(self, name: str) -> None:
+        """v1 taints every node it disrupts before deleting it; a Provisioner's node goes as in v0.16."""
+        node = self.state.nodes.get("", name)
+        if node is not None and wk.NODEPOOL in (node["metadata"].get("labels") or {}):
+            self._cordon(name, True)
+
     def _cordon(self, name: str, on: bool) -> None:
-        try:
-            self.state.client.patch(path_of("v1", "nodes", name=name), {"spec": {"unschedulable": on or None}})
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        """Keep new pods off a node being disrupted (`on`), or let them back when the action is abandoned: cordoned,
+        and a NodePool's node also tainted `karpenter.sh/disrupted:NoSchedule` as v1 does."""
+        path = path_of("v1", "nodes", name=name)
+        for attempt in range(1, TAINT_TRIES + 1):
+            try:
+                node = self.state.client.get(path)      # fresh: the taint list is written whole
+                patch: dict[str, Any] = {"spec": {"unschedulable": on or None}}
+                if wk.NODEPOOL in (node["metadata"].get("labels") or {}):
+                    taints = disrupted_taints(node["spec"].get("taints") or [], on=on)
+                    patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                             "spec": {"unschedulable": on or None, "taints": taints or None}}
+                self.state.client.patch(path, patch)
+                return
+            except ApiException as e:
+                if e.status == 404:
+                    return                               # gone: nothing lands on it any more
+                if e.status != 409 or attempt == TAINT_TRIES:
+                    raise
+                time.sleep(0.05 * attempt)               # written meanwhile: back off a moment, read it again
 

@@ -16,6 +16,13 @@ be strictly cheaper; spot nodes are only deleted. Every action must also save
 pods it moves (disruption_cost.py). Each action is applied before the next
 is sought. Every node that is not acted on is kept with the reason.
 
+Karpenter v1's Drift method runs between the empty deletes and the
+consolidation proper: each node whose NodeClaim is Drifted (`drifted`), as its
+`Drifted` budget and its holds allow, is replaced at any price by what
+provisioning would launch for the pods that fit nowhere else (`_drift`). With
+`spot_to_spot` (the SpotToSpotConsolidation gate) a spot node may be replaced
+by a cheaper spot node under v1's 15-types rule.
+
 Placements are judged on one packing state built from the scheduler's own
 view of the cluster (`packing.Packing`); pods with constraints it does not
 judge go through the full scheduler, which also plans every replacement, so
@@ -39,13 +46,22 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from karpy.apis import labels as wk
+from karpy.apis.conditions import initialized
 from karpy.apis.resources import Resources
 from karpy.apis.v1.disruption.budgets import PassBudgets
+from karpy.apis.v1.disruption.do_not_disrupt import disruption_hold
+from karpy.apis.v1.disruption.methods import spot_to_spot
 from karpy.apis.v1.pool import NodePoolProvisioner
-from karpy.controller.consolidation.candidates import NodeView, blocker, nodepool_of, unmanaged, view
+from karpy.controller.consolidation.candidates import NodeView, blocker, nodepool_of, pdb_blocker, unmanaged, view
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD, unworthy
 from karpy.controller.consolidation.packing import Packing
-from karpy.controller.consolidation.replacements import Planner, Replacement, launching_node_manifest
+from karpy.controller.consolidation.replacements import (
+    Planner,
+    Replacement,
+    cheapest_options,
+    launching_node_manifest,
+    spot_only,
+)
 from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
@@ -54,6 +70,7 @@ DELETE, REPLACE = "delete", "replace"
 MAX_NODES_PER_ACTION = 100                    # as Karpenter bounds multi-node consolidation
 REPACK_MIN_SAVING = 0.001                     # $/h a repack of several nodes must at least save,
 REPACK_MIN_SHARE = 0.02                       # and this share of their price: not many nodes disrupted for little
+SPOT_ONLY_DELETED = "no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced"
 REPACK_NO_CHEAPER = "no cheaper fit: packing its pods again with other nodes' costs no less"
 
 
@@ -69,6 +86,7 @@ class Action:
     provisioned: tuple[Replacement, ...] = ()  # nodes provisioning will launch for pods kube-scheduler leaves without room
     disruption_cost: float = 0.0              # Karpenter's: the pods' eviction costs, weighted by the nodes' lifetime left
     cost_savings_per_hour: float = 0.0        # what the cluster costs less (cost.py): the saving decisions weigh
+    drifted: str = ""                         # the Drift method's: the nodes' Drifted reason (replaced at any price)
 
     @property
     def pods_moved(self) -> int:
@@ -79,6 +97,8 @@ class Action:
         if self.provisioned:
             saving += (f" with {len(self.provisioned)} node(s) provisioning will launch for pods kube-scheduler "
                        f"leaves without room")
+        if self.drifted:
+            saving = f"drifted: {self.drifted}"
         if not self.replacements:
             return f"delete {', '.join(self.nodes)} ({len(self.pods)} pod(s) move; {saving})"
         launched = " and ".join(f"{r.instance_type} {r.capacity_type} in {r.zone} at ${r.price_per_hour:.4f}/h"
@@ -143,13 +163,18 @@ class Consolidator:
                  budget_seconds: float | None = None, timer: Callable[[], float] = time.monotonic,
                  max_nodes_per_action: int = MAX_NODES_PER_ACTION, incremental: bool = True,
                  as_kube_scheduler_places: bool = True, min_savings_per_pod: float = MIN_SAVINGS_PER_POD,
-                 keep_fullest: bool = True, node_cost_per_hour: float = 0.0) -> None:
+                 keep_fullest: bool = True, node_cost_per_hour: float = 0.0,
+                 drifted: Mapping[str, str] | None = None, spot_to_spot: bool = False) -> None:
         """`min_savings_per_pod`: an action is taken only when it saves at least this many $/h per unit of its
         disruption cost (`_unworthy`). `keep_fullest=False` places moved pods first fit in the scheduler's node
         order, as the full scheduler does, instead of on the nodes likely to stay. `incremental=False`
         simulates every candidate with a scheduler of its own (the reference the packing state is checked against); `as_kube_scheduler_places=False` keeps the moves as planned
-        instead of placing the pods as kube-scheduler will (see `_commit`)."""
+        instead of placing the pods as kube-scheduler will (see `_commit`). `drifted`: node name -> the Drifted
+        reason of its NodeClaim (controller/consolidation/drift.py), for the Drift method. `spot_to_spot`: the
+        SpotToSpotConsolidation feature gate (spot nodes may be replaced by cheaper spot nodes; else only deleted)."""
         self.snapshot = snapshot
+        self.spot_to_spot = spot_to_spot
+        self.drifted = dict(drifted or {})
         self.pdbs = list(pdbs)
         self.now = now
         self.min_age = min_age_seconds
@@ -230,7 +255,8 @@ class Consolidator:
         actions: list[Action] = []
         # a NodePool's budgets bound each reason's nodes in disruption order, as v1 filters its candidates
         budgets = PassBudgets({name: p.node_pool for name, p in self.provisioners.items()
-                               if isinstance(p, NodePoolProvisioner)}, self._all_nodes, self.now, ("Empty", "Underutilized"))
+                               if isinstance(p, NodePoolProvisioner)}, self._all_nodes, self.now,
+                              ("Empty", "Drifted", "Underutilized"))
         empty = []
         for n in (n for n in candidates if not n.pods):
             if hold := budgets.take(nodepool_of(n), "Empty"):
@@ -243,6 +269,11 @@ class Consolidator:
                                   cost_savings_per_hour=round(sum(n.cost_per_hour for n in group), 6)))
             for n in group:
                 self._drop(n)
+        if self.drifted:                          # v1's order: Emptiness, Drift, then consolidation
+            held: list[Kept] = []
+            drifting = self._drift(wanted, budgets, held, actions, first_only=first_only)
+            candidates = [n for n in candidates if n.name not in drifting]
+            kept = [k for k in kept if k.node not in drifting] + held   # drift's reason, not consolidation's
         remaining = []
         for n in sorted((n for n in candidates if n.pods), key=lambda n: n.order):
             if hold := budgets.take(nodepool_of(n), "Underutilized"):
@@ -280,6 +311,73 @@ class Consolidator:
             else:
                 kept.append(Kept(n.name, reasons.get(n.name, "no cheaper fit")))
         return ConsolidationPlan(actions, sorted(kept, key=lambda k: k.node), price_before, complete, cost_before)
+
+    # --- drift --------------------------------------------------------------------------------
+    def _drift(self, wanted: set[str] | None, budgets: PassBudgets, kept: list[Kept], actions: list[Action], *,
+               first_only: bool) -> set[str]:
+        """v1's Drift method: each Drifted node (the oldest first) its budget and holds allow is replaced, at any
+        price, by the nodes its pods need beyond the room the others have (none when they fit: then it is deleted).
+        Appends the actions, and Kept for the drifted nodes held; returns every drifted node it looked at."""
+        looked: set[str] = set()
+        views = sorted((v for name, v in self.views.items() if name in self.drifted and (wanted is None or name in wanted)),
+                       key=lambda v: (v.created, v.name))
+        for node in views:
+            looked.add(node.name)
+            if first_only and actions:
+                kept.append(Kept(node.name, "not considered: an earlier action goes first", considered=False))
+                continue
+            why = self._drift_blocker(node)
+            if why is None and (hold := budgets.take(nodepool_of(node), "Drifted")):
+                why = hold.describe()
+            if why is None:
+                result = self._replace_drifted(node)
+                if isinstance(result, Action):
+                    actions.append(result)
+                    continue
+                why = result
+            kept.append(Kept(node.name, f"drifted ({self.drifted[node.name]}), but {why}"))
+        return looked
+
+    def _drift_blocker(self, node: NodeView) -> str | None:
+        """What keeps a Drifted node from being replaced now, or None: drift passes over consolidateAfter, the
+        consolidation policy and do-not-consolidate, not over do-not-disrupt, do-not-evict or a PodDisruptionBudget."""
+        if wk.pool_of(node.raw["metadata"].get("labels")) not in self.provisioners:
+            return "its owner does not exist"
+        if not initialized(node.raw):
+            return "node is not initialized yet"
+        if node.name in self.awaited:
+            return f"node is nominated for pod {self.awaited[node.name]}, which is on its way to it"
+        hold = disruption_hold(node_annotations=node.raw["metadata"].get("annotations"), pods=[p.raw for p in node.pods],
+                               reason="Drifted", now=self.now)
+        if hold is not None:
+            return hold.describe()
+        for pod in node.pods:
+            if pdb := pdb_blocker(pod, self.pdbs, self._raw_pods):
+                return f"pdb {pdb} prevents evicting pod {pod.key}"
+        return None
+
+    def _replace_drifted(self, node: NodeView) -> Action | str:
+        """The Drift command for `node`, applied: its pods on the other nodes where they fit, new nodes (as
+        provisioning would launch them) for the rest; or why its pods could not be placed."""
+        others = [v for name, v in self.views.items() if name != node.name]
+        results = self._schedule(others, self._lifted(node.pods))
+        if results.unschedulable:
+            key, reason = next(iter(results.unschedulable.items()))
+            return f"pod {key} would fit nowhere else ({reason})"
+        priced = [self.planner.at_worst(p) for p in results.new_nodes]
+        replacements = [r for r in priced if r is not None]
+        if len(replacements) < len(priced):
+            return "no instance type its pods need has a price"
+        by_key = {p.key: p for p in node.pods}
+        moves = [(by_key[p.key], e.name) for e in results.existing_nodes for p in e.pods if p.key in by_key]
+        for r in replacements:
+            self._launching(r)
+        moves += [(by_key[p.key], r.planned.name) for r in replacements for p in r.planned.pods if p.key in by_key]
+        self._move(moves)
+        self._drop(node)
+        action = self._action(REPLACE if replacements else DELETE, [node], moves, replacements,
+                              cost_saving=node.cost_per_hour - sum(r.cost_per_hour for r in replacements))
+        return dataclasses.replace(action, drifted=self.drifted[node.name])
 
     def _next_action(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """The next action over `remaining` (in disruption order), applied; None when there is none."""
@@ -354,12 +452,13 @@ class Consolidator:
 
     def _replace_many(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """Several nodes for one cheaper node: the longest prefix (by binary search, as Karpenter
-        does) of the on-demand candidates whose pods fit on the others and one new node."""
+        does) of the on-demand candidates (or, with the spot-to-spot gate, of candidates of one capacity type)
+        whose pods fit on the others and one new node."""
         if self._many_failed:
             return None                                   # found nothing once: the cluster only fills up after
         prefix: list[NodeView] = []
         for n in remaining:
-            if n.capacity_type == wk.CAPACITY_TYPE_SPOT or not self._simple([n]) or len(prefix) == self.max_nodes:
+            if not self._joins(prefix, n) or not self._simple([n]) or len(prefix) == self.max_nodes:
                 break
             prefix.append(n)
         best: tuple[list[NodeView], _Found] | None = None
@@ -375,6 +474,13 @@ class Consolidator:
         action = self._commit(*best) if best is not None else None
         self._many_failed = action is None
         return action
+
+    def _joins(self, prefix: list[NodeView], node: NodeView) -> bool:
+        """Whether `node` may join the nodes `prefix` replaces together: an on-demand node always; a spot node only
+        with the spot-to-spot gate, and then spot and on-demand nodes never together."""
+        if not self.spot_to_spot:
+            return node.capacity_type != wk.CAPACITY_TYPE_SPOT
+        return not prefix or node.capacity_type == prefix[0].capacity_type
 
     def _repack(self, remaining: list[NodeView], reasons: dict[str, str]) -> Action | None:
         """Several nodes for several cheaper ones: the on-demand candidates that could save the most (their
@@ -474,8 +580,9 @@ class Consolidator:
                 return _Found(moves, why=f"no cheaper fit: pod {left[0].key} would fit nowhere else")
             if self._limited:
                 return self._fit_full(nodes, without=without, price=price, one_node=one_node)
-            if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
-                return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
+            spot = self._spot_to_spot(nodes)
+            if spot is None:
+                return _Found(why=SPOT_ONLY_DELETED)
             if why := self.planner.no_cheaper(left, price, one_node=one_node):
                 return _Found(why=why)
             one = self.planner.one(left)
@@ -485,7 +592,7 @@ class Consolidator:
                 planned: Any = _Planned([one], {})
             else:
                 planned = self._schedule([], self._lifted(left))
-            return self._priced(moves, planned, left, price, one_node=one_node)
+            return self._priced(moves, planned, left, price, one_node=one_node, spot=spot)
         return self._fit_full(nodes, without=without, price=price, one_node=one_node)
 
     def _fit_full(self, nodes: list[NodeView], *, without: set[str], price: float | None, one_node: bool) -> _Found:
@@ -501,9 +608,10 @@ class Consolidator:
             return _Found(moves)
         if price is None:
             return _Found(why=f"no cheaper fit: its pods would need {len(results.new_nodes)} new node(s)")
-        if any(n.capacity_type == wk.CAPACITY_TYPE_SPOT for n in nodes):
-            return _Found(why="no cheaper fit: its pods need a new node, and spot nodes are only deleted, never replaced")
-        return self._priced(moves, results, [], price, one_node=one_node)
+        spot = self._spot_to_spot(nodes)
+        if spot is None:
+            return _Found(why=SPOT_ONLY_DELETED)
+        return self._priced(moves, results, [], price, one_node=one_node, spot=spot)
 
     def _schedule(self, others: list[NodeView], pods: list[PodInfo], *,
                   packing: PackingOptions | None = None) -> Any:
@@ -517,16 +625,27 @@ class Consolidator:
         self._names[provisioner] += 1
         return self._name_node(provisioner, index)
 
+    def _spot_to_spot(self, nodes: list[NodeView]) -> int | None:
+        """How many spot nodes a replacement of `nodes` replaces spot-to-spot: 0 when none is spot (any capacity
+        type may replace them), None when spot nodes may only be deleted (the gate is off, or on-demand nodes are
+        among them)."""
+        spot = sum(1 for n in nodes if n.capacity_type == wk.CAPACITY_TYPE_SPOT)
+        if not spot:
+            return 0
+        return spot if self.spot_to_spot and spot == len(nodes) else None
+
     def _priced(self, moves: list[tuple[PodInfo, str]], results: Any, left: list[PodInfo], price: float, *,
-                one_node: bool) -> _Found:
+                one_node: bool, spot: int = 0) -> _Found:
+        """`spot`: the spot nodes replaced spot-to-spot (0: none), whose replacements launch as spot only and
+        follow v1's rule for how many cheaper types they need (apis/v1/disruption/methods.py)."""
         if results.unschedulable:
             key, reason = next(iter(results.unschedulable.items()))
             return _Found(why=f"no cheaper fit: pod {key} would fit nowhere else ({reason})")
-        planned: list[PlannedNode] = results.new_nodes
+        planned: list[PlannedNode] = [spot_only(p) for p in results.new_nodes] if spot else results.new_nodes
         if one_node and len(planned) > 1:
             return _Found(why=f"no cheaper fit: its pods would need {len(planned)} new nodes")
         chosen: Sequence[Replacement | None] = [self.planner.cheaper(p, price) for p in planned]
-        if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node:
+        if len(planned) == 1 and chosen[0] is not None and len(left) > 1 and not one_node and not spot:
             split = self.planner.split(left, min(price, chosen[0].cost_per_hour))
             if split is not None:
                 chosen, planned = split, [r.planned for r in split]
@@ -538,6 +657,12 @@ class Consolidator:
             many = f"{len(planned)} nodes, " if len(planned) > 1 else ""
             return _Found(why=(f"no cheaper fit: the cheapest replacement ({many}{cheapest.instance_type.name}, "
                                f"{shown} at worst) does not cost less than ${price:.4f}/h"))
+        if spot:
+            verdict = spot_to_spot(feature_gate=True, candidate_count=spot,
+                                   cheaper_spot_types=min(len(r.planned.options) for r in replacements))
+            if not verdict.allowed:
+                return _Found(why=f"no cheaper fit: {verdict.why}")
+            replacements = [cheapest_options(r, verdict.launch_options) for r in replacements]
         moves = moves + [(p, r.planned.name) for r in replacements for p in r.planned.pods]
         return _Found(moves, replacements=replacements)
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from karpy.apis import labels as wk
+from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
 from karpy.controller.cloudprovider.types import InstanceType, Offering
 from karpy.controller.consolidation.candidates import worst_case_price
@@ -153,6 +154,21 @@ class Planner:
         narrowed = dataclasses.replace(planned, instance_type=chosen, offering=offer,
                                        options=tuple(t for _, t in options))
         return Replacement(narrowed, chosen.name, offer.zone, offer.capacity_type, offer.price_per_hour, worst)
+
+
+def spot_only(planned: PlannedNode) -> PlannedNode:
+    """`planned` launched as spot only (a spot node replaced by a spot node): its requirements narrowed to spot,
+    its options to the types with a spot offering."""
+    requirements = planned.requirements.intersection(Requirements.from_labels({wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT}))
+    options = tuple(t for t in planned.options if any(o.capacity_type == wk.CAPACITY_TYPE_SPOT for o in t.offerings))
+    return dataclasses.replace(planned, requirements=requirements, options=options,
+                               labels={**planned.labels, wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT})
+
+
+def cheapest_options(r: Replacement, count: int) -> Replacement:
+    """`r` launching only from its `count` cheapest options (v1's spot-to-spot rule: the node lands on one of the
+    types that made the move worth it, so it is not consolidated again at once)."""
+    return dataclasses.replace(r, planned=dataclasses.replace(r.planned, options=r.planned.options[:count]))
 
 
 def launching_node_manifest(p: PlannedNode, t: InstanceType, zone: str, capacity_type: str) -> dict[str, Any]:

@@ -114,8 +114,9 @@ def launched_labels(instance: Instance) -> dict[str, str]:
 def launched_status(claim: Obj, instance: Instance, instance_type: InstanceType | None, *, now: str) -> Obj:
     """What a claim records once its instance exists: providerID, node name, image, capacity, and Launched."""
     status: Obj = {"providerID": instance.provider_id, "nodeName": instance.node_name,
-                   "conditions": rec.with_conditions(claim, now, **{rec.LAUNCHED: True}),
-                   **({"imageID": instance.image_id} if instance.image_id else {})}
+                   "conditions": rec.with_conditions(claim, now, **{rec.LAUNCHED: True})}
+    if instance.image_id:
+        status["imageID"] = instance.image_id            # what AMI drift compares with the EC2NodeClass's AMIs
     capacity = instance.capacity or (instance_type.capacity if instance_type is not None else None)
     allocatable = instance.allocatable or (instance_type.allocatable if instance_type is not None else None)
     if capacity is not None and allocatable is not None:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from karpy.apis import labels as wk
+from karpy.apis.v1.disruption.drift import HASH_ANNOTATIONS
 from karpy.controller.consolidation.decisions import Action, ConsolidationPlan, Replacement
 from karpy.controller.provisioning.scheduling.node_reasons import node_reasons
 from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
 from karpy.controller.provisioning.scheduling.scheduler import Results
+
+
+def template_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations a new node gets from its NodePool's template: the drift hashes every launch is stamped
+    with are the launch's bookkeeping, not part of the plan."""
+    return {k: v for k, v in annotations.items() if k not in HASH_ANNOTATIONS}
 
 
 def plan_json(results: Results, templates: Sequence[NodeTemplate] = ()) -> dict[str, Any]:
@@ -18,7 +25,7 @@ def plan_json(results: Results, templates: Sequence[NodeTemplate] = ()) -> dict[
             "name": n.name,
             "provisioner": n.provisioner,                  # a Provisioner's or a NodePool's name
             **({"nodePool": n.provisioner} if n.labels.get(wk.NODEPOOL) == n.provisioner else {}),
-            **({"annotations": dict(n.annotations)} if n.annotations else {}),
+            **({"annotations": shown} if (shown := template_annotations(n.annotations)) else {}),
             "instanceType": n.instance_type.name,
             "instanceTypeOptions": [t.name for t in n.options],
             "zone": n.offering.zone,
@@ -187,5 +194,7 @@ def explain_node_json(plan: ConsolidationPlan, name: str) -> dict[str, Any]:
                                "disruptionCost": verdict.disruption_cost, **_replacements_json(verdict)}
         doc["nodes"] = list(verdict.nodes)
         doc["moves"] = [{"pod": pod, "to": _destination(verdict, to)} for pod, to in verdict.moves]
+        if verdict.drifted:
+            doc["drifted"] = verdict.drifted          # the Drift method's: its NodeClaim's Drifted reason
         return doc
     return {"node": name, "verdict": "keep", "reason": verdict.reason}

@@ -39,7 +39,9 @@ def test_launches_with_create_fleet_and_returns_what_the_node_needs(moto: Moto, 
     m5 = next(t for t in asked.instance_type_options if t.name == "m5.large")
     assert instance.capacity == m5.capacity and instance.allocatable == m5.allocatable and instance.price_per_hour
     claim = claim_manifest(asked, pods=[PodReference("default", "web")], bind=True, owner=None)
-    node = node_manifest({**claim, "status": launched_status(claim, instance, m5, now="2026-01-01T00:00:00Z")}, instance, m5)
+    status = launched_status(claim, instance, m5, now="2026-01-01T00:00:00Z")
+    assert status["imageID"] == launched["ImageId"]          # the AMI it booted: AMI drift compares it
+    node = node_manifest({**claim, "status": status}, instance, m5)
     assert node["metadata"]["name"] == instance.node_name and node["spec"]["providerID"] == instance.provider_id
     assert node["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
     labels = node["metadata"]["labels"]
