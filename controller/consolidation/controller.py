@@ -64,7 +64,7 @@ from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, Co
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 from karpy.controller.consolidation.drift import drifted_nodes
 from karpy.controller.launch.launcher import Launcher
-from karpy.controller.metrics import CONSOLIDATION_ACTIONS, CONSOLIDATION_NODES_CREATED
+from karpy.controller.metrics import CONSOLIDATION_ACTIONS, CONSOLIDATION_NODES_CREATED, count_nodeclaim_disrupted
 from karpy.controller.provisioning.provisioner import provisionable_pods
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -436,6 +436,7 @@ class Consolidation:
             self._steer(action)
             for name in action.nodes:
                 self._taint_nodepool_node(name)
+                self._count_disrupted(action, name)
                 self.state.delete_node(name)
             CONSOLIDATION_ACTIONS.inc(action.kind)
             return SETTLE_CHECK_SECONDS
@@ -466,6 +467,7 @@ class Consolidation:
                 log.info("Replacement(s) %s ready; deleting node(s) %s", ", ".join(r.new), ", ".join(r.old))
                 self._steer(r.action)
                 for name in r.old:
+                    self._count_disrupted(r.action, name)
                     self.state.delete_node(name)
                 CONSOLIDATION_ACTIONS.inc(REPLACE)
                 self._replacing.remove(r)
@@ -541,6 +543,16 @@ class Consolidation:
             except ApiException as e:
                 if e.status != 404:
                     log.warning("Could not mark node %s with the pods moving to it: %s %s", name, e.status, e.reason)
+
+    def _count_disrupted(self, action: Action, name: str) -> None:
+        """`karpenter_nodeclaims_disrupted_total` for a NodePool's node this action deletes, with v1's reason."""
+        node = self.state.nodes.get("", name)
+        if node is None:
+            return
+        reason = "drifted" if action.drifted else "underutilized" if action.pods else "empty"
+        pool = self.state.nodepools.get("", (node["metadata"].get("labels") or {}).get(wk.NODEPOOL, ""))
+        policy = (((pool or {}).get("spec") or {}).get("disruption") or {}).get("consolidationPolicy", "")
+        count_nodeclaim_disrupted(node, reason, consolidation_policy=policy)
 
     def _taint_nodepool_node(self, name: str) -> None:
         """v1 taints every node it disrupts before deleting it; a Provisioner's node goes as in v0.16."""

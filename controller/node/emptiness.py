@@ -23,6 +23,7 @@ from karpy.apis.v1.disruption.budgets import PassBudgets
 from karpy.apis.v1.disruption.do_not_disrupt import node_hold
 from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.controller.clock import Clock
+from karpy.controller.metrics import count_nodeclaim_disrupted
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
 
@@ -101,6 +102,7 @@ class Emptiness:
                 log.info("Added TTL to empty node %s" if v.mark else "Removed emptiness TTL from node %s", name)
             if v.delete:
                 log.info("Triggering termination after %ds for empty node %s", ttl, name)
+                count_nodeclaim_disrupted(node, "empty", consolidation_policy="WhenEmpty")
                 self.state.delete_node(name)
         except ApiException as e:
             if e.status != 404:                        # already gone: the goal is met

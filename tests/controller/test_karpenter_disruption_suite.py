@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from karpy.apis import labels as wk
 from karpy.apis.timestamps import rfc3339
@@ -190,6 +191,12 @@ def test_should_ignore_nodes_held_by_karpenter_sh_do_not_disrupt(suite: Suite, w
     assert not suite.deleting("held")
 
 
+def disrupted_for_drift() -> float:
+    """karpenter_nodeclaims_disrupted_total{reason="drifted"}, over all its other labels."""
+    return sum(sample.value for metric in REGISTRY.collect() if metric.name == "karpenter_nodeclaims_disrupted_total"
+               for sample in metric.samples if sample.labels.get("reason") == "drifted")
+
+
 def test_can_delete_drifted_nodes_whose_pods_fit_elsewhere(suite: Suite) -> None:
     """An empty drifted node is deleted without a replacement, after the validation wait and tainted first."""
     with_pool(suite)
@@ -198,9 +205,11 @@ def test_can_delete_drifted_nodes_whose_pods_fit_elsewhere(suite: Suite) -> None
     proposal = suite.consolidation._proposal
     assert proposal is not None and proposal.action.drifted == "NodePoolDrifted" and proposal.action.kind == "delete"
     assert not suite.deleting("drifted")           # decided, not yet carried out: v1 validates after 15 s
+    disrupted = disrupted_for_drift()
     suite.env.clock.step(15)
     suite.reconcile()
     assert suite.deleting("drifted") and suite.tainted("drifted")
+    assert disrupted_for_drift() == disrupted + 1
     assert suite.new_nodes("drifted") == []
 
 

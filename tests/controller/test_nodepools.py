@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from prometheus_client import REGISTRY
 
 from karpy.apis import labels as wk
 from karpy.apis.timestamps import rfc3339
@@ -156,9 +157,13 @@ def test_do_not_disrupt_keeps_a_when_empty_nodepools_node_past_its_ttl(bare: Env
     try:
         bare.settle(lambda: any(p.name == "general" for p in bare.state.live_provisioners()))
         bare.sync()
+        labels = {"reason": "empty", "nodepool": "general", "capacity_type": "", "consolidation_policy": "WhenEmpty",
+                  "termination_mode": "graceful"}
+        before = REGISTRY.get_sample_value("karpenter_nodeclaims_disrupted_total", labels) or 0
         Emptiness(bare.state, bare.clock).reconcile()
         gone = bare.client.get(path_of("v1", "nodes", name="empty"))["metadata"].get("deletionTimestamp") is not None
         assert gone == (not hold)
+        assert (REGISTRY.get_sample_value("karpenter_nodeclaims_disrupted_total", labels) or 0) == before + gone
     finally:
         bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name="general"))
 
