@@ -23,6 +23,7 @@ from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.cloudprovider.types import CloudProvider
 from karpy.controller.consolidation.controller import Consolidation
 from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
+from karpy.controller.featuregates import FeatureGates
 from karpy.controller.interruption.controller import InterruptionHandler
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.launch.migration import migrate
@@ -33,6 +34,7 @@ from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.finalizer import Finalizer
 from karpy.controller.node.garbagecollection import GarbageCollection
 from karpy.controller.node.initialization import Initialization
+from karpy.controller.node.repair import Repair
 from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
@@ -64,6 +66,7 @@ class Settings:
     interruption_queue: str | None = None         # SQS queue name (aws)
     packing: PackingOptions = PackingOptions()    # how new nodes are packed (--node-cost-per-hour)
     registration_timeout_seconds: float = 900.0   # a launched node not Ready by then is given up (Karpenter: 15 min)
+    feature_gates: FeatureGates = FeatureGates()  # --feature-gates
 
 
 class Operator:
@@ -107,6 +110,8 @@ class Operator:
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
                                                         settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
+        if settings.feature_gates.node_repair:
+            self.loops.append(Loop("repair", Repair(self.state, self.clock).reconcile, resync_seconds=60))
         # consolidation looks on its own schedule: a pass simulates every candidate, too much for every pod event
         self.consolidation = Consolidation(self.state, self.cloud, lambda: self.provisioner.catalog, self.clock,
                                            self.provisioner.node_name, settings.consolidation, launcher=self.launcher)
@@ -189,7 +194,7 @@ class Operator:
         for loop in self.loops:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
-            if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
+            if loop.name in ("expiration", "finalizer", "repair"):  # they read nodes and provisioners: pod events are not theirs
                 self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners, self.state.nodepools)
                 continue
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners, self.state.nodepools)

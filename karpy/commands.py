@@ -179,6 +179,7 @@ def controller(args: argparse.Namespace) -> int:
 
     from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
     from karpy.controller.consolidation.controller import disruption_budget
+    from karpy.controller.featuregates import parse_feature_gates
     from karpy.controller.operator import Operator, Settings
     from karpy.controller.provisioning.scheduling.optimize import PackingOptions
 
@@ -195,6 +196,10 @@ def controller(args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError(f"--consolidation-max-disrupted {args.consolidation_max_disrupted!r}: "
                          "expected a count (3) or a percentage (10%)") from None
+    try:
+        gates = parse_feature_gates(args.feature_gates)
+    except ValueError as e:
+        raise UsageError(f"--feature-gates {args.feature_gates!r}: {e}") from None
     config_errors: tuple[type[Exception], ...] = (OSError, kubernetes.config.ConfigException)
     if args.interruption_queue and args.cloud_provider != "aws":
         raise UsageError("--interruption-queue needs --cloud-provider aws")
@@ -211,7 +216,7 @@ def controller(args: argparse.Namespace) -> int:
                         metrics_port=args.metrics_port, health_port=args.health_port, host=listen_host(args.host),
                         leader_elect=args.leader_elect,
                         leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
-                        registration_timeout_seconds=args.registration_timeout,
+                        registration_timeout_seconds=args.registration_timeout, feature_gates=gates,
                         consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
                                                             min_node_age_seconds=args.consolidation_min_node_age,
                                                             max_disrupted=args.consolidation_max_disrupted,

@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--consolidation-steering", action="store_true",
                      help="kube-scheduler calls karpy's extender: mark the nodes drained pods should go to, so the "
                           "extender steers them there, and judge actions with the pods landing as planned")
+    ctl.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                     help="turn optional behaviour on (all off by default): Drift, SpotToSpotConsolidation, NodeRepair "
+                          "(replace a NodePool node NotReady for 30 minutes), e.g. NodeRepair=true")
     ctl.set_defaults(run=commands.controller)
 
     explain = sub.add_parser("explain", help="explain karpy's decisions about an object of a live cluster")
