@@ -35,8 +35,10 @@ from karpy.apis.selectors import Taint, tolerates
 from karpy.apis.timestamps import parse_time, rfc3339
 from karpy.apis.v1.disruption.do_not_disrupt import pod_hold
 from karpy.apis.v1.duration import DurationError
+from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
+from karpy.controller.launch.claims import claims_by_node
 from karpy.controller.metrics import NODES_TERMINATED
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.grace import forced_deletes, node_termination_time, termination_annotation
@@ -155,10 +157,12 @@ class Terminator:
     def __init__(self, state: ClusterState, cloud: CloudProvider, clock: Clock | None = None) -> None:
         self.state, self.cloud, self.clock = state, cloud, clock or Clock()
         self._announced: dict[str, str] = {}     # node -> the drain failure last said about it
+        self._claims: dict[str, dict[str, Any]] | None = None     # this pass's NodeClaims by node name
 
     def reconcile(self) -> float | None:
         """Advance every deleting karpy node one step; returns when to look again."""
         again: float | None = None
+        self._claims = None
         for node in self.state.nodes.items():
             if draining(node):
                 wait = self._terminate(node)
@@ -166,19 +170,28 @@ class Terminator:
                     again = wait if again is None else min(again, wait)
         return again
 
-    def _grace_period(self, node: Mapping[str, Any]) -> str | None:
-        """The terminationGracePeriod of the NodePool that launched `node` (None for a Provisioner's node)."""
-        pool = (node["metadata"].get("labels") or {}).get(wk.NODEPOOL)
-        owner = self.state.provisioner(pool) if pool else None
-        node_pool = getattr(owner, "node_pool", None)
-        return node_pool.spec.template.spec.termination_grace_period if node_pool is not None else None
+    def _deadline(self, node: Mapping[str, Any]) -> dt.datetime | None:
+        """A NodePool node's termination time: as recorded, else its deletion plus the terminationGracePeriod its
+        NodeClaim was stamped with (its NodePool's template's, for a node without a claim)."""
+        if NODECLAIM_TERMINATION_TIMESTAMP in (node["metadata"].get("annotations") or {}):
+            return node_termination_time(node, None)
+        if self._claims is None:                 # read once a pass, and only when a node needs it
+            self._claims = claims_by_node(self.state.node_claims())
+        claim = self._claims.get(node["metadata"]["name"])
+        if claim is not None:
+            grace = (claim.get("spec") or {}).get("terminationGracePeriod")
+        else:
+            owner = self.state.provisioner((node["metadata"].get("labels") or {}).get(wk.NODEPOOL) or "")
+            node_pool = getattr(owner, "node_pool", None)
+            grace = node_pool.spec.template.spec.termination_grace_period if node_pool is not None else None
+        return node_termination_time(node, grace)
 
     def _terminate(self, node: dict[str, Any]) -> float | None:
         name = node["metadata"]["name"]
         client = self.state.client
         v1 = bool((node["metadata"].get("labels") or {}).get(wk.NODEPOOL))
         try:
-            deadline = node_termination_time(node, self._grace_period(node)) if v1 else None
+            deadline = self._deadline(node) if v1 else None
         except DurationError as e:
             log.error("Reading the terminationGracePeriod of node %s, %s; draining without one", name, e)
             deadline = None

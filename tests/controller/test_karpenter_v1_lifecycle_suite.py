@@ -66,9 +66,19 @@ def pool_node(*, ready: str = "True", since: dt.datetime | None = None, **kw: An
 def v1(bare: Env) -> Iterator[Env]:
     """`bare`, and the NodePool it applied goes afterwards (the shared clean-up knows Provisioners only)."""
     yield bare
-    for pool in bare.client.get(path_of("karpenter.sh/v1", "nodepools"))["items"]:
-        bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name=pool["metadata"]["name"]))
+    for plural in ("nodeclaims", "nodepools"):
+        for obj in bare.client.get(path_of("karpenter.sh/v1", plural))["items"]:
+            bare.client.delete(path_of("karpenter.sh/v1", plural, name=obj["metadata"]["name"]))
     bare.settle(lambda: not bare.state.nodepools.items())
+
+
+def nodeclaim(n: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """The NodeClaim that launched node `n`, its spec stamped with `spec` (expireAfter, terminationGracePeriod)."""
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+             "metadata": {"name": name_of(n), "labels": {wk.NODEPOOL: POOL}},
+             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                      "requirements": [], **spec}}
+    return claim
 
 
 def expire(env: Env) -> float | None:
@@ -122,6 +132,17 @@ def test_an_expired_node_is_deleted_whatever_budgets_and_do_not_disrupt_say(v1: 
     assert deleting(v1, n)
 
 
+def test_a_node_expires_by_the_expire_after_its_nodeclaim_was_stamped_with_not_its_nodepools_current_one(v1: Env) -> None:
+    kept, expiring = pool_node(), pool_node()
+    v1.apply(nodepool(expireAfter="30s"), kept, expiring)
+    v1.client.create(path_of("karpenter.sh/v1", "nodeclaims"), nodeclaim(kept, expireAfter="1h"))
+    v1.client.create(path_of("karpenter.sh/v1", "nodeclaims"), nodeclaim(expiring, expireAfter="30s"))
+    v1.clock.step(31)
+    again = expire(v1)
+    assert deleting(v1, expiring) and not deleting(v1, kept)
+    assert again is not None and again > 50 * MINUTE
+
+
 # --- node/termination: the terminationGracePeriod ------------------------------------------------------
 
 def test_the_termination_time_is_recorded_on_the_node_once(v1: Env) -> None:
@@ -135,6 +156,17 @@ def test_the_termination_time_is_recorded_on_the_node_once(v1: Env) -> None:
     v1.clock.step(MINUTE)
     reconcile(v1)
     assert node_exists(v1, n)["metadata"]["annotations"][NODECLAIM_TERMINATION_TIMESTAMP] == recorded
+
+
+def test_the_grace_period_is_the_one_the_nodeclaim_was_stamped_with(v1: Env) -> None:
+    n = pool_node()
+    v1.apply(nodepool(terminationGracePeriod="24h"), n, running(name_of(n), annotations={DO_NOT_DISRUPT: "true"}))
+    v1.client.create(path_of("karpenter.sh/v1", "nodeclaims"), nodeclaim(n, terminationGracePeriod="10m"))
+    delete_node(v1, n)
+    reconcile(v1)
+    live = expect_node_draining(v1, n)
+    assert parse_time(live["metadata"]["annotations"][NODECLAIM_TERMINATION_TIMESTAMP]) == \
+        (parse_time(live["metadata"]["deletionTimestamp"]) + dt.timedelta(minutes=10)).replace(microsecond=0)
 
 
 # It("should preemptively delete pods to satisfy their terminationGracePeriodSeconds")
