@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from karpy.apis.crds import definitions
+from karpy.apis.crds import all_definitions
 from karpy.kubeclient.raw import RawClient, api_client, path_of
 
 
@@ -43,7 +43,7 @@ def cluster_with_crds(kubeconfig: Path, *, timeout: float = 30, user_agent: str 
         api.user_agent = user_agent
     client = RawClient(api)
     wait_for(lambda: client.get("/version"), timeout, "the local cluster")
-    for crd in definitions().values():
+    for crd in all_definitions().values():
         client.create(path_of("apiextensions.k8s.io/v1", "customresourcedefinitions"), crd)
     return client
 
