@@ -11,6 +11,7 @@ controller makes one pass per `reconcile`, after the caches caught up with what 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any, Iterator
 
 import pytest
@@ -22,6 +23,7 @@ from karpy.apis.v1.labels import DO_NOT_DISRUPT, NODECLAIM_TERMINATION_TIMESTAMP
 from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.repair import Repair
 from karpy.kubeclient.raw import path_of
+from karpy.main import main
 from tests.builders import node, random_name
 from tests.controller.conftest import Env
 from tests.controller.test_karpenter_termination_suite import (
@@ -145,7 +147,7 @@ def test_a_node_expires_by_the_expire_after_its_nodeclaim_was_stamped_with_not_i
 
 # --- node/termination: the terminationGracePeriod ------------------------------------------------------
 
-def test_the_termination_time_is_recorded_on_the_node_once(v1: Env) -> None:
+def test_the_termination_time_is_recorded_on_the_node_once_and_explained(v1: Env, capsys: pytest.CaptureFixture[str]) -> None:
     n = pool_node()
     v1.apply(nodepool(terminationGracePeriod="5m"), n, running(name_of(n), annotations={DO_NOT_DISRUPT: "true"}))
     delete_node(v1, n)
@@ -156,6 +158,12 @@ def test_the_termination_time_is_recorded_on_the_node_once(v1: Env) -> None:
     v1.clock.step(MINUTE)
     reconcile(v1)
     assert node_exists(v1, n)["metadata"]["annotations"][NODECLAIM_TERMINATION_TIMESTAMP] == recorded
+    capsys.readouterr()
+    assert main(["explain", "node", name_of(n), "--kubeconfig", str(v1.kube.kubeconfig), "--catalog", "fake-400",
+                 "-o", "json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["terminationTime"] == recorded
+    assert explained["reason"].endswith(f"; the node is gone by {recorded} (terminationGracePeriod)")
 
 
 def test_the_grace_period_is_the_one_the_nodeclaim_was_stamped_with(v1: Env) -> None:
