@@ -38,10 +38,12 @@ UNHEALTHY_DISRUPTED = KarpenterCounter(
 
 
 def unhealthy_since(node: Mapping[str, Any]) -> dt.datetime | None:
-    """Pure: when `node`'s Ready condition turned False or Unknown, or None when it is Ready (or reports none)."""
+    """Pure: when `node`'s Ready condition turned False or Unknown (its creation, when the condition names no
+    transition), or None when it is Ready (or reports no Ready condition)."""
     for condition in (node.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready" and condition.get("status") in ("False", "Unknown"):
-            return parse_time(condition.get("lastTransitionTime")) or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+            return parse_time(condition.get("lastTransitionTime")) or \
+                parse_time((node.get("metadata") or {}).get("creationTimestamp"))
     return None
 
 

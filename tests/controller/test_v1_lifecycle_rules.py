@@ -87,6 +87,9 @@ def test_a_node_is_repaired_once_unready_for_its_toleration() -> None:
     early = node("False", NOW - TOLERATION + dt.timedelta(minutes=1))
     assert decide(early, [early], now=NOW) == Verdict(requeue_after=60.0)
     assert decide(node("True", NOW - dt.timedelta(days=1)), [], now=NOW) == Verdict()
+    untimed = {"metadata": {"name": "n", "creationTimestamp": rfc3339(NOW - dt.timedelta(minutes=10))},
+               "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    assert decide(untimed, [untimed], now=NOW) == Verdict(requeue_after=20 * 60.0)
 
 
 @pytest.mark.parametrize(("healthy", "unhealthy", "ok"), [(4, 1, True), (3, 2, False), (2, 1, True), (8, 2, True),
