@@ -36,6 +36,7 @@ from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.finalizer import Finalizer
 from karpy.controller.node.garbagecollection import GarbageCollection
 from karpy.controller.node.initialization import Initialization
+from karpy.controller.node.repair import Repair
 from karpy.controller.pod_metrics import PodTimings
 from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
@@ -112,6 +113,8 @@ class Operator:
             Loop("garbagecollection", GarbageCollection(self.state, self.cloud, self.launcher, registration_timeout_seconds=
                                                         settings.registration_timeout_seconds).reconcile, resync_seconds=120),
         ]
+        if settings.feature_gates.node_repair:
+            self.loops.append(Loop("repair", Repair(self.state, self.clock).reconcile, resync_seconds=60))
         # consolidation looks on its own schedule: a pass simulates every candidate, too much for every pod event
         self.consolidation = Consolidation(self.state, self.cloud, lambda: self.provisioner.catalog, self.clock,
                                            self.provisioner.node_name, settings.consolidation, launcher=self.launcher)
@@ -203,7 +206,7 @@ class Operator:
             if loop.name == "drift":                      # drift follows edits of what launched the nodes
                 self.state.on_change(loop.kick, self.state.provisioners, self.state.nodepools, self.state.ec2nodeclasses)
                 continue
-            if loop.name in ("expiration", "finalizer"):  # they read nodes and provisioners: pod events are not theirs
+            if loop.name in ("expiration", "finalizer", "repair"):  # they read nodes and provisioners: pod events are not theirs
                 self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners, self.state.nodepools)
                 continue
             self.state.on_change(loop.kick, self.state.nodes, self.state.pods, self.state.provisioners, self.state.nodepools)

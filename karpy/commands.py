@@ -199,7 +199,7 @@ def controller(args: argparse.Namespace) -> int:
     try:
         gates = parse_feature_gates(args.feature_gates)
     except ValueError as e:
-        raise UsageError(f"--feature-gates: {e}") from None
+        raise UsageError(f"--feature-gates {args.feature_gates!r}: {e}") from None
     config_errors: tuple[type[Exception], ...] = (OSError, kubernetes.config.ConfigException)
     if args.interruption_queue and args.cloud_provider != "aws":
         raise UsageError("--interruption-queue needs --cloud-provider aws")
@@ -307,14 +307,20 @@ def explain_node(args: argparse.Namespace) -> int:
 def explain_drain(state: Any, node: dict[str, Any], now: Any) -> dict[str, Any]:
     """`explain node` for a node being deleted: what its drain waits for (the pod and the rule that hold it),
     as the termination controller decides it."""
+    from karpy.apis import labels as wk
+    from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
     from karpy.controller.termination.controller import drain_status, plan_drain
 
     name = node["metadata"]["name"]
-    plan = plan_drain(state.pods_on(name), now=now)
+    plan = plan_drain(state.pods_on(name), now=now, v1=bool((node["metadata"].get("labels") or {}).get(wk.NODEPOOL)))
     doc: dict[str, Any] = {"node": name, "verdict": "draining",
                            "reason": drain_status(plan, pdbs=state.pdbs.items(), pods=state.pods.items())}
     if plan.blocked_by:
         doc["heldBy"] = plan.blocked_by
+    deadline = (node["metadata"].get("annotations") or {}).get(NODECLAIM_TERMINATION_TIMESTAMP)
+    if deadline:        # the terminationGracePeriod's end: pods still there are deleted so the node is gone by then
+        doc["terminationTime"] = deadline
+        doc["reason"] += f"; the node is gone by {deadline} (terminationGracePeriod)"
     return doc
 
 

@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("--feature-gates", default="", metavar="GATES",
                      help="Karpenter's feature gates, off unless named: Drift=true (Provisioners' nodes drift from "
                           "their Provisioner and are replaced, as v0.21-v0.31 offered; a NodePool's always do), "
-                          "SpotToSpotConsolidation=true (a spot node may be replaced by a cheaper spot node); "
+                          "SpotToSpotConsolidation=true (a spot node may be replaced by a cheaper spot node), NodeRepair=true (a NodePool node NotReady for 30 minutes is replaced); "
                           "comma-separated")
     ctl.set_defaults(run=commands.controller)
 

@@ -11,6 +11,7 @@ import ast
 import os
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -37,7 +38,9 @@ def installed_layout(into: Path) -> Path:
 
 def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    lint = shutil.which("lint-imports") or "lint-imports"
+    # beside this interpreter first: a venv's scripts are there whether or not the venv is activated
+    lint = shutil.which("lint-imports", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    assert lint is not None, "lint-imports (import-linter) is not installed"
     return subprocess.run([lint, "--no-cache"], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
 
 

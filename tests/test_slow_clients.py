@@ -108,13 +108,15 @@ def test_a_client_sending_back_to_back_requests_does_not_keep_the_only_thread_fr
         sender.start()
         while len(statuses) < 20:
             time.sleep(0.05)
-        started = time.monotonic()
+        started, served_before = time.monotonic(), len(statuses)
         answer = requests.post(running.base_url + path, json=body, verify=str(running.ca), timeout=5)
         waited = time.monotonic() - started
-        served_meanwhile = len(statuses)
+        while len(statuses) <= served_before and time.monotonic() - started < 5:
+            time.sleep(0.05)                   # and the busy client is still served, taking turns with the new one
+        served_meanwhile = len(statuses) - served_before
     finally:
         stop.set()
         sender.join(timeout=10)
         stop_server(running)
     assert answer.status_code == 200 and waited < 2.0, waited
-    assert set(statuses) == {200} and served_meanwhile > 20
+    assert set(statuses) == {200} and served_meanwhile > 0

@@ -51,6 +51,23 @@ def node_class_ref(owner: Mapping[str, Any] | None, name: str) -> dict[str, str]
     return {**rec.NODECLASS_PROVISIONER, "name": name}
 
 
+def lifetime(owner: Mapping[str, Any] | None) -> Obj:
+    """A NodeClaim's expireAfter and terminationGracePeriod: a NodePool's template's, fixed when the claim is
+    written, as v1 stamps them; `Never` for a Provisioner's, whose nodes expire by its ttlSecondsUntilExpired
+    (controller/node/expiration.py) and drain as long as it takes."""
+    if (owner or {}).get("kind") != "NodePool":
+        return {"expireAfter": "Never"}
+    template = (((owner or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    grace = template.get("terminationGracePeriod")
+    return {"expireAfter": template.get("expireAfter") or v1.DEFAULT_EXPIRE_AFTER,
+            **({"terminationGracePeriod": grace} if grace else {})}
+
+
+def claims_by_node(claims: Sequence[Obj]) -> dict[str, Obj]:
+    """Claims by the name of the Node they launched (their own name until one is recorded)."""
+    return {(c.get("status") or {}).get("nodeName") or c["metadata"]["name"]: c for c in claims}
+
+
 def claim_requirements(requirements: Requirements, options: Sequence[str]) -> list[Obj]:
     """Pure: the requirements a v1 NodeClaim records: the request's, less what v1 refuses (karpenter.sh keys other
     than capacity-type and nodepool; the hostname), with the instance type narrowed to `options` in their order
@@ -69,9 +86,7 @@ def claim_manifest(request: NodeRequest, *, pods: Sequence[PodReference], bind: 
     (or NodePool) as read, None when it is gone."""
     options = [t.name for t in request.instance_type_options]
     spec: Obj = {"requirements": claim_requirements(request.requirements, options),
-                 "nodeClassRef": node_class_ref(owner, request.provisioner),
-                 # a Provisioner's nodes expire by its ttlSecondsUntilExpired (controller/node/expiration.py)
-                 "expireAfter": "Never"}
+                 "nodeClassRef": node_class_ref(owner, request.provisioner), **lifetime(owner)}
     if request.taints:
         spec["taints"] = [dict(t) for t in request.taints]
     return {"apiVersion": v1.GROUP_VERSION, "kind": v1.KIND,

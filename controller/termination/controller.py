@@ -12,6 +12,10 @@ included; pods that tolerate the cordon, daemonset and mirror pods are left
 to go with the node; critical pods are evicted once no other pod is left to
 ask; pods terminating for over a minute (a partitioned kubelet) are not
 waited for.
+
+A NodePool's node drains as Karpenter v1 drains it: only a do-not-disrupt
+(or do-not-evict) pod holds it, and only that pod, the others are evicted
+around it; a terminationGracePeriod bounds the drain (grace.py).
 """
 
 from __future__ import annotations
@@ -28,11 +32,16 @@ from karpy.apis import disruption
 from karpy.apis import labels as wk
 from karpy.apis.pods import mirror, object_key, owned_by_daemonset, terminal
 from karpy.apis.selectors import Taint, tolerates
-from karpy.apis.timestamps import parse_time
+from karpy.apis.timestamps import parse_time, rfc3339
+from karpy.apis.v1.disruption.do_not_disrupt import pod_hold
+from karpy.apis.v1.duration import DurationError
+from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
+from karpy.controller.launch.claims import claims_by_node
 from karpy.controller.metrics import count_node_terminated
 from karpy.controller.state import ClusterState
+from karpy.controller.termination.grace import forced_deletes, node_termination_time, termination_annotation
 from karpy.kubeclient import events
 from karpy.kubeclient.raw import path_of
 
@@ -79,24 +88,45 @@ def critical(pod: Mapping[str, Any]) -> bool:
     return (pod.get("spec") or {}).get("priorityClassName") in wk.CRITICAL_PRIORITY_CLASSES
 
 
-def plan_drain(pods: Sequence[dict[str, Any]], *, now: dt.datetime) -> DrainPlan:
+def leaves_with_node(pod: Mapping[str, Any], now: dt.datetime) -> bool:
+    """Pure: a pod the drain does not wait for: finished, stuck terminating, a mirror or daemonset pod,
+    or one that tolerates the cordon."""
+    return terminal(pod) or stuck_terminating(pod, now) or mirror(pod) or owned_by_daemonset(pod) or \
+        tolerates((pod.get("spec") or {}).get("tolerations") or [], CORDON_TAINT)
+
+
+def plan_drain(pods: Sequence[dict[str, Any]], *, now: dt.datetime, v1: bool = False) -> DrainPlan:
     """Pure: which of a node's pods to evict now, how many are still leaving, and which pod holds the node.
 
     v0.16.3's order: finished and stuck pods are passed over; then every other pod, mirror pods
     included, is checked for an owner and for do-not-evict (the first offender holds the node);
-    only then are pods that tolerate the cordon, daemonset and mirror pods left out."""
+    only then are pods that tolerate the cordon, daemonset and mirror pods left out.
+    `v1` (a NodePool's node): a pod without an owner is evicted like any other, and a pod that
+    do-not-disrupt or do-not-evict holds is waited for while the others are evicted."""
     live = [p for p in pods if not terminal(p) and not stuck_terminating(p, now)]
+    if v1:
+        held = [(p, hold) for p in live if not leaves_with_node(p, now) and (hold := pod_hold(p, now)) is not None]
+        plan = _evictions([p for p in live if not any(p is h for h, _ in held)])
+        if not held:
+            return plan
+        first, hold = held[0]
+        return DrainPlan(plan.evict, plan.waiting + len(held), object_key(first), hold.describe())
     for p in live:
         meta = p.get("metadata") or {}
         if not meta.get("ownerReferences"):
             return DrainPlan((), 0, object_key(p), f"pod {object_key(p)} does not have any owner references")
         if (meta.get("annotations") or {}).get(wk.DO_NOT_EVICT) == "true":
             return DrainPlan((), 0, object_key(p), f"pod {object_key(p)} has do-not-evict annotation")
+    return _evictions(live)
+
+
+def _evictions(live: Sequence[dict[str, Any]]) -> DrainPlan:
+    """The pods of `live` to evict now, critical pods once every other pod has been asked to leave."""
     candidates = [p for p in live if not tolerates((p.get("spec") or {}).get("tolerations") or [], CORDON_TAINT)
                   and not mirror(p) and not owned_by_daemonset(p)]
     fresh = [p for p in candidates if not p["metadata"].get("deletionTimestamp")]
     ordinary = [p for p in fresh if not critical(p)]
-    evict = ordinary or fresh              # critical pods once every other pod has been asked to leave
+    evict = ordinary or fresh
     return DrainPlan(tuple(evict), len(candidates) - len(evict))
 
 
@@ -127,10 +157,12 @@ class Terminator:
     def __init__(self, state: ClusterState, cloud: CloudProvider, clock: Clock | None = None) -> None:
         self.state, self.cloud, self.clock = state, cloud, clock or Clock()
         self._announced: dict[str, str] = {}     # node -> the drain failure last said about it
+        self._claims: dict[str, dict[str, Any]] | None = None     # this pass's NodeClaims by node name
 
     def reconcile(self) -> float | None:
         """Advance every deleting karpy node one step; returns when to look again."""
         again: float | None = None
+        self._claims = None
         for node in self.state.nodes.items():
             if draining(node):
                 wait = self._terminate(node)
@@ -138,31 +170,63 @@ class Terminator:
                     again = wait if again is None else min(again, wait)
         return again
 
+    def _deadline(self, node: Mapping[str, Any]) -> dt.datetime | None:
+        """A NodePool node's termination time: as recorded, else its deletion plus the terminationGracePeriod its
+        NodeClaim was stamped with (its NodePool's template's, for a node without a claim)."""
+        if NODECLAIM_TERMINATION_TIMESTAMP in (node["metadata"].get("annotations") or {}):
+            return node_termination_time(node, None)
+        if self._claims is None:                 # read once a pass, and only when a node needs it
+            self._claims = claims_by_node(self.state.node_claims())
+        claim = self._claims.get(node["metadata"]["name"])
+        if claim is not None:
+            grace = (claim.get("spec") or {}).get("terminationGracePeriod")
+        else:
+            owner = self.state.provisioner((node["metadata"].get("labels") or {}).get(wk.NODEPOOL) or "")
+            node_pool = getattr(owner, "node_pool", None)
+            grace = node_pool.spec.template.spec.termination_grace_period if node_pool is not None else None
+        return node_termination_time(node, grace)
+
     def _terminate(self, node: dict[str, Any]) -> float | None:
         name = node["metadata"]["name"]
         client = self.state.client
+        v1 = bool((node["metadata"].get("labels") or {}).get(wk.NODEPOOL))
         try:
-            # 1. cordon, so nothing new lands here, and leave external load balancers before the pods go
+            deadline = self._deadline(node) if v1 else None
+        except DurationError as e:
+            log.error("Reading the terminationGracePeriod of node %s, %s; draining without one", name, e)
+            deadline = None
+        try:
+            # 1. cordon, so nothing new lands here, and leave external load balancers before the pods go;
+            # the termination time is written down with it, so a restart keeps the same deadline
             labels = node["metadata"].get("labels") or {}
-            if not (node.get("spec") or {}).get("unschedulable") or \
+            record = termination_annotation(node, deadline)
+            if not (node.get("spec") or {}).get("unschedulable") or record or \
                     labels.get(wk.EXCLUDE_FROM_LOAD_BALANCERS) != LOAD_BALANCER_EXCLUSION:
                 node = client.patch(path_of("v1", "nodes", name=name),      # the finalizer patch tests this version
-                                    {"metadata": {"labels": {wk.EXCLUDE_FROM_LOAD_BALANCERS: LOAD_BALANCER_EXCLUSION}},
+                                    {"metadata": {"labels": {wk.EXCLUDE_FROM_LOAD_BALANCERS: LOAD_BALANCER_EXCLUSION},
+                                                  **({"annotations": record} if record else {})},
                                      "spec": {"unschedulable": True}})
                 log.info("Cordoned node %s", name)
-            # 2. drain through the Eviction API
-            plan = plan_drain(self.state.pods_on(name), now=self.clock.now())
-            if plan.blocker:
-                if self._announced.get(name) != plan.blocker:
-                    log.info("Failed to drain node %s, %s", name, plan.blocker)
-                    events.record(client, node, reason="FailedDraining", component="karpy", event_type="Warning",
-                                  message=f"Failed to drain node, {plan.blocker}")
-                    self._announced[name] = plan.blocker
-                return 5.0
+            # 2. drain: past the termination time's reach, pods are deleted; the others go through the Eviction API
+            now = self.clock.now()
+            pods = self.state.pods_on(name)
+            forced = forced_deletes([p for p in pods if not leaves_with_node(p, now)], deadline=deadline, now=now)
+            for pod, grace in forced.delete:
+                self._delete(node, pod, grace, deadline)
+            gone = {id(p) for p, _ in forced.delete}
+            plan = plan_drain([p for p in pods if id(p) not in gone], now=now, v1=v1)
+            if plan.blocker and self._announced.get(name) != plan.blocker:
+                log.info("Failed to drain node %s, %s", name, plan.blocker)
+                events.record(client, node, reason="FailedDraining", component="karpy", event_type="Warning",
+                              message=f"Failed to drain node, {plan.blocker}")
+                self._announced[name] = plan.blocker
             for pod in plan.evict:
                 self._evict(pod)
-            if not plan.drained:
-                return 1.0
+            if forced.delete or not plan.drained:
+                wait = 5.0 if plan.blocker and not plan.evict else 1.0
+                if forced.next_at is not None:          # look again when the next pod is to be forced out
+                    wait = min(wait, max((forced.next_at - now).total_seconds(), 0.1))
+                return wait
             # 3. terminate the instance; the finalizer stays until the provider says it is gone
             provider_id = (node.get("spec") or {}).get("providerID")
             if provider_id:
@@ -186,6 +250,24 @@ class Terminator:
             if e.status in (409, 422):
                 return 0.2                      # the node changed under us: look again
             raise
+
+    def _delete(self, node: Mapping[str, Any], pod: dict[str, Any], grace: int, deadline: dt.datetime | None) -> None:
+        """Delete `pod` past PDBs and do-not-disrupt, with `grace` seconds, so the node is gone by `deadline`."""
+        meta = pod["metadata"]
+        try:
+            self.state.client.delete(path_of("v1", "pods", meta["namespace"], meta["name"]), gracePeriodSeconds=grace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return
+        EVICTIONS.labels("deleted").inc()
+        log.info("Deleted pod %s/%s of node %s with a grace period of %ds, its node's termination time is %s",
+                 meta["namespace"], meta["name"], node["metadata"]["name"], grace, deadline and rfc3339(deadline))
+        events.record(self.state.client, pod, reason="Disrupted", component="karpy", event_type="Warning",
+                      message=f"Deleting the pod to accommodate the terminationTime {deadline and rfc3339(deadline)} "
+                              f"of the node. The pod was granted {grace} seconds of grace-period of its "
+                              f"{(pod.get('spec') or {}).get('terminationGracePeriodSeconds')} terminationGracePeriodSeconds. "
+                              "This bypasses the PDB of the pod and the do-not-disrupt annotation.")
 
     def _evict(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]

@@ -175,9 +175,15 @@ def test_a_terminating_pod_is_deleted_again_when_its_deletion_ends_after_the_dea
     assert needs_force_delete(pod(deleting=NOW + minutes(1)), deadline=deadline, now=NOW) is False
 
 
-def test_without_a_deadline_or_a_pod_grace_period_nothing_is_forced() -> None:
+def test_without_a_deadline_nothing_is_forced() -> None:
     assert pod_drain_step(pod(grace=600), deadline=None, now=NOW) == PodDrainStep("evict")
-    assert pod_drain_step(pod(grace=None), deadline=NOW, now=NOW + minutes(5)) == PodDrainStep("evict")
+
+
+def test_a_pod_naming_no_grace_period_has_the_api_servers_30_seconds() -> None:
+    assert pod_drain_step(pod(grace=None), deadline=NOW, now=NOW - dt.timedelta(seconds=31)) == PodDrainStep(
+        "evict", force_at=NOW - dt.timedelta(seconds=30))
+    assert pod_drain_step(pod(grace=None), deadline=NOW, now=NOW - dt.timedelta(seconds=29)) == PodDrainStep(
+        "delete", grace_period_seconds=29)
 
 
 def test_a_forced_grace_period_is_what_is_left_and_never_below_one_second() -> None:

@@ -10,7 +10,8 @@ pods through the eviction API (PDBs and do-not-disrupt respected) until a pod
 would no longer get its own `terminationGracePeriodSeconds` before that time;
 from `termination time - terminationGracePeriodSeconds` on, the pod is deleted
 instead, past PDBs and do-not-disrupt, with its grace period cut to what is
-left (at least 1 s, so it is never force-removed from etcd). Pure.
+left (at least 1 s, so it is never force-removed from etcd). A pod that names no
+grace period has the API server's default, 30 s. Pure.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from karpy.apis.timestamps import parse_time
 from karpy.apis.v1.duration import parse_duration, parse_nillable_duration
 from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
 from karpy.apis.v1.nodeclaim import NodeClaim
+
+DEFAULT_POD_GRACE_SECONDS = 30
 
 
 def expires_at(*, created_at: dt.datetime, expire_after: str) -> dt.datetime | None:
@@ -45,11 +48,11 @@ def termination_time(*, deletion_timestamp: dt.datetime, termination_grace_perio
     return (deletion_timestamp + parse_duration(termination_grace_period)).replace(microsecond=0)
 
 
-def pod_delete_at(pod: Mapping[str, Any], deadline: dt.datetime) -> dt.datetime | None:
+def pod_delete_at(pod: Mapping[str, Any], deadline: dt.datetime) -> dt.datetime:
     """The latest moment `pod` can be deleted and still get its whole terminationGracePeriodSeconds
-    before `deadline`; None when the pod names no grace period (v1 then never hurries it)."""
+    before `deadline` (30 s when the pod names none: the API server's default)."""
     seconds = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-    return None if seconds is None else deadline - dt.timedelta(seconds=int(seconds))
+    return deadline - dt.timedelta(seconds=int(DEFAULT_POD_GRACE_SECONDS if seconds is None else seconds))
 
 
 def needs_force_delete(pod: Mapping[str, Any], *, deadline: dt.datetime | None, now: dt.datetime) -> bool:
@@ -60,8 +63,7 @@ def needs_force_delete(pod: Mapping[str, Any], *, deadline: dt.datetime | None, 
     deleting = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
     if deleting is not None:
         return deleting > deadline
-    delete_at = pod_delete_at(pod, deadline)
-    return delete_at is not None and now > delete_at
+    return now > pod_delete_at(pod, deadline)
 
 
 def forced_grace_period_seconds(*, deadline: dt.datetime, now: dt.datetime) -> int:
