@@ -78,12 +78,14 @@ class Env:
 
 
 def _clean_up(env: Env) -> None:
-    """Karpenter's ExpectCleanedUp: every pod, budget, node and provisioner goes, finalizers or not."""
+    """Karpenter's ExpectCleanedUp: every pod, budget, node, NodeClaim, NodePool and Provisioner goes, finalizers or
+    not."""
     for pod in env.client.get(path_of("v1", "pods"))["items"]:
         env.client.delete(path_of("v1", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"]), gracePeriodSeconds=0)
     for pdb in env.client.get(path_of("policy/v1", "poddisruptionbudgets"))["items"]:
         env.client.delete(path_of("policy/v1", "poddisruptionbudgets", pdb["metadata"]["namespace"], pdb["metadata"]["name"]))
-    for api_version, plural in (("v1", "nodes"), ("karpenter.sh/v1alpha5", "provisioners")):
+    for api_version, plural in (("v1", "nodes"), ("karpenter.sh/v1", "nodeclaims"), ("karpenter.sh/v1", "nodepools"),
+                                ("karpenter.sh/v1alpha5", "provisioners")):
         for obj in env.client.get(path_of(api_version, plural))["items"]:
             path = path_of(api_version, plural, name=obj["metadata"]["name"])
             if obj["metadata"].get("finalizers"):
@@ -118,6 +120,7 @@ def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 def bare(bare_cluster: Env) -> Iterator[Env]:
     """`bare_cluster` for one test, its clock at the wall clock's now (the API server stamps objects with it)."""
     bare_cluster.clock = FakeClock(dt.datetime.now(dt.timezone.utc))
+    bare_cluster.cloud = FakeCloudProvider(bare_cluster.client, CATALOG)     # no faults or calls left by another test
     yield bare_cluster
     _clean_up(bare_cluster)
 
