@@ -14,7 +14,7 @@ Pure.
 from __future__ import annotations
 
 import copy
-from typing import Mapping, Sequence, cast
+from typing import Mapping, NamedTuple, Sequence, cast
 
 import numpy as np
 
@@ -253,6 +253,22 @@ class ExistingNode:
         return None
 
 
+class NodeState(NamedTuple):
+    """What NewNode.restore() puts back: everything a pod's addition changes, the template's remaining limits
+    (its reservation moves them), and the node's price then."""
+
+    requirements: Requirements
+    used: np.ndarray
+    options: np.ndarray
+    reserved: Resources
+    requests: Resources
+    host_ports: frozenset[tuple[str, str, int]]
+    pods: int | list[PodInfo]             # how many (additions only append), or the list itself (see snapshot)
+    domains: dict[str, str]
+    remaining: Resources | None
+    price: float
+
+
 class NewNode:
     """A node being planned for a template: its requirements narrow and its options shrink as pods join."""
 
@@ -397,6 +413,23 @@ class NewNode:
         twin = copy.copy(self)
         twin.pods, twin.domains, twin.options = list(self.pods), dict(self.domains), self.options.copy()
         return twin
+
+    def snapshot(self, *, price: float | None = None, whole: bool = False) -> NodeState:
+        """The node as it is, for restore() to put back when a change does not pay. `whole` keeps the list of
+        pods itself, for changes that take pods away too (otherwise only their count: additions append);
+        `price`, when the caller knows it, saves pricing the node again."""
+        return NodeState(self.requirements, self.used, self.options, self.reserved, self.requests, self.host_ports,
+                         list(self.pods) if whole else len(self.pods), dict(self.domains), self.template.remaining,
+                         self.price() if price is None else price)
+
+    def restore(self, state: NodeState) -> None:
+        """Put the node (and its template's remaining limits) back as `state` saved it."""
+        (self.requirements, self.used, self.options, self.reserved, self.requests, self.host_ports,
+         pods, self.domains, self.template.remaining, _) = state
+        if isinstance(pods, list):
+            self.pods = pods
+        else:
+            del self.pods[pods:]
 
     def keep_only(self, pods: Sequence[PodInfo]) -> None:
         """Drop every other pod (they are planned elsewhere); what the node requests and its options follow.

@@ -39,7 +39,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     ResourceRows,
     estimate,
 )
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions, repack
+from karpy.controller.provisioning.scheduling.packers import PackingOptions, packer_for
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why, every_provisioner, failed
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -411,8 +411,8 @@ class Scheduler:
                 self._place_all(queue[at:end] + waiting, errors, broken)
             # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
-            repacked = repack(self.new_nodes, topology=self.topology, options=packing,
-                              open_node=lambda t: NewNode(t, self._hostname(t.name)))
+            repacked = packer_for(packing).pack(self.new_nodes, topology=self.topology, options=packing,
+                                                open_node=lambda t: NewNode(t, self._hostname(t.name)))
             nodes = repacked.nodes
             if repacked.cut_short is not None:
                 cut_short.append(repacked.cut_short)
