@@ -554,6 +554,11 @@ class Consolidator:
         moves, left = found.moves, list[PodInfo]()
         if self._as_kube_scheduler_places and self._simple(nodes):   # the others: placed by the full scheduler
             moves, left = self.packing.spread([p for n in nodes for p in n.pods], {n.name for n in nodes})
+            most = sum(n.cost_per_hour for n in nodes) - self._landing(moves, launched)
+            if left and (most <= 0 or most < at_least):   # nodes for the stranded pods only cost more: not worth planning
+                self._forget(launched)
+                self._stranded, self._unworthy_why = left, None
+                return None
             provisioned = self._for_stranded(left) if left else []
             launched += [self._launching(r) for r in provisioned or []]
         saving = sum(n.cost_per_hour for n in nodes) - self._landing(moves, launched)

@@ -124,13 +124,14 @@ class NodeTemplate:
         daemon_cpu = daemon_overhead.get(CPU, 0)
         priced: list[tuple[float, InstanceType, Resources]] = []   # each usable type: its cheapest allowed price, room
         for t in instance_types:
+            offer = cheapest_offering(t, requirements) if t.requirements.agrees_with(requirements) else None
+            if offer is None:
+                continue                                     # the requirements rule it out (most types, usually)
             room = t.allocatable - daemon_overhead
             room[CPU] = min(room.get(CPU, 0), sustained_cpu(t) - daemon_cpu)   # a throttled type sustains less
             if room.get(CPU, 0) <= 0 or room.get(MEMORY, 0) <= 0:
                 continue                                     # its overhead leaves nothing for pods
-            offer = cheapest_offering(t, requirements) if t.requirements.intersects(requirements) is None else None
-            if offer is not None:
-                priced.append((offer.price_per_hour, t, room))
+            priced.append((offer.price_per_hour, t, room))
         # what each type costs beyond its list price when its pods use all of its cpu: a cost no load exceeds
         most = [node_costs.per_hour + credits_per_hour(t, room[CPU] + daemon_cpu) for _, t, room in priced]
         ranked = sorted(range(len(priced)), key=lambda i: (priced[i][0] + most[i], carries_accelerator(priced[i][1]),
@@ -159,7 +160,7 @@ class NodeTemplate:
         relevant = frozenset(r for k, r in reqs.items() if k in self.type_keys)
         hit = self._masks.get(relevant)
         if hit is None:
-            offers = [cheapest_offering(t, reqs) if t.requirements.intersects(reqs) is None else None
+            offers = [cheapest_offering(t, reqs) if t.requirements.agrees_with(reqs) else None
                       for t in self.instance_types]
             mask = np.array([o is not None for o in offers], dtype=bool)
             prices = np.array([o.price_per_hour if o is not None else np.inf for o in offers], dtype=float)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import hashlib
 from typing import Any, Callable, Mapping, Sequence
 
@@ -173,6 +174,18 @@ class Rooms:
 def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
     """What a unit of each resource costs per hour, as if a type's whole price bought that resource
     alone: the median over the types that have it. Only the ratios matter (ranking growth)."""
+    # a catalog's types are one list for every scheduler planned over it (consolidation builds many): the
+    # weights are worked out once per list and set of resources (keyed by identity: types are equal by name)
+    types = tuple(types)
+    return _weights(tuple(id(t) for t in types), tuple(sorted(resource_index.items())), types).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _weights(_: tuple[int, ...], index: tuple[tuple[str, int], ...], types: tuple[InstanceType, ...]) -> np.ndarray:
+    return _price_per_unit(types, dict(index))
+
+
+def _price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
     weights = np.zeros(len(resource_index))
     offered = [(min(o.price_per_hour for o in t.offerings), t.allocatable) for t in types if t.offerings]  # each read once
     for name, column in resource_index.items():
