@@ -494,6 +494,6 @@ class NewNode:
         _, order, offers = t.compatible(self.requirements)
         candidates = order[self.options[order]]
         costs = t.costs_at(self.requirements, candidates, t.cpu_of(self.used))
-        ranked = sorted(range(len(candidates)), key=lambda k: (float(costs[k]), k))
-        return [(t.instance_types[int(candidates[k])], offers[int(candidates[k])], float(costs[k]))  # type: ignore[misc]  # set for every option
-                for k in ranked]
+        ranked = np.lexsort((np.arange(len(candidates)), costs))          # by cost, ties in compatible()'s order
+        return [(t.instance_types[i], offers[i], c)                           # an offer is set for every option
+                for i, c in zip(candidates[ranked].tolist(), np.asarray(costs, dtype=float)[ranked].tolist())]
