@@ -259,10 +259,19 @@ class Requirements(Mapping[str, Requirement]):
     def intersects(self, other: Requirements) -> str | None:
         """None when every shared key has a common value; else why not (Karpenter's
         Intersects: two requirements that both allow the label to be absent agree)."""
+        key = self._clash(other)
+        return None if key is None else f"key {key}, {other._by_key[key]} not in {self._by_key[key]}"
+
+    def agrees_with(self, other: Requirements) -> bool:
+        """intersects(other) is None, without writing the reason (for loops over many instance types)."""
+        return self._clash(other) is None
+
+    def _clash(self, other: Requirements) -> str | None:
+        """The first shared key with no common value (in set order), or None."""
         for key in self._by_key.keys() & other._by_key.keys():
             mine, theirs = self._by_key[key], other._by_key[key]
             if mine.intersection(theirs).is_empty and not (mine.allows_absent and theirs.allows_absent):
-                return f"key {key}, {theirs} not in {mine}"
+                return key
         return None
 
     def compatible(self, other: Requirements, *, well_known: frozenset[str]) -> str | None:

@@ -33,7 +33,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scheduling import PROVISIONER, bound_of, diverse_pods
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.plan.inputs import load
 from karpy.plan.render import plan_json

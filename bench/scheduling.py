@@ -11,7 +11,7 @@ pods/s, new nodes, unschedulable pods, list $/h, and the ratio of the true cost
 (docs/cost.md) to a lower bound: the LP relaxation over the provisioner's instance types'
 allocatable cpu, memory and pods (after overhead), each type at its cheapest
 allowed offering plus the per-node costs, with the hostname anti-affinity pods each on a node of their
-own (scheduling/bound.py). No packing can cost less.
+own (bench/bound.py). No packing can cost less.
 
 The realistic mix (212 pods of ten shapes, one on-demand amd64 provisioner, the
 `aws` catalog) is also judged against the pattern bound, the LP over packing
@@ -39,9 +39,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bound import lower_bound, pattern_bound
 from karpy.controller.cloudprovider.catalog import built_in
-from karpy.controller.provisioning.scheduling.bound import lower_bound, pattern_bound
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.plan.inputs import load
 

@@ -41,7 +41,7 @@ from karpy.controller.pod_metrics import PodTimings
 from karpy.controller.provisioning.batcher import Batcher
 from karpy.controller.provisioning.pending import is_provisionable
 from karpy.controller.provisioning.provisioner import Provisioner
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.state import ClusterState, aws_defaults
 from karpy.controller.termination.controller import Terminator
 from karpy.kubeclient.loop import Loop

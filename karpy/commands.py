@@ -92,7 +92,7 @@ def native_stdout_to_stderr() -> Iterator[None]:
 
 def plan(args: argparse.Namespace) -> int:
     from karpy.controller.consolidation.decisions import Consolidator
-    from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+    from karpy.controller.provisioning.scheduling.packers import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
     from karpy.plan.inputs import PlanInputError, load
     from karpy.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
@@ -181,7 +181,7 @@ def controller(args: argparse.Namespace) -> int:
     from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
     from karpy.controller.consolidation.controller import disruption_budget
     from karpy.controller.operator import Operator, Settings
-    from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+    from karpy.controller.provisioning.scheduling.packers import PackingOptions
 
     cloud_factory = None
     catalog = None

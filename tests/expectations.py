@@ -117,7 +117,7 @@ def expect_provisioned(*objects: Mapping[str, Any], catalog: str = "aws", node_c
     """ExpectProvisioned, in process: Provisioners, pods, nodes, workloads, DaemonSets, Namespaces and an optional
     InstanceTypeCatalog planned by the core `karpy plan` runs (`catalog` names the built-in one used when no
     InstanceTypeCatalog is among `objects`). Bad input raises PlanInputError, naming each problem."""
-    from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+    from karpy.controller.provisioning.scheduling.packers import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
     from karpy.plan.inputs import Document, from_documents
     from karpy.plan.render import plan_json

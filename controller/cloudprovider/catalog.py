@@ -52,10 +52,13 @@ class Catalog:
         self.name = name
         self._types = tuple(types)
         self._cache: dict[str, list[InstanceType]] = {}
+        self._label_keys: frozenset[str] | None = None
 
     def known_label_keys(self) -> frozenset[str]:
-        """Every label key some instance type defines (pods may select these)."""
-        return frozenset(k for t in self._types for k in t.requirements)
+        """Every label key some instance type defines (pods may select these); read once, the types never change."""
+        if self._label_keys is None:
+            self._label_keys = frozenset(k for t in self._types for k in t.requirements)
+        return self._label_keys
 
     def instance_types(self, kubelet: KubeletConfiguration | None = None) -> list[InstanceType]:
         key = kubelet.model_dump_json(exclude_none=True) if kubelet is not None else ""

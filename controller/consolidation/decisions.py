@@ -62,7 +62,7 @@ from karpy.controller.consolidation.replacements import (
     launching_node_manifest,
     spot_only,
 )
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
 
@@ -679,6 +679,11 @@ class Consolidator:
         moves, left = found.moves, list[PodInfo]()
         if self._as_kube_scheduler_places and self._simple(nodes):   # the others: placed by the full scheduler
             moves, left = self.packing.spread([p for n in nodes for p in n.pods], {n.name for n in nodes})
+            most = sum(n.cost_per_hour for n in nodes) - self._landing(moves, launched)
+            if left and (most <= 0 or most < at_least):   # nodes for the stranded pods only cost more: not worth planning
+                self._forget(launched)
+                self._stranded, self._unworthy_why = left, None
+                return None
             provisioned = self._for_stranded(left) if left else []
             launched += [self._launching(r) for r in provisioned or []]
         saving = sum(n.cost_per_hour for n in nodes) - self._landing(moves, launched)

@@ -32,7 +32,7 @@ from karpy.controller.launch.launcher import Launcher, Pause, node_request
 from karpy.controller.metrics import SCHEDULING_SECONDS
 from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.pending import is_provisionable
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Why
 from karpy.controller.provisioning.scheduling.scheduler import FIRST_CHUNK_PODS, ClusterSnapshot, PlannedNode, Scheduler

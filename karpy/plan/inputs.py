@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -54,6 +55,7 @@ IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", 
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
                  "CustomResourceDefinition", "Event", "Lease", "NodeClaim"}
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)     # a bare `---` line between documents
 
 
 class PlanInputError(ValueError):
@@ -97,7 +99,9 @@ def read_documents(paths: Sequence[str]) -> list[Document]:
             problems.append(f"{path}: not UTF-8 text")
             continue
         try:
-            loaded = list(yaml.load_all(text, Loader=_Loader))
+            loaded = _json_documents(text)
+            if loaded is None:
+                loaded = list(yaml.load_all(text, Loader=_Loader))
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -118,6 +122,18 @@ def read_documents(paths: Sequence[str]) -> list[Document]:
     if problems:
         raise PlanInputError(problems)
     return docs
+
+
+def _json_documents(text: str) -> list[Any] | None:
+    """The documents of `text` when every one of them is JSON (as `kubectl get -o json` and generated inputs
+    are), else None for the YAML reader: JSON is YAML, and reading it as JSON is many times faster."""
+    chunks = _DOCUMENT_START.split(text)
+    if not text.lstrip().startswith(("{", "[", "---")):
+        return None
+    try:
+        return [json.loads(chunk) for chunk in chunks if chunk.strip()]
+    except ValueError:
+        return None
 
 
 def load(paths: Sequence[str], *, catalog: str = "aws") -> PlanInput:

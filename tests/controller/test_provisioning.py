@@ -9,7 +9,7 @@ from karpy.apis.launch_record import pods_of
 from karpy.controller.cloudprovider.fake import Faults
 from karpy.controller.provisioning.batcher import Batch
 from karpy.controller.provisioning.provisioner import Provisioner
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env

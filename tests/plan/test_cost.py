@@ -20,7 +20,7 @@ from karpy.controller.provisioning.scheduling.cost import (
     node_costs,
     sustained_cpu,
 )
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.plan.inputs import load
 from karpy.plan.render import plan_json

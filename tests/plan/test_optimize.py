@@ -15,7 +15,8 @@ from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
 from karpy.controller.provisioning.scheduling.cost import node_costs
 from karpy.controller.provisioning.scheduling.nodes import NewNode
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions, _fill_anchored, _Loose, _swap
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
+from karpy.controller.provisioning.scheduling.packers.optimiser import _fill_anchored, _Loose, _swap
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from karpy.plan.inputs import load
 from karpy.plan.render import plan_json

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from karpy.controller.provisioning.scheduling.bound import lower_bound, pattern_bound
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions
-from karpy.controller.provisioning.scheduling.patterns import cover
+from bench.bound import lower_bound, pattern_bound
+from karpy.controller.provisioning.scheduling.packers import PackingOptions
+from karpy.controller.provisioning.scheduling.packers.patterns import cover
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.plan.inputs import load
 from tests.builders import catalog, instance_type, pod, provisioner

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from karpy.main import main
+from karpy.plan.inputs import read_documents
 from tests.builders import catalog, deployment, instance_type, pod, provisioner
 from tests.plan.conftest import Plan, PlanRun
 
@@ -157,3 +158,15 @@ def test_what_native_code_prints_while_planning_goes_to_stderr_not_into_the_json
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["before", "after"]
     assert "solver noise" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "separator", [pytest.param("\n---\n", id="json-documents"), pytest.param("\n--- \n# a comment\n", id="yaml-among-json")])
+def test_json_documents_read_as_their_yaml_would(tmp_path: Path, separator: str) -> None:
+    docs = [provisioner("default"), pod("web", cpu="1"), deployment("api", replicas=2, cpu="500m")]
+    as_json, as_yaml = tmp_path / "plan.json", tmp_path / "plan.yaml"
+    as_json.write_text(separator.join(json.dumps(d) for d in docs))
+    as_yaml.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    read = read_documents([str(as_json)])
+    assert [d.body for d in read] == [d.body for d in read_documents([str(as_yaml)])] == docs
+    assert [d.index for d in read] == [1, 2, 3]

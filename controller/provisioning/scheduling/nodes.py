@@ -14,7 +14,7 @@ Pure.
 from __future__ import annotations
 
 import copy
-from typing import Mapping, Sequence, cast
+from typing import Mapping, NamedTuple, Sequence, cast
 
 import numpy as np
 
@@ -124,13 +124,14 @@ class NodeTemplate:
         daemon_cpu = daemon_overhead.get(CPU, 0)
         priced: list[tuple[float, InstanceType, Resources]] = []   # each usable type: its cheapest allowed price, room
         for t in instance_types:
+            offer = cheapest_offering(t, requirements) if t.requirements.agrees_with(requirements) else None
+            if offer is None:
+                continue                                     # the requirements rule it out (most types, usually)
             room = t.allocatable - daemon_overhead
             room[CPU] = min(room.get(CPU, 0), sustained_cpu(t) - daemon_cpu)   # a throttled type sustains less
             if room.get(CPU, 0) <= 0 or room.get(MEMORY, 0) <= 0:
                 continue                                     # its overhead leaves nothing for pods
-            offer = cheapest_offering(t, requirements) if t.requirements.intersects(requirements) is None else None
-            if offer is not None:
-                priced.append((offer.price_per_hour, t, room))
+            priced.append((offer.price_per_hour, t, room))
         # what each type costs beyond its list price when its pods use all of its cpu: a cost no load exceeds
         most = [node_costs.per_hour + credits_per_hour(t, room[CPU] + daemon_cpu) for _, t, room in priced]
         ranked = sorted(range(len(priced)), key=lambda i: (priced[i][0] + most[i], carries_accelerator(priced[i][1]),
@@ -159,7 +160,7 @@ class NodeTemplate:
         relevant = frozenset(r for k, r in reqs.items() if k in self.type_keys)
         hit = self._masks.get(relevant)
         if hit is None:
-            offers = [cheapest_offering(t, reqs) if t.requirements.intersects(reqs) is None else None
+            offers = [cheapest_offering(t, reqs) if t.requirements.agrees_with(reqs) else None
                       for t in self.instance_types]
             mask = np.array([o is not None for o in offers], dtype=bool)
             prices = np.array([o.price_per_hour if o is not None else np.inf for o in offers], dtype=float)
@@ -251,6 +252,22 @@ class ExistingNode:
         self.pods.append(pod)
         topology.record(pod, self.labels)
         return None
+
+
+class NodeState(NamedTuple):
+    """What NewNode.restore() puts back: everything a pod's addition changes, the template's remaining limits
+    (its reservation moves them), and the node's price then."""
+
+    requirements: Requirements
+    used: np.ndarray
+    options: np.ndarray
+    reserved: Resources
+    requests: Resources
+    host_ports: frozenset[tuple[str, str, int]]
+    pods: int | list[PodInfo]             # how many (additions only append), or the list itself (see snapshot)
+    domains: dict[str, str]
+    remaining: Resources | None
+    price: float
 
 
 class NewNode:
@@ -398,6 +415,23 @@ class NewNode:
         twin.pods, twin.domains, twin.options = list(self.pods), dict(self.domains), self.options.copy()
         return twin
 
+    def snapshot(self, *, price: float | None = None, whole: bool = False) -> NodeState:
+        """The node as it is, for restore() to put back when a change does not pay. `whole` keeps the list of
+        pods itself, for changes that take pods away too (otherwise only their count: additions append);
+        `price`, when the caller knows it, saves pricing the node again."""
+        return NodeState(self.requirements, self.used, self.options, self.reserved, self.requests, self.host_ports,
+                         list(self.pods) if whole else len(self.pods), dict(self.domains), self.template.remaining,
+                         self.price() if price is None else price)
+
+    def restore(self, state: NodeState) -> None:
+        """Put the node (and its template's remaining limits) back as `state` saved it."""
+        (self.requirements, self.used, self.options, self.reserved, self.requests, self.host_ports,
+         pods, self.domains, self.template.remaining, _) = state
+        if isinstance(pods, list):
+            self.pods = pods
+        else:
+            del self.pods[pods:]
+
     def keep_only(self, pods: Sequence[PodInfo]) -> None:
         """Drop every other pod (they are planned elsewhere); what the node requests and its options follow.
         Its requirements stay as narrowed, so the pods that stay keep every promise made to them."""
@@ -460,6 +494,6 @@ class NewNode:
         _, order, offers = t.compatible(self.requirements)
         candidates = order[self.options[order]]
         costs = t.costs_at(self.requirements, candidates, t.cpu_of(self.used))
-        ranked = sorted(range(len(candidates)), key=lambda k: (float(costs[k]), k))
-        return [(t.instance_types[int(candidates[k])], offers[int(candidates[k])], float(costs[k]))  # type: ignore[misc]  # set for every option
-                for k in ranked]
+        ranked = np.lexsort((np.arange(len(candidates)), costs))          # by cost, ties in compatible()'s order
+        return [(t.instance_types[i], offers[i], c)                           # an offer is set for every option
+                for i, c in zip(candidates[ranked].tolist(), np.asarray(costs, dtype=float)[ranked].tolist())]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import hashlib
 from typing import Any, Callable, Mapping, Sequence
 
@@ -39,7 +40,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     ResourceRows,
     estimate,
 )
-from karpy.controller.provisioning.scheduling.optimize import PackingOptions, repack
+from karpy.controller.provisioning.scheduling.packers import PackingOptions, packer_for
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why, every_provisioner, failed
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -173,6 +174,18 @@ class Rooms:
 def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
     """What a unit of each resource costs per hour, as if a type's whole price bought that resource
     alone: the median over the types that have it. Only the ratios matter (ranking growth)."""
+    # a catalog's types are one list for every scheduler planned over it (consolidation builds many): the
+    # weights are worked out once per list and set of resources (keyed by identity: types are equal by name)
+    types = tuple(types)
+    return _weights(tuple(id(t) for t in types), tuple(sorted(resource_index.items())), types).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _weights(_: tuple[int, ...], index: tuple[tuple[str, int], ...], types: tuple[InstanceType, ...]) -> np.ndarray:
+    return _price_per_unit(types, dict(index))
+
+
+def _price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
     weights = np.zeros(len(resource_index))
     offered = [(min(o.price_per_hour for o in t.offerings), t.allocatable) for t in types if t.offerings]  # each read once
     for name, column in resource_index.items():
@@ -411,8 +424,8 @@ class Scheduler:
                 self._place_all(queue[at:end] + waiting, errors, broken)
             # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
-            repacked = repack(self.new_nodes, topology=self.topology, options=packing,
-                              open_node=lambda t: NewNode(t, self._hostname(t.name)))
+            repacked = packer_for(packing).pack(self.new_nodes, topology=self.topology, options=packing,
+                                                open_node=lambda t: NewNode(t, self._hostname(t.name)))
             nodes = repacked.nodes
             if repacked.cut_short is not None:
                 cut_short.append(repacked.cut_short)

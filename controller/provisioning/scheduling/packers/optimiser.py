@@ -47,9 +47,10 @@ import numpy as np
 
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
-from karpy.apis.resources import CPU, MEMORY, Resources
-from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate, estimate
-from karpy.controller.provisioning.scheduling.patterns import cover
+from karpy.apis.resources import CPU, MEMORY
+from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeState, NodeTemplate, estimate
+from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
+from karpy.controller.provisioning.scheduling.packers.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
@@ -69,19 +70,6 @@ EVEN_OUT_PARTNERS = 128          # the nodes with the most room in what it sheds
 EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this many times more room idle than it must shed
 
 
-@dataclasses.dataclass(frozen=True)
-class PackingOptions:
-    """How new nodes are packed. `node_cost_per_hour` is what the operator says every node costs besides its
-    instance, volumes and address (cost.py adds it to each node's cost)."""
-
-    optimize: bool = True
-    node_cost_per_hour: float = 0.0
-    # wall-clock safety cap on the whole optimisation (None: none, so a plan depends on its input alone); past it
-    # the best plan found so far stands, so a burst never waits on the optimiser (the controller sets one,
-    # `karpy plan` does not)
-    max_seconds: float | None = None
-
-
 def total_cost(nodes: Sequence[NewNode]) -> float:
     """What `nodes` cost per hour (cost.py: each at its least costly option with its pods)."""
     return sum(n.price() for n in nodes)
@@ -93,12 +81,12 @@ def better(cost: float, count: int, than_cost: float, than_count: int) -> bool:
     return cost < than_cost - 1e-9 or (cost <= than_cost + 1e-9 and count < than_count)
 
 
-@dataclasses.dataclass(frozen=True)
-class Repacked:
-    """What repack() chose, and, when the safety cap (`max_seconds`) cut its search short, what was left undone."""
+class Optimiser:
+    """The optimising packer (the module's docstring says how)."""
 
-    nodes: list[NewNode]
-    cut_short: str | None = None
+    def pack(self, nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
+             options: PackingOptions) -> Repacked:
+        return repack(nodes, topology=topology, open_node=open_node, options=options)
 
 
 def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
@@ -109,7 +97,7 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     they are (the nodes returned are copies or new); the templates' remaining limits end up
     matching whichever set is returned."""
     nodes = list(nodes)
-    if not nodes or not options.optimize:
+    if not nodes:
         return Repacked(nodes)
     # amounts past int64 (nodes.amounts keeps them exact, as Python integers) are beyond the solver's floats:
     # such batches keep the greedy's exact plan
@@ -310,12 +298,12 @@ def _fits_pins(node: NewNode, pins: Requirements) -> bool:
 
 def _try_add(node: NewNode, pod: PodInfo, topology: Topology) -> bool:
     """Add `pod` to `node` if that keeps the node's price; otherwise leave the node as it was."""
-    before = _state(node)
+    before = node.snapshot()
     if node.add(pod, topology) is not None:
         return False
-    if node.price() <= before[-1] + 1e-12:
+    if node.price() <= before.price + 1e-12:
         return True
-    _restore(node, before)
+    node.restore(before)
     return False
 
 
@@ -385,16 +373,16 @@ class _Bins:
     def add(self, i: int, pod: PodInfo, *, growth: float = 0.0) -> bool:
         """Add `pod` to node `i` if its price grows by at most `growth`; else leave the node as it was."""
         node = self.nodes[i]
-        before = _state(node, self.price[i])
+        before = node.snapshot(price=self.price[i])
         if node.add(pod, self.topology) is None:
             if node.price() <= self.price[i] + growth + 1e-9:
                 self.refresh(i)
                 return True
-            _restore(node, before)
+            node.restore(before)
         return False
 
-    def undo(self, i: int, before: _State) -> None:
-        _restore(self.nodes[i], before)
+    def undo(self, i: int, before: NodeState) -> None:
+        self.nodes[i].restore(before)
         self.refresh(i)
 
 
@@ -548,14 +536,14 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     if len(needs) < len(shed) or not all((bins.free >= need).all(axis=1).any() for need in needs):
         bins.free[a] = saved                             # some pod has no room anywhere: not worth trying
         return False
-    moved: list[tuple[int, _State]] = []
+    moved: list[tuple[int, NodeState]] = []
     for p, need in zip(shed, needs):
         found = np.flatnonzero((bins.free >= need).all(axis=1))
         placed = False
         if len(found):
             left = _leftover((bins.free[found] - need) / bins.unit)
             for b in found[_smallest(left, SHRINK_TRIES)].tolist():
-                before = _state(bins.nodes[b], bins.price[b])
+                before = bins.nodes[b].snapshot(price=bins.price[b])
                 if bins.add(b, p):
                     moved.append((b, before))
                     placed = True
@@ -689,20 +677,6 @@ class _Swaps:
         self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
 
 
-# What a trade puts back when it does not go through: a node's pods (a trade takes some away, so they are kept
-# whole, not counted as _state counts those an addition appends to) and the rest of its _state.
-_Snapshot = tuple[list[PodInfo], "_State"]
-
-
-def _snapshot(n: NewNode) -> _Snapshot:
-    return list(n.pods), _state(n)
-
-
-def _put_back(n: NewNode, saved: _Snapshot) -> None:
-    n.pods, state = saved
-    _restore(n, state)
-
-
 def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
           budget: list[int], unevened: set[tuple[str, float]] | None = None) -> bool:
     """Local search: a node trades one loose pod for another node's when that lets it take a cheaper type and the
@@ -798,19 +772,19 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         mine += qs
         plan.append((k, qs))
     worth = swaps.worth[a]
-    saved: dict[int, _Snapshot] = {}
+    saved: dict[int, NodeState] = {}
     owners, held = swaps.owners.copy(), [list(h) for h in swaps.held]
     for k, qs in plan:
         for i in (a, int(swaps.owners[qs[0]])):
             if i not in saved:
-                saved[i] = _snapshot(swaps.nodes[i])
+                saved[i] = swaps.nodes[i].snapshot(whole=True)
         if not _make_trade(swaps, a, [k], qs, topology, cheaper=False):
             break
     else:
         if swaps.worth[a] < worth - 1e-9:
             return True
     for i, state in saved.items():
-        _put_back(swaps.nodes[i], state)
+        swaps.nodes[i].restore(state)
     swaps.owners, swaps.held = owners, held
     for i in saved:
         swaps.refresh(i)
@@ -879,7 +853,7 @@ def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int | list[int], top
     first, second = swaps.nodes[a], swaps.nodes[b]
     out = [swaps.pods[k] for k in given]
     back = [swaps.pods[k] for k in taken]
-    saved = [_snapshot(n) for n in (first, second)]
+    saved = [n.snapshot(whole=True) for n in (first, second)]
     gone, returned = {id(p) for p in out}, {id(p) for p in back}
     first.keep_only([p for p in first.pods if id(p) not in gone])
     second.keep_only([p for p in second.pods if id(p) not in returned])
@@ -893,7 +867,7 @@ def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int | list[int], top
         swaps.refresh(b)
         return True
     for n, state in zip((first, second), saved):
-        _put_back(n, state)
+        n.restore(state)
     return False
 
 
@@ -911,27 +885,11 @@ def _grow_cheapest(nodes: list[NewNode], pod: PodInfo, topology: Topology, *, al
             best, best_growth = node, grown - node.price()
     if best is None:
         return False
-    before = _state(best)
-    if best.add(pod, topology) is None and best.price() <= before[-1] + best_growth + 1e-9:
+    before = best.snapshot()
+    if best.add(pod, topology) is None and best.price() <= before.price + best_growth + 1e-9:
         return True
-    _restore(best, before)
+    best.restore(before)
     return False
-
-
-# What _try_add and _grow_cheapest put back when an added pod makes a node dearer.
-_State = tuple[Requirements, np.ndarray, np.ndarray, Resources, Resources, frozenset[tuple[str, str, int]], int,
-               dict[str, str], Resources | None, float]
-
-
-def _state(node: NewNode, price: float | None = None) -> _State:
-    return (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
-            len(node.pods), dict(node.domains), node.template.remaining, node.price() if price is None else price)
-
-
-def _restore(node: NewNode, state: _State) -> None:
-    (node.requirements, node.used, node.options, node.reserved, node.requests, node.host_ports,
-     count, node.domains, node.template.remaining, _) = state
-    del node.pods[count:]
 
 
 def _pack_group(group: list[_Loose], anchored: list[NewNode], *, topology: Topology,

@@ -16,10 +16,11 @@ by the clock unless the caller passes a safety cap (`seconds`). Pure: numbers in
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import warnings
+from typing import Any, Callable
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, milp
 
 MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern per type
 EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
@@ -30,6 +31,17 @@ TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cos
 # HiGHS prints a debug line to stdout when it maps a solution back (ERGO-Code/HiGHS#2783), mostly after its
 # presolve: these programs are small enough to solve without it, and `karpy plan` sends what native code prints
 # to stderr while it plans (commands.native_stdout_to_stderr), so the line never corrupts `-o json`
+# HiGHS runs its feasibility-jump heuristic before every MIP's root node, a fixed cost (tens of ms) that dwarfs
+# solving these small programs; the master and the knapsacks find feasible points without it
+_HIGHS_MIP_OPTIONS = {"mip_heuristic_run_feasibility_jump": False}
+
+
+def _milp(c: np.ndarray, *, options: dict[str, Any], **program: Any) -> OptimizeResult:
+    """scipy's milp with `_HIGHS_MIP_OPTIONS`, which scipy passes to HiGHS as they are (with a warning it
+    gives for every option it does not list itself, silenced here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Unrecognized options detected", category=RuntimeWarning)
+        return milp(c, options={**options, **_HIGHS_MIP_OPTIONS}, **program)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +79,7 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
     limits: dict[str, float] = {"mip_rel_gap": 0.0} if exact else {"node_limit": KNAPSACK_NODE_LIMIT}
     if seconds is not None:
         limits["time_limit"] = seconds
-    result = milp(-value[useful], integrality=np.ones(len(useful)), bounds=Bounds(0, cap[useful]),
+    result = _milp(-value[useful], integrality=np.ones(len(useful)), bounds=Bounds(0, cap[useful]),
                   constraints=LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
                   options={**limits, "disp": False, "presolve": False})
     if result.x is None or (exact and result.status != 0):
@@ -180,7 +192,7 @@ def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.
             return None
         return result.x, -result.ineqlin.marginals[:len(count)]
     upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for _, p in columns])
-    result = milp(cost, integrality=np.ones(len(columns)), bounds=Bounds(0, upper),
+    result = _milp(cost, integrality=np.ones(len(columns)), bounds=Bounds(0, upper),
                   constraints=LinearConstraint(matrix, lo, hi),
                   options={"node_limit": MIP_NODE_LIMIT, "mip_rel_gap": MIP_REL_GAP, "disp": False, "presolve": False,
                            **({"time_limit": seconds} if seconds is not None else {})})

@@ -25,7 +25,7 @@ from scipy.sparse import coo_matrix
 from karpy.apis import labels as wk
 from karpy.apis.resources import CPU, MEMORY, PODS
 from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
-from karpy.controller.provisioning.scheduling.patterns import fill, knapsack
+from karpy.controller.provisioning.scheduling.packers.patterns import fill, knapsack
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 
 BOUND_RESOURCES = (CPU, MEMORY, PODS)
