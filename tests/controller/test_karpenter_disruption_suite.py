@@ -27,7 +27,13 @@ from prometheus_client import REGISTRY
 from karpy.apis import labels as wk
 from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.disruption.drift import PROVISIONER_HASH, nodepool_hash_annotations, provisioner_hash
-from karpy.apis.v1.labels import CONDITION_CONSOLIDATABLE, CONDITION_DRIFTED, DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT, NODEPOOL_HASH
+from karpy.apis.v1.labels import (
+    CONDITION_CONSOLIDATABLE,
+    CONDITION_DRIFTED,
+    DISRUPTED_TAINT_KEY,
+    DO_NOT_DISRUPT,
+    NODEPOOL_HASH,
+)
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.consolidation import controller as consolidation
