@@ -124,7 +124,8 @@ class Operator:
         # marked drifted is consolidation's to replace, so it looks at once rather than at its next poll
         drift = DriftMarker(self.state, self.clock, provisioner_drift=settings.feature_gates.drift,
                             on_marked=self.consolidation_loop.kick)
-        self.loops.append(Loop("drift", drift.reconcile, resync_seconds=DRIFT_RESYNC_SECONDS))
+        # it writes Consolidatable too, which each pod event on a node can change: a fifth of the time at most
+        self.loops.append(Loop("drift", drift.reconcile, resync_seconds=DRIFT_RESYNC_SECONDS, busy_share=0.2))
         # claims are finished on their own schedule (and at start): pod and node events are provisioning's
         self.launch_loop = Loop("launch", self.launcher.reconcile, resync_seconds=10)
         if settings.interruption_queue:
@@ -203,8 +204,9 @@ class Operator:
         for loop in self.loops:
             if loop.name == "garbagecollection":
                 continue             # on its own schedule, as Karpenter's: a pass lists every claim and instance
-            if loop.name == "drift":                      # drift follows edits of what launched the nodes
-                self.state.on_change(loop.kick, self.state.provisioners, self.state.nodepools, self.state.ec2nodeclasses)
+            if loop.name == "drift":     # drift follows edits of what launched the nodes; Consolidatable, pod events
+                self.state.on_change(loop.kick, self.state.provisioners, self.state.nodepools, self.state.ec2nodeclasses,
+                                     self.state.pods)
                 continue
             if loop.name in ("expiration", "finalizer", "repair"):  # they read nodes and provisioners: pod events are not theirs
                 self.state.on_change(loop.kick, self.state.nodes, self.state.provisioners, self.state.nodepools)

@@ -12,9 +12,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import yaml
+
+if TYPE_CHECKING:
+    from karpy.controller.operator import Settings as OperatorSettings
 
 log = logging.getLogger("karpy")
 
@@ -172,19 +175,14 @@ def sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def controller(args: argparse.Namespace) -> int:
-    import threading
-
-    import kubernetes
-
+def controller_settings(args: argparse.Namespace) -> OperatorSettings:
+    """The operator's Settings from `karpy controller`'s flags; UsageError naming a flag with a bad value."""
     from karpy.apis.v1.disruption.feature_gates import parse_feature_gates
     from karpy.controller.consolidation.controller import Settings as ConsolidationSettings
     from karpy.controller.consolidation.controller import disruption_budget
-    from karpy.controller.operator import Operator, Settings
+    from karpy.controller.operator import Settings
     from karpy.controller.provisioning.scheduling.packers import PackingOptions
 
-    cloud_factory = None
-    catalog = None
     if args.node_cost_per_hour < 0:
         raise UsageError("--node-cost-per-hour must not be negative")
     if args.packing_budget_seconds <= 0:
@@ -200,9 +198,38 @@ def controller(args: argparse.Namespace) -> int:
         gates = parse_feature_gates(args.feature_gates)
     except ValueError as e:
         raise UsageError(f"--feature-gates {args.feature_gates!r}: {e}") from None
-    config_errors: tuple[type[Exception], ...] = (OSError, kubernetes.config.ConfigException)
     if args.interruption_queue and args.cloud_provider != "aws":
         raise UsageError("--interruption-queue needs --cloud-provider aws")
+    return Settings(kubeconfig=args.kubeconfig, cloud_provider=args.cloud_provider, cluster_name=args.cluster_name,
+                    batch_idle_seconds=args.batch_idle_duration, batch_max_seconds=args.batch_max_duration,
+                    metrics_port=args.metrics_port, health_port=args.health_port, host=listen_host(args.host),
+                    leader_elect=args.leader_elect,
+                    leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
+                    registration_timeout_seconds=args.registration_timeout, feature_gates=gates,
+                    consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
+                                                        min_node_age_seconds=args.consolidation_min_node_age,
+                                                        max_disrupted=args.consolidation_max_disrupted,
+                                                        budget_seconds=args.consolidation_budget_seconds,
+                                                        pending_wait_seconds=args.consolidation_pending_wait,
+                                                        steer=args.consolidation_steering,
+                                                        min_savings_per_pod=args.consolidation_min_savings_per_pod,
+                                                        node_cost_per_hour=args.node_cost_per_hour,
+                                                        spot_to_spot=gates.spot_to_spot_consolidation),
+                    packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
+                                           max_seconds=args.packing_budget_seconds))
+
+
+def controller(args: argparse.Namespace) -> int:
+    import threading
+
+    import kubernetes
+
+    from karpy.controller.operator import Operator
+
+    settings = controller_settings(args)
+    cloud_factory = None
+    catalog = None
+    config_errors: tuple[type[Exception], ...] = (OSError, kubernetes.config.ConfigException)
     if args.cloud_provider == "aws":
         require_extra("aws", "boto3", needed_by="--cloud-provider aws")
         from karpy.controller.cloudprovider.aws.provider import AwsConfigError
@@ -211,23 +238,6 @@ def controller(args: argparse.Namespace) -> int:
         cloud_factory = _aws_provider(args)
     else:
         catalog = _catalog(args.catalog)
-    settings = Settings(kubeconfig=args.kubeconfig, cloud_provider=args.cloud_provider, cluster_name=args.cluster_name,
-                        batch_idle_seconds=args.batch_idle_duration, batch_max_seconds=args.batch_max_duration,
-                        metrics_port=args.metrics_port, health_port=args.health_port, host=listen_host(args.host),
-                        leader_elect=args.leader_elect,
-                        leader_namespace=args.leader_election_namespace, interruption_queue=args.interruption_queue,
-                        registration_timeout_seconds=args.registration_timeout, feature_gates=gates,
-                        consolidation=ConsolidationSettings(stabilization_seconds=args.consolidation_stabilization,
-                                                            min_node_age_seconds=args.consolidation_min_node_age,
-                                                            max_disrupted=args.consolidation_max_disrupted,
-                                                            budget_seconds=args.consolidation_budget_seconds,
-                                                            pending_wait_seconds=args.consolidation_pending_wait,
-                                                            steer=args.consolidation_steering,
-                                                            min_savings_per_pod=args.consolidation_min_savings_per_pod,
-                                                            node_cost_per_hour=args.node_cost_per_hour,
-                                                            spot_to_spot=gates.spot_to_spot_consolidation),
-                        packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
-                                               max_seconds=args.packing_budget_seconds))
     try:
         operator = Operator(settings, catalog, cloud_factory=cloud_factory)
     except config_errors as e:

@@ -46,7 +46,8 @@ class Loop:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:    # an operator built but never started stops too
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         wait = 0.0

@@ -173,8 +173,13 @@ def initialized_at(node: NodeView) -> dt.datetime:
 def last_pod_event(node: NodeView) -> dt.datetime | None:
     """The last time a pod that would move was started on (or, not yet started, created for) the node: the
     NodeClaim's lastPodEventTime as the node's own pods show it. A pod that left leaves no trace here."""
+    return last_pod_event_of(node.pods)
+
+
+def last_pod_event_of(pods: Sequence[PodInfo]) -> dt.datetime | None:
+    """last_pod_event() over `pods`, the reschedulable pods of one node."""
     times = [parse_time((p.raw.get("status") or {}).get("startTime")) or parse_time(p.raw["metadata"].get("creationTimestamp"))
-             for p in node.pods]
+             for p in pods]
     return max((t for t in times if t is not None), default=None)
 
 

@@ -1,16 +1,19 @@
-"""Drift, marked: each launched NodeClaim gets v1's `Drifted` condition (with its reason) while it no longer matches
-what its NodePool and EC2NodeClass would launch now, and loses it once it matches again.
+"""The NodeClaim disruption conditions, written: v1's `Drifted` (with its reason) while a launched NodeClaim no longer
+matches what its NodePool and EC2NodeClass would launch now, and `Consolidatable` once its NodePool's
+`consolidateAfter` has passed since the last pod event on its node; each is removed once it no longer holds.
 
 As v1's hash controllers do, the NodePool's (and EC2NodeClass's) hash is kept in its own annotations for users to
 compare with their NodeClaims'. A Provisioner's NodeClaims are looked at only behind the Drift feature gate
 (v0.21-v0.31): then each Provisioner is stamped with `karpenter.sh/provisioner-hash`, and nodes launched from it from
-then on carry the hash of the spec they came from. Replacing a Drifted node (replacement first, within the
-`Drifted` budget) is the consolidation controller's Drift method; this only marks. The decision (`claim_drift`) is
-pure; reconcile reads, decides and writes.
+then on carry the hash of the spec they came from; they never get `Consolidatable` (v0.16 has no consolidateAfter).
+Replacing a Drifted node (replacement first, within the `Drifted` budget) is the consolidation controller's Drift
+method; this only marks. The decisions (`claim_drift`, apis/v1/disruption/consolidatable.py) are pure; reconcile
+reads, decides and writes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any, Callable, Mapping
 
@@ -20,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from karpy.apis import launch_record as rec
 from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1 import nodeclaim as v1
+from karpy.apis.v1.disruption.consolidatable import Consolidatability, condition_change, nodeclaim_consolidatability
 from karpy.apis.v1.disruption.drift import (
     PROVISIONER_HASH,
     DriftReason,
@@ -30,10 +34,11 @@ from karpy.apis.v1.disruption.drift import (
     provisioner_hash,
 )
 from karpy.apis.v1.ec2nodeclass import EC2NodeClass
-from karpy.apis.v1.labels import CONDITION_DRIFTED
+from karpy.apis.v1.labels import CONDITION_CONSOLIDATABLE, CONDITION_DRIFTED
 from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.clock import Clock
+from karpy.controller.consolidation.candidates import last_pod_event_of, reschedulable
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
 
@@ -89,6 +94,35 @@ def drift_conditions(claim: Mapping[str, Any], reason: DriftReason | None, *, no
                     "lastTransitionTime": now}]
 
 
+def claim_consolidatability(claim: Mapping[str, Any], owner: Provisioner | None, *, pod_event: dt.datetime | None,
+                            now: dt.datetime) -> Consolidatability | None:
+    """Pure: whether a NodePool's `claim` is Consolidatable at `now` (`pod_event`: the latest pod event its node's
+    pods show), or None for a claim that carries no such condition (a Provisioner's, or one not of v1's shape)."""
+    if not isinstance(owner, NodePoolProvisioner):
+        return None
+    try:
+        nodeclaim = v1.NodeClaim.model_validate(claim)
+    except pydantic.ValidationError:
+        return None
+    return nodeclaim_consolidatability(nodeclaim, owner.node_pool, now, pod_event=pod_event)
+
+
+def consolidatable_conditions(claim: Mapping[str, Any], conditions: list[Obj], verdict: Consolidatability | None, *,
+                              now: str) -> list[Obj] | None:
+    """Pure: `conditions` (the claim's, Drifted already decided) with Consolidatable set True or removed as `verdict`
+    says (v1 never writes it False), or None when `claim` says so already."""
+    if verdict is None:
+        return None
+    change = condition_change(v1.NodeClaim.model_validate(claim), verdict)
+    if change is None:
+        return None
+    kept = [c for c in conditions if c.get("type") != CONDITION_CONSOLIDATABLE]
+    if change == "clear":
+        return kept
+    return kept + [{"type": CONDITION_CONSOLIDATABLE, "status": "True", "reason": CONDITION_CONSOLIDATABLE,
+                    "message": "", "lastTransitionTime": now}]
+
+
 def drifted_nodes(claims: list[Obj]) -> dict[str, str]:
     """Pure: node name -> Drifted reason, for every claim marked Drifted whose node is known."""
     out = {}
@@ -119,18 +153,27 @@ class DriftMarker:
                 classes[raw["metadata"]["name"]] = EC2NodeClass.model_validate(raw)
             except pydantic.ValidationError:
                 continue              # the nodeclass controller reports it
-        # 2. each launched claim, marked or cleared
-        now = rfc3339(self.clock.now())
+        # 2. each launched claim, marked or cleared; the pass comes again when a claim next turns Consolidatable
+        now_time = self.clock.now()
+        now = rfc3339(now_time)
         marked = 0
+        again = RESYNC_SECONDS
         for claim in self.state.node_claims():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
-            claim = with_node_labels(claim, self.state.nodes.get("", (claim.get("status") or {}).get("nodeName") or ""))
+            node_name = (claim.get("status") or {}).get("nodeName") or ""
+            claim = with_node_labels(claim, self.state.nodes.get("", node_name))
             owner = owners.get(rec.owner_name(claim))
             ref = (claim.get("spec") or {}).get("nodeClassRef") or {}
             node_class = classes.get(ref.get("name", "")) if ref.get("kind") == "EC2NodeClass" else None
             reason = claim_drift(claim, owner, node_class=node_class, provisioner_drift=self.provisioner_drift)
-            conditions = drift_conditions(claim, reason, now=now)
+            drift = drift_conditions(claim, reason, now=now)
+            verdict = claim_consolidatability(claim, owner, pod_event=self._pod_event(node_name), now=now_time)
+            if verdict is not None and (wait := verdict.requeue_after_seconds(now_time)) is not None:
+                again = min(again, wait)
+            before = drift if drift is not None else [dict(c) for c in (claim.get("status") or {}).get("conditions") or []]
+            consolidatable = consolidatable_conditions(claim, before, verdict, now=now)
+            conditions = consolidatable if consolidatable is not None else drift
             if conditions is None:
                 continue
             name = claim["metadata"]["name"]
@@ -141,14 +184,23 @@ class DriftMarker:
                 if e.status != 404:          # gone meanwhile: nothing to mark
                     raise
                 continue
-            if reason is not None:
+            if drift is not None and reason is not None:
                 marked += 1
                 log.info("Marked node claim %s drifted (%s)", name, reason)
-            else:
+            elif drift is not None:
                 log.info("Node claim %s is no longer drifted", name)
+            if consolidatable is not None and verdict is not None:
+                log.info("Node claim %s is %s", name, "consolidatable" if verdict.consolidatable
+                         else f"no longer consolidatable: {verdict.why}")
         if marked and self.on_marked is not None:
             self.on_marked()
-        return RESYNC_SECONDS
+        return again
+
+    def _pod_event(self, node_name: str) -> dt.datetime | None:
+        """The latest pod event the pods that would move off `node_name` show (none for a claim without a node)."""
+        if not node_name:
+            return None
+        return last_pod_event_of([p for p in self.state.pod_infos(self.state.pods_on(node_name)) if reschedulable(p)])
 
     def _stamp_hashes(self) -> None:
         """Write each owner's hash annotations where they differ from what it carries (v1's hash controllers)."""

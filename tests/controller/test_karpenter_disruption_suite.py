@@ -27,11 +27,18 @@ from prometheus_client import REGISTRY
 from karpy.apis import labels as wk
 from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.disruption.drift import PROVISIONER_HASH, nodepool_hash_annotations, provisioner_hash
-from karpy.apis.v1.labels import CONDITION_DRIFTED, DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT, NODEPOOL_HASH
+from karpy.apis.v1.labels import (
+    CONDITION_CONSOLIDATABLE,
+    CONDITION_DRIFTED,
+    DISRUPTED_TAINT_KEY,
+    DO_NOT_DISRUPT,
+    NODEPOOL_HASH,
+)
 from karpy.apis.v1.nodepool import NodePool
 from karpy.apis.v1alpha5 import Provisioner
 from karpy.controller.consolidation import controller as consolidation
 from karpy.controller.consolidation.controller import Consolidation, Settings
+from karpy.controller.consolidation.drift import RESYNC_SECONDS as DRIFT_RESYNC_SECONDS
 from karpy.controller.consolidation.drift import DriftMarker
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
@@ -133,9 +140,24 @@ class Suite:
         eventually(lambda: (self.env.state.nodes.get("", name) or {"metadata": {}})["metadata"].get("labels", {})
                    .get(wk.INITIALIZED) == "true")
 
-    def condition(self, claim: str) -> dict[str, Any] | None:
+    def condition(self, claim: str, kind: str = CONDITION_DRIFTED) -> dict[str, Any] | None:
         live = self.env.client.get(path_of(*CLAIMS, name=claim))
-        return next((c for c in (live.get("status") or {}).get("conditions") or [] if c["type"] == CONDITION_DRIFTED), None)
+        return next((c for c in (live.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+    def claim_status(self, claim: str, *, initialized: str = "True", initialized_at: dt.datetime,
+                     last_pod_event: dt.datetime | None = None, consolidatable: bool = False) -> None:
+        """Rewrite the claim's status: its Initialized condition (status, since when), lastPodEventTime and, with
+        `consolidatable`, a Consolidatable condition already True."""
+        conditions = [{"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+                      for t in ("Launched", "Registered")]
+        conditions.append({"type": "Initialized", "status": initialized, "reason": "Initialized", "message": "",
+                           "lastTransitionTime": rfc3339(initialized_at)})
+        if consolidatable:
+            conditions.append({"type": CONDITION_CONSOLIDATABLE, "status": "True", "reason": CONDITION_CONSOLIDATABLE,
+                               "message": "", "lastTransitionTime": rfc3339(initialized_at)})
+        self.env.client.patch(path_of(*CLAIMS, name=claim, subresource="status"),
+                              {"status": {"conditions": conditions,
+                                          "lastPodEventTime": rfc3339(last_pod_event) if last_pod_event else None}})
 
 
 @pytest.fixture
@@ -352,6 +374,94 @@ def test_a_launch_from_a_nodepool_carries_its_hash_so_it_is_not_drifted(suite: S
     assert {k: claim["metadata"]["annotations"].get(k) for k in pool_hash(manifest)} == pool_hash(manifest)
     DriftMarker(suite.env.state, suite.env.clock).reconcile()
     assert suite.condition(claim["metadata"]["name"]) is None
+
+
+# --- the Consolidatable condition (pkg/controllers/nodeclaim/disruption/consolidation_test.go) ---------------------
+
+def underutilized(suite: Suite, consolidate_after: str = "1m") -> None:
+    with_pool(suite, nodepool(consolidationPolicy="WhenEmptyOrUnderutilized", consolidateAfter=consolidate_after))
+
+
+def consolidatable(suite: Suite, claim: str) -> bool:
+    return (suite.condition(claim, CONDITION_CONSOLIDATABLE) or {}).get("status") == "True"
+
+
+def test_should_mark_nodeclaims_as_consolidatable(suite: Suite) -> None:
+    underutilized(suite)
+    suite.claim_and_node("n")
+    now = suite.env.clock.now()
+    suite.claim_status("n", initialized_at=now - dt.timedelta(minutes=10), last_pod_event=now)
+    marker = DriftMarker(suite.env.state, suite.env.clock)
+    marker.reconcile()
+    assert not consolidatable(suite, "n")
+    suite.env.clock.step(60)
+    marker.reconcile()
+    assert consolidatable(suite, "n")
+
+
+def test_should_mark_nodeclaims_as_consolidatable_based_on_the_nodeclaim_initialized_time(suite: Suite) -> None:
+    underutilized(suite)
+    suite.claim_and_node("n")
+    suite.claim_status("n", initialized_at=suite.env.clock.now())    # no pod event yet
+    marker = DriftMarker(suite.env.state, suite.env.clock)
+    marker.reconcile()
+    assert not consolidatable(suite, "n")
+    suite.env.clock.step(60)
+    marker.reconcile()
+    assert consolidatable(suite, "n")
+
+
+def test_should_remove_the_status_condition_when_last_pod_event_is_too_recent(suite: Suite) -> None:
+    underutilized(suite)
+    suite.claim_and_node("n")
+    now = suite.env.clock.now()
+    suite.claim_status("n", initialized_at=now - dt.timedelta(minutes=10), last_pod_event=now, consolidatable=True)
+    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
+
+
+def test_should_remove_the_status_condition_when_consolidate_after_is_never(suite: Suite) -> None:
+    with_pool(suite)                                                # consolidateAfter: Never
+    suite.claim_and_node("n")
+    suite.claim_status("n", initialized_at=suite.env.clock.now() - dt.timedelta(hours=1), consolidatable=True)
+    assert DriftMarker(suite.env.state, suite.env.clock).reconcile() == DRIFT_RESYNC_SECONDS   # nothing to wait for
+    assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
+
+
+@pytest.mark.parametrize("initialized", ["Unknown", "False"])
+def test_should_remove_the_status_condition_when_the_nodeclaim_is_not_initialized(suite: Suite, initialized: str) -> None:
+    underutilized(suite)
+    suite.claim_and_node("n")
+    suite.claim_status("n", initialized=initialized, initialized_at=suite.env.clock.now() - dt.timedelta(hours=1),
+                       consolidatable=True)
+    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
+
+
+def test_a_pod_scheduled_to_the_node_restarts_the_wait(suite: Suite) -> None:
+    """karpy reads pod events off the node's pods as well as lastPodEventTime: a pod arriving clears the condition,
+    and the pass comes again when it would turn Consolidatable (sooner than its resync)."""
+    underutilized(suite, "20s")
+    suite.claim_and_node("n")
+    suite.claim_status("n", initialized_at=suite.env.clock.now() - dt.timedelta(hours=1))
+    marker = DriftMarker(suite.env.state, suite.env.clock)
+    marker.reconcile()
+    assert consolidatable(suite, "n")
+    suite.running("n", "arrived")
+    suite.env.sync()
+    assert marker.reconcile() == pytest.approx(20, abs=3)
+    assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
+    suite.env.clock.step(21)
+    marker.reconcile()
+    assert consolidatable(suite, "n")
+
+
+def test_a_provisioners_nodeclaim_gets_no_consolidatable_condition(suite: Suite) -> None:
+    suite.env.apply(provisioner("default", consolidation={"enabled": True}))
+    eventually(lambda: suite.env.state.provisioners.get("", "default"))
+    suite.claim_and_node("n", owner="default", label=wk.PROVISIONER_NAME)
+    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
 
 
 # --- karpy explain node -------------------------------------------------------------------------------------------

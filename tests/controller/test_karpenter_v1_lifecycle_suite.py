@@ -20,12 +20,14 @@ from prometheus_client import REGISTRY
 from karpy.apis import labels as wk
 from karpy.apis.timestamps import parse_time, rfc3339
 from karpy.apis.v1.labels import DO_NOT_DISRUPT, NODECLAIM_TERMINATION_TIMESTAMP
+from karpy.commands import controller_settings
 from karpy.controller.node.expiration import Expiration
 from karpy.controller.node.repair import Repair
+from karpy.controller.operator import Operator
 from karpy.kubeclient.raw import path_of
-from karpy.main import main
+from karpy.main import build_parser, main
 from tests.builders import node, random_name
-from tests.controller.conftest import Env
+from tests.controller.conftest import CATALOG, Env
 from tests.controller.test_karpenter_termination_suite import (
     delete_node,
     expect_deleted,
@@ -312,3 +314,17 @@ def test_repair_holds_off_while_more_than_20_percent_of_the_nodepool_is_unhealth
         reasons = {e["reason"] for e in v1.client.get(path_of("v1", "events", "default"))["items"]
                    if e["involvedObject"].get("name") == name_of(sick[0])}
         assert "NodeRepairBlocked" in reasons
+
+
+# The NodeRepair gate, as `karpy controller --feature-gates` reads it: the operator runs the repair loop only with it on
+@pytest.mark.parametrize("gates", ["NodeRepair=true", "NodeRepair=false", ""], ids=["on", "off", "unset"])
+def test_the_operator_runs_the_repair_loop_only_behind_the_node_repair_gate(bare: Env, gates: str) -> None:
+    args = build_parser().parse_args(["controller", "--kubeconfig", str(bare.kube.kubeconfig), "--host", "127.0.0.1",
+                                      "--metrics-port", "0", "--health-port", "0", "--feature-gates", gates])
+    operator = Operator(controller_settings(args), CATALOG)
+    try:
+        names = [loop.name for loop in operator.loops]
+    finally:
+        operator.stop()
+    assert ("repair" in names) == (gates == "NodeRepair=true")
+    assert {"termination", "expiration", "drift"} <= set(names)       # the rest run either way

@@ -64,12 +64,15 @@ def _condition(nodeclaim: NodeClaim, kind: str) -> Condition | None:
     return next((c for c in conditions or [] if c.type == kind), None)
 
 
-def nodeclaim_consolidatability(nodeclaim: NodeClaim, nodepool: NodePool, now: dt.datetime) -> Consolidatability:
+def nodeclaim_consolidatability(nodeclaim: NodeClaim, nodepool: NodePool, now: dt.datetime, *,
+                                pod_event: dt.datetime | None = None) -> Consolidatability:
     """consolidatability() read off the objects: the NodePool's consolidateAfter, the NodeClaim's
-    Initialized condition (True, and since when) and its lastPodEventTime."""
+    Initialized condition (True, and since when) and its lastPodEventTime, or `pod_event` (the latest pod
+    event its node's pods show) when that is later."""
     initialized = _condition(nodeclaim, CONDITION_INITIALIZED)
     initialized_at = parse_time(initialized.last_transition_time) if initialized and initialized.status == "True" else None
-    last_event = parse_time(nodeclaim.status.last_pod_event_time) if nodeclaim.status else None
+    recorded = parse_time(nodeclaim.status.last_pod_event_time) if nodeclaim.status else None
+    last_event = max((t for t in (recorded, pod_event) if t is not None), default=None)
     return consolidatability(consolidate_after=nodepool.spec.disruption.consolidate_after,
                              initialized_at=initialized_at, last_pod_event_time=last_event, now=now)
 
