@@ -63,6 +63,7 @@ from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 from karpy.controller.consolidation.drift import drifted_nodes
+from karpy.controller.inflight import is_leaving
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.metrics import CONSOLIDATION_ACTIONS, CONSOLIDATION_NODES_CREATED, count_nodeclaim_disrupted
 from karpy.controller.provisioning.provisioner import provisionable_pods
@@ -168,16 +169,15 @@ def launching_or_terminating(state: ClusterState) -> str | None:
 def launching(state: ClusterState) -> str | None:
     """The karpy node being launched, as a reason to wait, or None."""
     for node in state.nodes.items():
-        if state.ours(node) is not None and not node["metadata"].get("deletionTimestamp") \
+        if state.ours(node) is not None and not is_leaving(node) \
                 and not initialized(node):
             return f"node {node['metadata']['name']} is being launched"
     return None
 
 
 def disrupting(state: ClusterState) -> list[str]:
-    """The karpy nodes being deleted."""
-    return sorted(n["metadata"]["name"] for n in state.nodes.items()
-                  if state.ours(n) is not None and n["metadata"].get("deletionTimestamp"))
+    """The karpy nodes being deleted, by their Node or their NodeClaim (the in-flight index's leaving set)."""
+    return sorted(state.in_flight.leaving_nodes(n for n in state.nodes.items() if state.ours(n) is not None))
 
 
 def draining(state: ClusterState) -> list[str]:

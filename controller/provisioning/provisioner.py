@@ -50,10 +50,12 @@ def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
     return state.pending.pods()
 
 
-def leaving(snapshot: ClusterSnapshot, node_name: str) -> ClusterSnapshot:
+def leaving(snapshot: ClusterSnapshot, node_name: str, deleting: set[str]) -> ClusterSnapshot:
     """`snapshot` with node `node_name` planned as leaving (the scheduler places its pods again), and without the
-    nodes being deleted and their pods: those become pending, and provisioning's, once drained."""
-    nodes = [n for n in snapshot.nodes if n["metadata"]["name"] == node_name or not n["metadata"].get("deletionTimestamp")]
+    nodes being deleted (`deleting`, the in-flight index's) and their pods: those become pending, and
+    provisioning's, once drained."""
+    gone = deleting - {node_name}
+    nodes = [n for n in snapshot.nodes if n["metadata"]["name"] not in gone]
     kept = {n["metadata"]["name"] for n in nodes}
     return dataclasses.replace(snapshot, nodes=nodes, pods=[p for p in snapshot.pods if p.node_name in kept],
                                leaving=snapshot.leaving | {node_name})
@@ -139,7 +141,8 @@ class Provisioner:
         launched as a batch of pending pods is, with the node taken as being deleted, so the scheduler places its
         pods again. They are not bound (they are still running): kube-scheduler places them once they are evicted.
         Returns the number of nodes launched."""
-        snapshot = leaving(self.state.snapshot(self.catalog, self.state.bound_pods()), node_name)
+        snapshot = self.state.snapshot(self.catalog, self.state.bound_pods())
+        snapshot = leaving(snapshot, node_name, self.state.in_flight.leaving_nodes(snapshot.nodes))
         waiting = [p for p in snapshot.pods if p.node_name == node_name and not p.terminal and not p.deleting]
         if not waiting:
             return 0
