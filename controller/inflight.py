@@ -144,6 +144,6 @@ class InFlight:
                 out.add(node_name)
         return out
 
-    def leaving_nodes(self, nodes: Iterable[Obj]) -> set[str]:
+    def leaving_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> set[str]:
         """Names of the `nodes` being deleted, by their Node or by their NodeClaim (see `leaving`)."""
         return leaving(list(nodes), self.claims())

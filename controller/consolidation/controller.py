@@ -54,7 +54,6 @@ from karpy.apis import disruption, moving_in
 from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized, ready
 from karpy.apis.pods import busy, object_key
-from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.labels import DISRUPTED_TAINT_KEY
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
@@ -216,10 +215,7 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
     if going := set(going):
-        at = rfc3339(now)
-        snapshot = dataclasses.replace(snapshot, nodes=[
-            {**n, "metadata": {**n["metadata"], "deletionTimestamp": n["metadata"].get("deletionTimestamp") or at}}
-            if n["metadata"]["name"] in going else n for n in snapshot.nodes])
+        snapshot = dataclasses.replace(snapshot, leaving=snapshot.leaving | going)
     extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, as_kube_scheduler_places=not steer,
