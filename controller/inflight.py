@@ -1,4 +1,4 @@
-"""What is in flight, in one index over NodeClaims: pods promised and nodes landing.
+"""What is in flight, in one index over NodeClaims: pods promised, nodes landing and nodes leaving.
 
 Readers in other processes (the scheduler extender) keep the same picture from a NodeClaim watch with
 `landing`: which Node a claim lands and which pods wait for it there. karpy no longer writes them on the
@@ -14,7 +14,8 @@ yet seen bound (`land`), pods bound but not yet seen so (`bound`). Each entry
 ends when the watch catches up. Provisioning reads the index to leave
 promised pods out of a batch and landing nodes out of its plan; the launch
 module feeds it. Claims are read from the API server, not a cache: a stale
-read would plan a pod twice.
+read would plan a pod twice. A node is leaving once its Node or its NodeClaim has a deletionTimestamp
+(`leaving`): being drained and terminated, it is neither capacity nor a candidate for disruption.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def promised(claims: Iterable[Obj]) -> set[str]:
     it left unbound, for want of room, waits again)."""
     out: set[str] = set()
     for claim in claims:
-        if not claim["metadata"].get("deletionTimestamp") and rec.binds(claim) and not rec.is_true(claim, rec.PODS_BOUND):
+        if not is_leaving(claim) and rec.binds(claim) and not rec.is_true(claim, rec.PODS_BOUND):
             out.update(p.uid for p in rec.pods_of(claim) if p.uid)
     return out
 
@@ -43,7 +44,7 @@ def landing(claim: Obj) -> tuple[str, tuple[str, ...]] | None:
     """Pure: the Node a live claim lands (its status.nodeName) and the pods ("ns/name") it has still to bind there;
     None when it promises no Node anything (deleted, a replacement, done binding, not launched yet, or unreadable)."""
     node_name = (claim.get("status") or {}).get("nodeName")
-    if not node_name or claim["metadata"].get("deletionTimestamp"):
+    if not node_name or is_leaving(claim):
         return None
     try:
         if not rec.binds(claim) or rec.is_true(claim, rec.PODS_BOUND):
@@ -51,6 +52,20 @@ def landing(claim: Obj) -> tuple[str, tuple[str, ...]] | None:
         return str(node_name), tuple(p.key for p in rec.pods_of(claim))
     except ValueError:                    # an annotation that is not JSON: the launcher reports it
         return None
+
+
+def is_leaving(obj: Mapping[str, Any]) -> bool:
+    """Pure: whether a Node or NodeClaim is being deleted (drained, then terminated)."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def leaving(nodes: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]] = ()) -> set[str]:
+    """Pure: names of the `nodes` leaving: the Node has a deletionTimestamp, or the NodeClaim that launched it
+    (its status.nodeName) has one, the Node's own deletion following a moment later."""
+    names = {str(n["metadata"]["name"]) for n in nodes}
+    out = {str(n["metadata"]["name"]) for n in nodes if is_leaving(n)}
+    out.update(str(node) for c in claims if is_leaving(c) and (node := (c.get("status") or {}).get("nodeName")) in names)
+    return out
 
 
 def launched_for(node: Mapping[str, Any]) -> tuple[str, ...]:
@@ -128,3 +143,7 @@ class InFlight:
             else:
                 out.add(node_name)
         return out
+
+    def leaving_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> set[str]:
+        """Names of the `nodes` being deleted, by their Node or by their NodeClaim (see `leaving`)."""
+        return leaving(list(nodes), self.claims())

@@ -28,7 +28,7 @@ from karpy.apis.requirements import Requirements
 from karpy.apis.resources import CPU, MEMORY, Resources, share
 from karpy.apis.selectors import Taint, tolerates
 from karpy.apis.timestamps import parse_time
-from karpy.controller.inflight import launched_for
+from karpy.controller.inflight import is_leaving, launched_for
 from karpy.controller.node.expiration import seconds_left
 
 REMOVAL_HORIZON_SECONDS = 30.0               # a node due for removal this soon takes no new pods
@@ -146,7 +146,7 @@ def shape_of(node: Mapping[str, Any]) -> NodeShape:
         name=meta.get("name", ""), labels=labels,
         allocatable=Resources.parse(status.get("allocatable")) if status else None,
         taints=blocking_taints(spec.get("taints")), unschedulable=bool(spec.get("unschedulable")),
-        ours=provisioner is not None, provisioner=provisioner, deleting=bool(meta.get("deletionTimestamp")),
+        ours=provisioner is not None, provisioner=provisioner, deleting=is_leaving(node),
         created=parse_time(meta.get("creationTimestamp")), empty_since=parse_time(annotations.get(wk.EMPTINESS_TIMESTAMP)),
         launched_for=launched_for(node),            # an older karpy's; the NodeClaims' (view.py) replace it
         moving_in=moving_in.parse(annotations.get(wk.MOVING_IN)),

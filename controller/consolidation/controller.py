@@ -54,7 +54,6 @@ from karpy.apis import disruption, moving_in
 from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized, ready
 from karpy.apis.pods import busy, object_key
-from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.labels import DISRUPTED_TAINT_KEY
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
@@ -63,6 +62,7 @@ from karpy.controller.consolidation.candidates import pdb_allowance
 from karpy.controller.consolidation.decisions import DELETE, REPLACE, Action, ConsolidationPlan, Consolidator
 from karpy.controller.consolidation.disruption_cost import MIN_SAVINGS_PER_POD
 from karpy.controller.consolidation.drift import drifted_nodes
+from karpy.controller.inflight import is_leaving
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.metrics import CONSOLIDATION_ACTIONS, CONSOLIDATION_NODES_CREATED, count_nodeclaim_disrupted
 from karpy.controller.provisioning.provisioner import provisionable_pods
@@ -168,16 +168,15 @@ def launching_or_terminating(state: ClusterState) -> str | None:
 def launching(state: ClusterState) -> str | None:
     """The karpy node being launched, as a reason to wait, or None."""
     for node in state.nodes.items():
-        if state.ours(node) is not None and not node["metadata"].get("deletionTimestamp") \
+        if state.ours(node) is not None and not is_leaving(node) \
                 and not initialized(node):
             return f"node {node['metadata']['name']} is being launched"
     return None
 
 
 def disrupting(state: ClusterState) -> list[str]:
-    """The karpy nodes being deleted."""
-    return sorted(n["metadata"]["name"] for n in state.nodes.items()
-                  if state.ours(n) is not None and n["metadata"].get("deletionTimestamp"))
+    """The karpy nodes being deleted, by their Node or their NodeClaim (the in-flight index's leaving set)."""
+    return sorted(state.in_flight.leaving_nodes(n for n in state.nodes.items() if state.ours(n) is not None))
 
 
 def draining(state: ClusterState) -> list[str]:
@@ -216,10 +215,7 @@ def decide(state: ClusterState, catalog: Catalog, now: dt.datetime, *, min_age_s
     pods = state.bound_pods() + provisionable_pods(state)
     snapshot = state.snapshot(catalog, pods)
     if going := set(going):
-        at = rfc3339(now)
-        snapshot = dataclasses.replace(snapshot, nodes=[
-            {**n, "metadata": {**n["metadata"], "deletionTimestamp": n["metadata"].get("deletionTimestamp") or at}}
-            if n["metadata"]["name"] in going else n for n in snapshot.nodes])
+        snapshot = dataclasses.replace(snapshot, leaving=snapshot.leaving | going)
     extra: dict[str, Any] = {"max_nodes_per_action": max_nodes_per_action} if max_nodes_per_action and max_nodes_per_action > 0 else {}
     consolidator = Consolidator(snapshot, state.pdbs.items(), now=now, min_age_seconds=min_age_seconds, name_node=name_node,
                                 budget_seconds=budget_seconds, as_kube_scheduler_places=not steer,

@@ -62,6 +62,7 @@ from karpy.controller.consolidation.replacements import (
     launching_node_manifest,
     spot_only,
 )
+from karpy.controller.inflight import leaving
 from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, node_name
@@ -190,8 +191,10 @@ class Consolidator:
         self.provisioners = {p.name: p for p in snapshot.provisioners if not p.metadata.deletion_timestamp}
         self.types = {t.name: t for t in snapshot.catalog.instance_types()}
         # nodes being deleted and their pods are termination's business: not capacity, not candidates
-        self.nodes = {n["metadata"]["name"]: n for n in snapshot.nodes if not n["metadata"].get("deletionTimestamp")}
-        self.deleting = sorted(n["metadata"]["name"] for n in snapshot.nodes if n["metadata"].get("deletionTimestamp"))
+        gone = leaving(snapshot.nodes) | snapshot.leaving
+        self.nodes = {n["metadata"]["name"]: n for n in snapshot.nodes if n["metadata"]["name"] not in gone}
+        self.deleting = sorted(gone)
+        self._gone = gone
         self._all_nodes = list(snapshot.nodes)
         self.bound = [p for p in snapshot.pods if p.node_name in self.nodes and not p.terminal and not p.deleting]
         self._raw_pods = [p.raw for p in snapshot.pods]
@@ -256,7 +259,7 @@ class Consolidator:
         # a NodePool's budgets bound each reason's nodes in disruption order, as v1 filters its candidates
         budgets = PassBudgets({name: p.node_pool for name, p in self.provisioners.items()
                                if isinstance(p, NodePoolProvisioner)}, self._all_nodes, self.now,
-                              ("Empty", "Drifted", "Underutilized"))
+                              ("Empty", "Drifted", "Underutilized"), leaving=self._gone)
         empty = []
         for n in (n for n in candidates if not n.pods):
             if hold := budgets.take(nodepool_of(n), "Empty"):

@@ -20,6 +20,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from karpy.controller.cloudprovider.types import CloudError, InterruptionQueue, Notice
+from karpy.controller.inflight import is_leaving
 from karpy.controller.provisioning.provisioner import Provisioner
 from karpy.controller.state import ClusterState
 from karpy.kubeclient import events
@@ -70,7 +71,7 @@ class InterruptionHandler:
                 log.info("Node %s (%s): %s", name, instance_id, interruption.detail)
                 ACTIONS.labels("notify").inc()
                 continue
-            if node["metadata"].get("deletionTimestamp"):
+            if is_leaving(node):
                 continue                                # already going
             launched = self.provisioner.launch_replacements(name)
             log.info("Node %s (%s): %s; launched %d replacement node(s), draining", name, instance_id,

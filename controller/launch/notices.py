@@ -52,3 +52,19 @@ def unregistered_taint_missing() -> Notice:
     """v1, on the NodeClaim: its Node registered without the taint that keeps pods off it until karpy adopts it."""
     return Notice("UnregisteredTaintMissing", f"Missing {wk.TAINT_UNREGISTERED} taint which prevents registration "
                                               "related race conditions on Karpenter-managed nodes", "Warning")
+
+
+def failed_to_schedule(reason: str) -> Notice:
+    """v1, on a pod no NodePool can schedule (kept while the reason stays the same)."""
+    return Notice("FailedScheduling", f"Failed to schedule pod, {reason}", "Warning")
+
+
+def failed_to_provision(reason: str) -> Notice:
+    """v0.16, on a pod no Provisioner can schedule."""
+    return Notice("FailedProvisioning", reason, "Warning")
+
+
+def no_compatible_instance_types() -> Notice:
+    """v1, on a NodePool whose requirements leave it no instance type to launch."""
+    return Notice("NoCompatibleInstanceTypes", "NodePool requirements filtered out all compatible available instance types",
+                  "Warning")

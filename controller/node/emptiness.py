@@ -23,6 +23,7 @@ from karpy.apis.v1.disruption.budgets import PassBudgets
 from karpy.apis.v1.disruption.do_not_disrupt import node_hold
 from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.controller.clock import Clock
+from karpy.controller.inflight import is_leaving
 from karpy.controller.metrics import count_nodeclaim_disrupted
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import path_of
@@ -76,7 +77,7 @@ class Emptiness:
     def _ttl(self, node: dict[str, Any], ttls: dict[str, int | None]) -> int | None:
         """The TTL that applies to `node`; None when it is not karpy's or is terminating."""
         owner = self.state.ours(node)
-        if owner is None or node["metadata"].get("deletionTimestamp"):
+        if owner is None or is_leaving(node):
             return None
         return ttls.get(owner)
 

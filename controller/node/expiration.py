@@ -18,6 +18,7 @@ from karpy.apis.timestamps import parse_time
 from karpy.apis.v1.disruption.expiration import expires_at
 from karpy.apis.v1.duration import DurationError
 from karpy.controller.clock import Clock
+from karpy.controller.inflight import is_leaving
 from karpy.controller.launch.claims import claims_by_node
 from karpy.controller.metrics import count_nodeclaim_disrupted
 from karpy.controller.state import ClusterState
@@ -47,7 +48,7 @@ class Expiration:
     def reconcile(self) -> float | None:
         again: float | None = None
         provisioners = {p.name: p for p in self.state.live_provisioners()}   # once per pass, not once per node
-        nodes = [n for n in self.state.nodes.items() if self.state.ours(n) and not n["metadata"].get("deletionTimestamp")]
+        nodes = [n for n in self.state.nodes.items() if self.state.ours(n) and not is_leaving(n)]
         v1_pool = any((n["metadata"].get("labels") or {}).get(wk.NODEPOOL) for n in nodes)
         claims = claims_by_node(self.state.node_claims()) if v1_pool else {}
         now = self.clock.now()

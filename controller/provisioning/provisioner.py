@@ -26,8 +26,11 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis.resources import Resources
+from karpy.apis.v1.nodepool import KIND as NODEPOOL_KIND
+from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
+from karpy.controller.launch import notices
 from karpy.controller.launch.launcher import Launcher, Pause, node_request
 from karpy.controller.metrics import SCHEDULING_SECONDS
 from karpy.controller.provisioning.batcher import Batch
@@ -50,10 +53,12 @@ def provisionable_pods(state: ClusterState) -> list[dict[str, Any]]:
     return state.pending.pods()
 
 
-def leaving(snapshot: ClusterSnapshot, node_name: str) -> ClusterSnapshot:
+def leaving(snapshot: ClusterSnapshot, node_name: str, deleting: set[str]) -> ClusterSnapshot:
     """`snapshot` with node `node_name` planned as leaving (the scheduler places its pods again), and without the
-    nodes being deleted and their pods: those become pending, and provisioning's, once drained."""
-    nodes = [n for n in snapshot.nodes if n["metadata"]["name"] == node_name or not n["metadata"].get("deletionTimestamp")]
+    nodes being deleted (`deleting`, the in-flight index's) and their pods: those become pending, and
+    provisioning's, once drained."""
+    gone = deleting - {node_name}
+    nodes = [n for n in snapshot.nodes if n["metadata"]["name"] not in gone]
     kept = {n["metadata"]["name"] for n in nodes}
     return dataclasses.replace(snapshot, nodes=nodes, pods=[p for p in snapshot.pods if p.node_name in kept],
                                leaving=snapshot.leaving | {node_name})
@@ -139,7 +144,8 @@ class Provisioner:
         launched as a batch of pending pods is, with the node taken as being deleted, so the scheduler places its
         pods again. They are not bound (they are still running): kube-scheduler places them once they are evicted.
         Returns the number of nodes launched."""
-        snapshot = leaving(self.state.snapshot(self.catalog, self.state.bound_pods()), node_name)
+        snapshot = self.state.snapshot(self.catalog, self.state.bound_pods())
+        snapshot = leaving(snapshot, node_name, self.state.in_flight.leaving_nodes(snapshot.nodes))
         waiting = [p for p in snapshot.pods if p.node_name == node_name and not p.terminal and not p.deleting]
         if not waiting:
             return 0
@@ -175,8 +181,9 @@ class Provisioner:
             window.end()                  # the first launches are on their way
             return True
 
-        results = Scheduler(snapshot, name_node=self.node_name, packing=self.packing).solve(
-            on_decided=launch_decided, first_chunk=self.first_chunk)
+        scheduler = Scheduler(snapshot, name_node=self.node_name, packing=self.packing)
+        self._report_empty_nodepools(scheduler)
+        results = scheduler.solve(on_decided=launch_decided, first_chunk=self.first_chunk)
         SCHEDULING_SECONDS.observe(time.perf_counter() - started)
         for cut in results.cut_short:        # the safety cap made the plan depend on this machine's speed
             log.info("Cut packing short: %s", cut)
@@ -190,15 +197,30 @@ class Provisioner:
         launched = [n for n in (f.result() for f in launches) if n] if wait else []
         if wait:
             self._await_cache(launched)
+        # pods are told in v1's words where only NodePools could have scheduled them, else in v0.16's
+        nodepools_only = bool(snapshot.provisioners) and all(isinstance(p, NodePoolProvisioner) for p in snapshot.provisioners)
         for pod in waiting:
             why = results.unschedulable.get(pod.key)
             if why is None or why.kind is Why.FAILED:
                 continue                    # placed, or reported once, above
             log.info("Could not schedule pod %s, %s", pod.key, why)
-            events.record(self.state.client, pod.raw, reason="FailedProvisioning", message=why.text, component="karpy",
-                          event_type="Warning")
+            notice = notices.failed_to_schedule(why.text) if nodepools_only else notices.failed_to_provision(why.text)
+            events.record(self.state.client, pod.raw, reason=notice.reason, message=notice.message, component="karpy",
+                          event_type=notice.type)
         self._update_status()
         return launched
+
+    def _report_empty_nodepools(self, scheduler: Scheduler) -> None:
+        """v1 warns on a NodePool whose requirements no instance type satisfies (once while that stays so)."""
+        for template in scheduler.templates:
+            raw = self.state.pool_object(template.name)
+            if raw is None or raw["kind"] != NODEPOOL_KIND:
+                continue
+            if template.instance_types:
+                self.state.failures.forget(NODEPOOL_KIND, raw["metadata"].get("uid") or template.name)
+            else:
+                notice = notices.no_compatible_instance_types()
+                self.state.failures.report(raw, kind=NODEPOOL_KIND, reason=notice.reason, message=notice.message)
 
     def _launch_all(self, nodes: list[PlannedNode], *, bind: bool) -> list[concurrent.futures.Future[str | None]]:
         """Hand every planned node to a launch worker (launches are independent: side by side, as Karpenter does in

@@ -14,8 +14,14 @@ import yaml
 from prometheus_client import REGISTRY
 
 from karpy.apis import labels as wk
+from karpy.apis.v1 import nodeclaim as v1
 from karpy.controller.clock import FakeClock
-from karpy.controller.consolidation.controller import Consolidation, Settings, disruption_budget
+from karpy.controller.consolidation.controller import (
+    Consolidation,
+    Settings,
+    disruption_budget,
+    launching_or_terminating,
+)
 from karpy.controller.node.initialization import Initialization
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner
@@ -302,6 +308,27 @@ def test_a_pod_no_provisioner_can_satisfy_holds_consolidation_back_only_for_the_
     env.clock.step(31)
     c.reconcile()
     assert c._proposal is not None and c._proposal.action.nodes == ("empty",)
+
+
+def test_consolidation_waits_while_a_node_leaves_by_its_nodeclaim(env: Env) -> None:
+    """A NodeClaim being deleted takes its Node with it: the in-flight index counts the node as leaving before the
+    Node itself carries a deletionTimestamp, and consolidation waits for it."""
+    claims = path_of(v1.GROUP_VERSION, v1.PLURAL)
+    env.apply(provisioner("default", consolidation={"enabled": True}), karpy_node("going"))
+    env.client.create(claims, {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                               "metadata": {"name": "going", "finalizers": [wk.TERMINATION_FINALIZER]},
+                               "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws",
+                                                                             "kind": "EC2NodeClass", "name": "default"}}})
+    env.client.patch(path_of(v1.GROUP_VERSION, v1.PLURAL, name="going", subresource="status"),
+                     {"status": {"nodeName": "going"}})
+    env.settle(lambda: env.state.nodes.get("", "going"))
+    assert launching_or_terminating(env.state) is None
+    env.client.delete(path_of(v1.GROUP_VERSION, v1.PLURAL, name="going"))
+    try:
+        assert not env.state.nodes.get("", "going")["metadata"].get("deletionTimestamp")
+        assert launching_or_terminating(env.state) == "node going is being deleted"
+    finally:
+        env.client.patch(path_of(v1.GROUP_VERSION, v1.PLURAL, name="going"), {"metadata": {"finalizers": None}})
 
 
 def test_a_node_the_pods_of_a_deleted_node_go_to_is_not_consolidated(env: Env) -> None:

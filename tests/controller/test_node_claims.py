@@ -14,7 +14,7 @@ from karpy.apis import launch_record as rec
 from karpy.apis import nodeclaim as legacy
 from karpy.apis.launch_record import PodReference
 from karpy.apis.v1 import nodeclaim as v1
-from karpy.controller.inflight import landing, launched_for, promised
+from karpy.controller.inflight import landing, launched_for, leaving, promised
 from karpy.controller.launch.launcher import Launcher
 from karpy.controller.launch.migration import converted, migrate
 from karpy.controller.node.initialization import Initialization
@@ -148,3 +148,16 @@ def test_the_index_says_which_node_a_claim_lands_and_which_pods_wait_for_it_ther
     # a Node an older karpy launched names its pods itself
     assert launched_for({"metadata": {"annotations": {wk.LAUNCHED_FOR: "default/a, default/b"}}}) == ("default/a", "default/b")
     assert launched_for({"metadata": {}}) == ()
+
+
+def test_the_index_says_which_nodes_are_leaving_by_their_node_or_their_claim() -> None:
+    def obj(name: str, *, deleting: bool = False, node_name: str | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, **({"deletionTimestamp": NOW} if deleting else {})}
+        return {"metadata": meta, "status": {"nodeName": node_name} if node_name else {}}
+
+    nodes = [obj("kept"), obj("deleted", deleting=True), obj("claim-deleted"), obj("claim-live")]
+    claims = [obj("c1", deleting=True, node_name="claim-deleted"), obj("c2", node_name="claim-live"),
+              obj("c3", deleting=True, node_name="not-a-listed-node"), obj("c4", deleting=True)]
+    assert leaving(nodes) == {"deleted"}
+    assert leaving(nodes, claims) == {"deleted", "claim-deleted"}      # only nodes asked about, never a claim's name
+    assert leaving([], claims) == set()

@@ -18,6 +18,7 @@ from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG, Env
 from tests.controller.test_nodepools import NODEPOOL
+from tests.expectations import expect_events
 
 NOW = dt.datetime(2024, 5, 1, 12, tzinfo=dt.timezone.utc)
 
@@ -153,3 +154,21 @@ def test_a_pods_wait_to_be_bound_and_to_start_is_observed_once_when_it_ends() ->
     assert [a - b for a, b in zip(after, before)] == [1, 4, 1, 30]
     PodTimings().on_pod("ADDED", started)                                            # already started when first seen
     assert observed() == after
+
+
+@pytest.mark.slow      # starts the local cluster
+def test_a_nodepool_no_instance_type_satisfies_is_told_so_and_its_pods_in_v1s_words(bare: Env) -> None:
+    pool = copy.deepcopy(NODEPOOL)
+    pool["spec"]["template"]["spec"]["requirements"].append(
+        {"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["no-such-type"]})
+    try:
+        (web,) = bare.provision(pool, unschedulable_pod("web", cpu="1"))
+        assert not web["spec"].get("nodeName") and bare.cloud.create_calls == []
+        (told,) = expect_events(bare.client, bare.state.pool_object("general") or {}, "NoCompatibleInstanceTypes",
+                                event_type="Warning")
+        assert told["message"] == "NodePool requirements filtered out all compatible available instance types"
+        (failed,) = expect_events(bare.client, web, "FailedScheduling", event_type="Warning")
+        assert failed["message"].startswith("Failed to schedule pod, ")
+        assert "FailedProvisioning" not in _events(bare, "Pod", "web")          # v0.16's words are a Provisioner's
+    finally:
+        bare.client.delete(path_of("karpenter.sh/v1", "nodepools", name="general"))

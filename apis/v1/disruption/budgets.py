@@ -17,7 +17,7 @@ import dataclasses
 import datetime as dt
 import math
 import re
-from typing import Any, Final, Iterable, Mapping, Sequence
+from typing import Any, Collection, Final, Iterable, Mapping, Sequence
 
 from croniter import croniter
 
@@ -176,9 +176,10 @@ class BudgetNode:
     instance_terminating: bool = False  # drained and its instance deleted: gone for counting
 
 
-def budget_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[BudgetNode]:
-    """The NodePools' Node objects among `nodes` as the budget count sees them. A node without any
-    conditions (plan input written by hand) counts as Ready: only one that says it is not uses up a budget."""
+def budget_nodes(nodes: Iterable[Mapping[str, Any]], leaving: Collection[str] = ()) -> list[BudgetNode]:
+    """The NodePools' Node objects among `nodes` as the budget count sees them, those named in `leaving` (or with a
+    deletionTimestamp) marked for deletion. A node without any conditions (plan input written by hand) counts as
+    Ready: only one that says it is not uses up a budget."""
     out = []
     for node in nodes:
         meta = node.get("metadata") or {}
@@ -186,7 +187,7 @@ def budget_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[BudgetNode]:
         if pool:
             out.append(BudgetNode(nodepool=pool, initialized=initialized(node),
                                   ready=ready(node) or not (node.get("status") or {}).get("conditions"),
-                                  marked_for_deletion=bool(meta.get("deletionTimestamp"))))
+                                  marked_for_deletion=bool(meta.get("deletionTimestamp")) or meta.get("name") in leaving))
     return out
 
 
@@ -281,9 +282,9 @@ class PassBudgets:
     deleted use up the allowance (budget_mapping), and so does each node the pass itself takes (`take`)."""
 
     def __init__(self, nodepools: Mapping[str, NodePool], nodes: Iterable[Mapping[str, Any]], now: dt.datetime,
-                 reasons: Sequence[DisruptionReason] = REASONS) -> None:
+                 reasons: Sequence[DisruptionReason] = REASONS, *, leaving: Collection[str] = ()) -> None:
         self.nodepools, self.now = nodepools, now
-        counted = budget_nodes(nodes)
+        counted = budget_nodes(nodes, leaving)
         budgets = {name: pool.spec.disruption.budgets for name, pool in nodepools.items()}
         self.mapping = {reason: budget_mapping(budgets, counted, now=now, reason=reason) for reason in reasons}
         self.taken: dict[str, int] = {}            # nodes of each NodePool the pass takes, whatever the reason
