@@ -87,14 +87,25 @@ def start_server(args: list[str], *, ca: Path, log: Path) -> Server:
     raise RuntimeError(f"server did not become healthy: {log.read_text()}")
 
 
-def stop_server(server: Server) -> int:
-    server.process.terminate()
+def stop_process(process: subprocess.Popen[Any], timeout: float = 10) -> int | None:
+    """SIGTERM, as a kubelet stops a container, then SIGKILL if it has not exited within `timeout`. Its exit code,
+    or None when it had to be killed."""
+    if process.poll() is not None:
+        return process.returncode
+    process.terminate()
     try:
-        return server.process.wait(timeout=10)
+        return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
-        raise
+        process.kill()
+        process.wait()
+        return None
+
+
+def stop_server(server: Server) -> int:
+    code = stop_process(server.process)
+    if code is None:
+        raise AssertionError(f"{server.process.args} did not stop within 10 s of SIGTERM")
+    return code
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +41,7 @@ from karpy.controller.consolidation.drift import RESYNC_SECONDS as DRIFT_RESYNC_
 from karpy.controller.consolidation.drift import DriftMarker
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
+from tests.conftest import stop_process
 from tests.controller.conftest import CATALOG_DOC, Env
 from tests.expectations import eventually
 from tests.simulator.conftest import start
@@ -525,13 +525,8 @@ def test_karpy_controller_replaces_a_node_whose_nodepool_template_changed(tmp_pa
         assert f"Marked node claim {old} drifted (NodePoolDrifted)" in text
         assert text.index(f"Replacement(s) {new} ready; deleting node(s) {old}") > text.index("Marked node claim")
     finally:
-        if controller is not None and controller.poll() is None:
-            controller.send_signal(signal.SIGTERM)
-            try:
-                controller.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                controller.kill()
-                controller.wait()
+        if controller is not None:
+            stop_process(controller)
         log.close()
         kube.api_client.close()
         cluster.stop()

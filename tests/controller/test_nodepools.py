@@ -9,7 +9,6 @@ import copy
 import datetime as dt
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
 from karpy.kubeclient.raw import path_of
 from tests.builders import catalog, instance_type, node, unschedulable_pod
-from tests.conftest import free_port
+from tests.conftest import free_port, stop_process
 from tests.controller.conftest import CATALOG, Env
 from tests.controller.test_metrics import scraped
 from tests.expectations import eventually, expect_nodes
@@ -120,13 +119,8 @@ def test_karpy_controller_provisions_for_a_nodepool(tmp_path: Path) -> None:
         events = kube.core.list_namespaced_event("default", field_selector="involvedObject.name=web").items
         assert f"Pod should schedule on: nodeclaim/{name}" in {e.message for e in events if e.reason == "Nominated"}
     finally:
-        if controller is not None and controller.poll() is None:
-            controller.send_signal(signal.SIGTERM)
-            try:
-                controller.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                controller.kill()
-                controller.wait()
+        if controller is not None:
+            stop_process(controller)
         log.close()
         kube.api_client.close()
         cluster.stop()
