@@ -29,7 +29,7 @@ from karpy.apis.pods import object_key, pod_requests
 from karpy.apis.quantity import QuantityError
 from karpy.apis.resources import Resources
 from karpy.apis.v1.pool import read_nodepool
-from karpy.controller.inflight import landing
+from karpy.controller.inflight import is_leaving, landing
 from karpy.extender.decisions import Lifetimes, NodeFacts, NodeShape, facts_of, shape_of, steady_until
 from karpy.extender.gaps import Gaps
 from karpy.extender.wire import BindingArgs
@@ -69,8 +69,9 @@ class ClusterView:
         self._shapes: dict[str, NodeShape] = {}               # node -> what its object says, as of its last change
         self._landing: dict[str, str] = {}                    # claim -> the node it lands
         self._promises: dict[str, tuple[str, ...]] = {}      # landing node -> the pods its claim has still to bind
-        # node -> (a shape sent in full, the promise, that shape with the promise): kept while both stay the same
-        self._dressed: dict[str, tuple[NodeShape, tuple[str, ...], NodeShape]] = {}
+        self._going: dict[str, str] = {}                      # claim being deleted -> its node (leaving with it)
+        # node -> (a shape sent in full, the promise, whether it goes, that shape with both): kept while they stay the same
+        self._dressed: dict[str, tuple[NodeShape, tuple[str, ...] | None, bool, NodeShape]] = {}
         self._shape_lock = threading.RLock()
         self._lifetimes: dict[str, tuple[Obj, Lifetimes]] = {}    # provisioner -> (its object, its TTLs)
         # node -> (shape, used, TTLs, good until, facts): the facts the last call computed, and what they rest on.
@@ -102,26 +103,35 @@ class ClusterView:
             self._shapes.pop(name, None)          # the API server would not have stored it: nothing known
             return
         with self._shape_lock:                # the NodeClaim watch shapes nodes too
-            promised = self._promises.get(name)
-            self._shapes[name] = dataclasses.replace(shape, launched_for=promised) if promised is not None else shape
+            self._shapes[name] = self._with_claim(shape)
 
-    def _promised(self, shape: NodeShape) -> NodeShape:
-        """A shape kube-scheduler sent in full, with the pods its NodeClaim promises (the Node does not say them);
-        the same object from call to call while neither changes, so the facts kept for it stay good."""
-        promised = self._promises.get(shape.name)
-        if promised is None or shape.launched_for == promised:
-            return shape
+    def _with_claim(self, shape: NodeShape) -> NodeShape:
+        """`shape` with what its NodeClaim says and the Node does not: the pods it promises, and that it is leaving
+        (the claim is being deleted; the Node's own deletion follows a moment later)."""
+        promised, going = self._promises.get(shape.name), shape.name in self._going.values()
+        changes: dict[str, Any] = {}
+        if promised is not None and shape.launched_for != promised:
+            changes["launched_for"] = promised
+        if going and not shape.deleting:
+            changes["deleting"] = True
+        return dataclasses.replace(shape, **changes) if changes else shape
+
+    def _dressed_shape(self, shape: NodeShape) -> NodeShape:
+        """A shape kube-scheduler sent in full, with what its NodeClaim says (`_with_claim`); the same object from
+        call to call while neither changes, so the facts kept for it stay good."""
+        promised, going = self._promises.get(shape.name), shape.name in self._going.values()
         kept = self._dressed.get(shape.name)
-        if kept is not None and kept[0] is shape and kept[1] is promised:
-            return kept[2]
-        dressed = dataclasses.replace(shape, launched_for=promised)
-        self._dressed[shape.name] = (shape, promised, dressed)
+        if kept is not None and kept[0] is shape and kept[1] is promised and kept[2] == going:
+            return kept[3]
+        dressed = self._with_claim(shape)
+        self._dressed[shape.name] = (shape, promised, going, dressed)
         return dressed
 
     def _on_claim(self, kind: str, claim: Obj) -> None:
         """A NodeClaim changed: the Nodes it lands (before and now) are shaped again with what it promises."""
         name = claim["metadata"]["name"]
         now = None if kind == "DELETED" else landing(claim)
+        going = (claim.get("status") or {}).get("nodeName") if kind != "DELETED" and is_leaving(claim) else None
         with self._shape_lock:
             before = self._landing.pop(name, None)
             if before is not None:
@@ -130,7 +140,10 @@ class ClusterView:
             if now is not None:
                 self._landing[name] = now[0]
                 self._promises[now[0]] = now[1]
-            for node_name in {n for n in (before, now[0] if now else None) if n is not None}:
+            went = self._going.pop(name, None)
+            if going:
+                self._going[name] = str(going)
+            for node_name in {n for n in (before, now[0] if now else None, went, going) if n}:
                 node = self.nodes.get("", node_name)      # as the watch holds it now: never older than a shape
                 if node is not None:
                     self._on_node("MODIFIED", node)
@@ -216,8 +229,8 @@ class ClusterView:
             if isinstance(node, str):
                 result.append(NodeFacts(name=node))
                 continue
-            if self._promises and self._shapes.get(node.name) is not node:
-                node = self._promised(node)           # sent in full: its NodeClaim's promise, as the watched shape has
+            if (self._promises or self._going) and self._shapes.get(node.name) is not node:
+                node = self._dressed_shape(node)      # sent in full: what its NodeClaim says, as the watched shape has
             name, provisioner = node.name, node.provisioner
             if provisioner not in lifetimes:
                 lifetimes[provisioner] = self.lifetimes(provisioner)

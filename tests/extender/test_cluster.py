@@ -156,6 +156,38 @@ def test_a_nodes_capacity_its_nodeclaim_promised_to_a_pending_pod_is_kept_for_it
     assert failed(full) == {}
 
 
+def test_a_node_whose_nodeclaim_is_being_deleted_is_being_removed_in_both_modes(cluster: tuple[Kube, Extender]) -> None:
+    """The NodeClaim goes first (v1 deletes the claim; the Node's deletion follows): the extender counts the node
+    as leaving from the claim's deletionTimestamp, whether kube-scheduler sends names or whole Nodes."""
+    kube, extender = cluster
+    going = node("going", provisioner="default", allocatable={"cpu": "8", "memory": "16Gi", "pods": "50"})
+    kube.core.create_node(going)
+    kube.custom.create_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "going", "labels": {"karpenter.sh/provisioner-name": "default"},
+                     "finalizers": ["karpenter.sh/termination"]},            # held, as the terminator holds it
+        "spec": {"requirements": [], "nodeClassRef": {**rec.NODECLASS_PROVISIONER, "name": "default"}}})
+    kube.custom.patch_cluster_custom_object_status("karpenter.sh", "v1", "nodeclaims", "going",
+                                                   {"status": {"nodeName": "going", "providerID": "fake://going"}})
+
+    def failed(body: dict[str, Any]) -> dict[str, str]:
+        return requests.post(extender.url + "/scheduler/filter", timeout=5, json=body).json()["FailedNodes"]
+
+    newcomer = pod("newcomer", cpu="1", owner=None)
+    full = {"Pod": newcomer, "NodeNames": None, "Nodes": {"apiVersion": "v1", "kind": "NodeList", "items": [going]}}
+    named = {"Pod": newcomer, "Nodes": None, "NodeNames": ["going"]}
+    eventually(lambda: failed(named) == {}, timeout=10)
+    assert failed(full) == {}
+    try:
+        kube.custom.delete_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", "going")
+        leaving = {"going": "node is being deleted (cordoned and draining)"}
+        eventually(lambda: failed(named) == leaving, timeout=10)
+        assert failed(full) == leaving
+    finally:
+        kube.custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", "going",
+                                                {"metadata": {"finalizers": None}})
+
+
 def test_filter_with_full_nodes_subtracts_the_pods_bound_there(cluster: tuple[Kube, Extender]) -> None:
     kube, extender = cluster
     busy = node("busy", allocatable={"cpu": "4", "memory": "16Gi", "pods": "20"})
