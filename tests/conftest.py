@@ -104,7 +104,7 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = 10) -> int | N
 def stop_server(server: Server) -> int:
     code = stop_process(server.process)
     if code is None:
-        raise AssertionError(f"{server.process.args} did not stop within 10 s of SIGTERM")
+        raise AssertionError(f"{server.process.args!r} did not stop within 10 s of SIGTERM")
     return code
 
 
