@@ -7,9 +7,8 @@ grows by pricing: the LP's duals value each class, and for each type the pattern
 greatest value (a small knapsack: greedily for every type, exactly with HiGHS for the most
 promising few) joins the master when it costs less than it is worth. A pattern costs what its
 type costs with its pods (`pattern_cost`, exact per pattern: a burstable type's credits turn on
-the pattern's cpu); a type's `price` is the most any of its patterns costs. The last master's
-node counts are rounded up (the caller's placement drops the nodes left empty), or, under
-limits, solved with integer node counts over the patterns generated. Deterministic: the same input
+the pattern's cpu); a type's `price` is the most any of its patterns costs. The last master is
+solved with integer node counts over the patterns generated. Deterministic: the same input
 gives the same columns, the search is bounded by rounds and the solver by node limits, never
 by the clock unless the caller passes a safety cap (`seconds`). Pure: numbers in, numbers out.
 """
@@ -26,7 +25,6 @@ from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, mi
 MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern per type
 EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
 MIP_NODE_LIMIT = 2000
-ROUNDING_SLACK = 1e-6            # an LP node count this near a whole number is that number
 KNAPSACK_NODE_LIMIT = 200
 MIP_REL_GAP = 1e-4
 TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cost go to fewer nodes
@@ -160,15 +158,10 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
                 added += 1
         if not added:
             break
-    # without limits the LP's node counts rounded up are the plan: the placement that follows fills the nodes in
-    # turn and drops the ones left empty, so the rounding's extra nodes cost nothing, whereas an integral master
-    # over hundreds of near-equal patterns can spend a minute in branch and bound for no cheaper plan. Under limits
-    # rounding up could launch past them, so the integral master decides
-    limited = caps is not None and left is not None and len(left) > 0
-    solved = _master(columns, costs, need, count, caps, left, integral=limited, seconds=seconds)
+    solved = _master(columns, costs, need, count, caps, left, integral=True, seconds=seconds)
     if solved is None:
         return None
-    x = solved[0] if limited else np.ceil(solved[0] - ROUNDING_SLACK).astype(np.int64)
+    x, _ = solved
     out = []
     for (j, pattern), n in zip(columns, x):
         if n > 0:
