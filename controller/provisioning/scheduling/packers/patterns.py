@@ -24,7 +24,8 @@ from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, mi
 
 MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern per type
 EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
-MIP_NODE_LIMIT = 2000
+MIP_NODE_LIMIT = 2000            # branch-and-bound nodes for the integral master, at most...
+MIP_NODE_WORK = 20_000           # ...and at most this many nodes x patterns: each node's LP grows with the patterns
 KNAPSACK_NODE_LIMIT = 200
 MIP_REL_GAP = 1e-4
 TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cost go to fewer nodes
@@ -191,10 +192,13 @@ def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.
         if result.status != 0:
             return None
         return result.x, -result.ineqlin.marginals[:len(count)]
+    # hundreds of near-equal patterns make a hard program whose later nodes seldom make the plan cheaper (the
+    # placement after it drops what the cover over-provides); fewer nodes for more patterns bounds the work
+    node_limit = max(1, min(MIP_NODE_LIMIT, MIP_NODE_WORK // len(columns)))
     upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for _, p in columns])
     result = _milp(cost, integrality=np.ones(len(columns)), bounds=Bounds(0, upper),
                   constraints=LinearConstraint(matrix, lo, hi),
-                  options={"node_limit": MIP_NODE_LIMIT, "mip_rel_gap": MIP_REL_GAP, "disp": False, "presolve": False,
+                  options={"node_limit": node_limit, "mip_rel_gap": MIP_REL_GAP, "disp": False, "presolve": False,
                            **({"time_limit": seconds} if seconds is not None else {})})
     if result.x is None:
         return None
