@@ -79,6 +79,12 @@ def owner_name(claim: Mapping[str, Any]) -> str:
     return wk.pool_of((claim.get("metadata") or {}).get("labels")) or ""
 
 
+def node_name(claim: Mapping[str, Any]) -> str | None:
+    """The Node the claim launched, once its status records it."""
+    name = (claim.get("status") or {}).get("nodeName")
+    return str(name) if name else None
+
+
 def condition(claim: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in (claim.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 

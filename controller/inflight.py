@@ -43,7 +43,7 @@ def promised(claims: Iterable[Obj]) -> set[str]:
 def landing(claim: Obj) -> tuple[str, tuple[str, ...]] | None:
     """Pure: the Node a live claim lands (its status.nodeName) and the pods ("ns/name") it has still to bind there;
     None when it promises no Node anything (deleted, a replacement, done binding, not launched yet, or unreadable)."""
-    node_name = (claim.get("status") or {}).get("nodeName")
+    node_name = rec.node_name(claim)
     if not node_name or is_leaving(claim):
         return None
     try:
@@ -64,7 +64,7 @@ def leaving(nodes: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, An
     (its status.nodeName) has one, the Node's own deletion following a moment later."""
     names = {str(n["metadata"]["name"]) for n in nodes}
     out = {str(n["metadata"]["name"]) for n in nodes if is_leaving(n)}
-    out.update(str(node) for c in claims if is_leaving(c) and (node := (c.get("status") or {}).get("nodeName")) in names)
+    out.update(str(node) for c in claims if is_leaving(c) and (node := rec.node_name(c)) in names)
     return out
 
 
@@ -104,7 +104,7 @@ class InFlight:
 
     def land(self, claim: Obj) -> None:
         """Mark the claim's Node as landing (before it is written): see landing_nodes."""
-        node_name = (claim.get("status") or {}).get("nodeName")
+        node_name = rec.node_name(claim)
         if node_name and rec.binds(claim):
             with self._lock:
                 self._landing[node_name] = rec.pods_of(claim)

@@ -23,6 +23,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
+from karpy.apis import launch_record as rec
 from karpy.apis.conditions import unschedulable
 from karpy.apis.moving_in import owner_of
 from karpy.apis.pods import object_key, pod_requests
@@ -103,12 +104,16 @@ class ClusterView:
             self._shapes.pop(name, None)          # the API server would not have stored it: nothing known
             return
         with self._shape_lock:                # the NodeClaim watch shapes nodes too
-            self._shapes[name] = self._with_claim(shape)
+            self._shapes[name] = self._with_claim(shape, *self._claim_says(name))
 
-    def _with_claim(self, shape: NodeShape) -> NodeShape:
-        """`shape` with what its NodeClaim says and the Node does not: the pods it promises, and that it is leaving
+    def _claim_says(self, name: str) -> tuple[tuple[str, ...] | None, bool]:
+        """What Node `name`'s NodeClaim says and the Node does not: the pods it promises, and whether it is leaving
         (the claim is being deleted; the Node's own deletion follows a moment later)."""
-        promised, going = self._promises.get(shape.name), shape.name in self._going.values()
+        return self._promises.get(name), name in self._going.values()
+
+    @staticmethod
+    def _with_claim(shape: NodeShape, promised: tuple[str, ...] | None, going: bool) -> NodeShape:
+        """`shape` with what its NodeClaim says (`_claim_says`)."""
         changes: dict[str, Any] = {}
         if promised is not None and shape.launched_for != promised:
             changes["launched_for"] = promised
@@ -119,11 +124,11 @@ class ClusterView:
     def _dressed_shape(self, shape: NodeShape) -> NodeShape:
         """A shape kube-scheduler sent in full, with what its NodeClaim says (`_with_claim`); the same object from
         call to call while neither changes, so the facts kept for it stay good."""
-        promised, going = self._promises.get(shape.name), shape.name in self._going.values()
+        promised, going = self._claim_says(shape.name)
         kept = self._dressed.get(shape.name)
         if kept is not None and kept[0] is shape and kept[1] is promised and kept[2] == going:
             return kept[3]
-        dressed = self._with_claim(shape)
+        dressed = self._with_claim(shape, promised, going)
         self._dressed[shape.name] = (shape, promised, going, dressed)
         return dressed
 
@@ -131,7 +136,7 @@ class ClusterView:
         """A NodeClaim changed: the Nodes it lands (before and now) are shaped again with what it promises."""
         name = claim["metadata"]["name"]
         now = None if kind == "DELETED" else landing(claim)
-        going = (claim.get("status") or {}).get("nodeName") if kind != "DELETED" and is_leaving(claim) else None
+        going = rec.node_name(claim) if kind != "DELETED" and is_leaving(claim) else None
         with self._shape_lock:
             before = self._landing.pop(name, None)
             if before is not None:

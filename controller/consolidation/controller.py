@@ -55,6 +55,7 @@ from karpy.apis import labels as wk
 from karpy.apis.conditions import initialized, ready
 from karpy.apis.pods import busy, object_key
 from karpy.apis.v1.labels import DISRUPTED_TAINT_KEY
+from karpy.apis.v1.pool import NodePoolProvisioner
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.cloudprovider.types import CloudProvider
@@ -546,8 +547,10 @@ class Consolidation:
         if node is None:
             return
         reason = "drifted" if action.drifted else "underutilized" if action.pods else "empty"
-        pool = self.state.nodepools.get("", (node["metadata"].get("labels") or {}).get(wk.NODEPOOL, ""))
-        policy = (((pool or {}).get("spec") or {}).get("disruption") or {}).get("consolidationPolicy", "")
+        pool_name = (node["metadata"].get("labels") or {}).get(wk.NODEPOOL)
+        pool = next((p for p in self.state.live_provisioners()
+                     if isinstance(p, NodePoolProvisioner) and p.name == pool_name), None)   # decoded: defaults filled
+        policy = pool.node_pool.spec.disruption.consolidation_policy if pool is not None else ""
         count_nodeclaim_disrupted(node, reason, consolidation_policy=policy)
 
     def _taint_nodepool_node(self, name: str) -> None:

@@ -128,7 +128,7 @@ def drifted_nodes(claims: list[Obj]) -> dict[str, str]:
     out = {}
     for claim in claims:
         found = rec.condition(claim, CONDITION_DRIFTED)
-        node = (claim.get("status") or {}).get("nodeName")
+        node = rec.node_name(claim)
         if found is not None and found.get("status") == "True" and node and not claim["metadata"].get("deletionTimestamp"):
             out[str(node)] = str(found.get("reason") or CONDITION_DRIFTED)
     return out
@@ -161,7 +161,7 @@ class DriftMarker:
         for claim in self.state.node_claims():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
-            node_name = (claim.get("status") or {}).get("nodeName") or ""
+            node_name = rec.node_name(claim) or ""
             claim = with_node_labels(claim, self.state.nodes.get("", node_name))
             owner = owners.get(rec.owner_name(claim))
             ref = (claim.get("spec") or {}).get("nodeClassRef") or {}

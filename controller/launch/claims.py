@@ -65,7 +65,7 @@ def lifetime(owner: Mapping[str, Any] | None) -> Obj:
 
 def claims_by_node(claims: Sequence[Obj]) -> dict[str, Obj]:
     """Claims by the name of the Node they launched (their own name until one is recorded)."""
-    return {(c.get("status") or {}).get("nodeName") or c["metadata"]["name"]: c for c in claims}
+    return {rec.node_name(c) or c["metadata"]["name"]: c for c in claims}
 
 
 def claim_requirements(requirements: Requirements, options: Sequence[str]) -> list[Obj]:

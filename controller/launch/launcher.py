@@ -233,7 +233,7 @@ class Launcher:
         written: Obj | None = None             # the Node step 4 wrote: read back from the server, not asked for again
         for _ in range(len(Step) + 1):
             self.pause.wait()
-            node_name = (claim.get("status") or {}).get("nodeName")
+            node_name = rec.node_name(claim)
             node = self._node_of(claim, written)
             step = next_step(claim, Situation(node_exists=node is not None, node_initialized=initialized(node)))
             if step is Step.DONE:
@@ -273,7 +273,7 @@ class Launcher:
                 claim = self._set_conditions(claim, **{rec.PODS_BOUND: True})
             elif step is Step.INITIALIZE:
                 claim = self._set_conditions(claim, **{rec.INITIALIZED: True, rec.READY: True})
-        return (claim.get("status") or {}).get("nodeName")
+        return rec.node_name(claim)
 
     def _request(self, claim: Obj) -> NodeRequest:
         provisioner = self.state.provisioner(rec.owner_name(claim))
@@ -456,7 +456,7 @@ class Launcher:
     def _node_of(self, claim: Obj, written: Obj | None = None) -> Obj | None:
         """The claim's Node when its next step turns on it (claims.node_matters), else None, unread; `written` is
         the Node this launch just wrote, used as it came back instead of being read again."""
-        name = (claim.get("status") or {}).get("nodeName")
+        name = rec.node_name(claim)
         if not name or not node_matters(claim):
             return None
         if written is not None and written["metadata"]["name"] == name:

@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from karpy.apis import launch_record as rec
 from karpy.apis.conditions import ready
 from karpy.apis.timestamps import parse_time
 from karpy.controller.cloudprovider.types import CloudProvider, Instance, InstanceNotFound
@@ -70,7 +71,7 @@ class GarbageCollection:
     def _give_up_unregistered(self, claims: list[dict[str, Any]]) -> None:
         now = self.now()
         for claim in claims:
-            node_name = (claim.get("status") or {}).get("nodeName")
+            node_name = rec.node_name(claim)
             node = self.state.nodes.get("", node_name) if node_name else None
             if unregistered(claim, node=node, now=now, timeout_seconds=self.registration_timeout_seconds):
                 log.info("Deleting %s, whose node did not register within %ds", claim["metadata"]["name"],

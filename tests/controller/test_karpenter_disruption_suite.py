@@ -214,9 +214,11 @@ def test_should_ignore_nodes_held_by_karpenter_sh_do_not_disrupt(suite: Suite, w
 
 
 def disrupted_for_drift() -> float:
-    """karpenter_nodeclaims_disrupted_total{reason="drifted"}, over all its other labels."""
+    """karpenter_nodeclaims_disrupted_total{reason="drifted"} of a NodePool under the default consolidation policy,
+    over all its other labels."""
     return sum(sample.value for metric in REGISTRY.collect() if metric.name == "karpenter_nodeclaims_disrupted_total"
-               for sample in metric.samples if sample.labels.get("reason") == "drifted")
+               for sample in metric.samples if sample.labels.get("reason") == "drifted"
+               and sample.labels.get("consolidation_policy") == "WhenEmptyOrUnderutilized")
 
 
 def test_can_delete_drifted_nodes_whose_pods_fit_elsewhere(suite: Suite) -> None:
