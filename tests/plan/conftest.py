@@ -31,19 +31,30 @@ Plan = Callable[..., PlanRun]
 
 
 @pytest.fixture
-def plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Plan:
+def karpy_plan_here(capsys: pytest.CaptureFixture[str]) -> Callable[..., PlanRun]:
+    """`karpy plan ARGS` in this process: the command's own code path, without a new interpreter's start-up."""
+    def run(*args: str) -> PlanRun:
+        capsys.readouterr()
+        try:
+            code = main(["plan", *args])
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+        captured = capsys.readouterr()
+        return PlanRun(code, captured.out, captured.err)
+    return run
+
+
+@pytest.fixture
+def plan(tmp_path: Path, karpy_plan_here: Callable[..., PlanRun]) -> Plan:
     counter = [0]
 
     def run(*documents: dict[str, Any], catalog: str | None = None, output: str = "json", args: tuple[str, ...] = ()) -> PlanRun:
         counter[0] += 1
         path = tmp_path / f"input-{counter[0]}.yaml"
         path.write_text(yaml.safe_dump_all(list(documents), sort_keys=False))
-        argv = ["plan", "-f", str(path), "-o", output, *args]
+        argv = ["-f", str(path), "-o", output, *args]
         if catalog:
             argv += ["--catalog", catalog]
-        capsys.readouterr()
-        code = main(argv)
-        captured = capsys.readouterr()
-        return PlanRun(code, captured.out, captured.err)
+        return karpy_plan_here(*argv)
 
     return run

@@ -11,7 +11,6 @@ from typing import Callable
 import pytest
 import yaml
 
-from karpy.main import main
 from karpy.plan.inputs import read_documents
 from tests.builders import catalog, deployment, instance_type, pod, provisioner
 from tests.plan.conftest import Plan, PlanRun
@@ -20,20 +19,6 @@ from tests.plan.conftest import Plan, PlanRun
 def karpy_plan(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "karpy.main", "plan", *args], capture_output=True, text=True,
                           input=stdin, timeout=60)
-
-
-@pytest.fixture
-def karpy_plan_here(capsys: pytest.CaptureFixture[str]) -> Callable[..., PlanRun]:
-    """`karpy plan ARGS` in this process: the command's own code path, without a new interpreter's start-up."""
-    def run(*args: str) -> PlanRun:
-        capsys.readouterr()
-        try:
-            code = main(["plan", *args])
-        except SystemExit as exit_:
-            code = int(exit_.code or 0)
-        captured = capsys.readouterr()
-        return PlanRun(code, captured.out, captured.err)
-    return run
 
 
 @pytest.mark.slow      # runs karpy plan as a process
