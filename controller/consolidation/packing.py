@@ -27,7 +27,7 @@ import numpy as np
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
 from karpy.apis.selectors import Taint, untolerated
-from karpy.controller.provisioning.scheduling.nodes import ExistingNode, ResourceRows
+from karpy.controller.provisioning.scheduling.nodes import ExistingNode, ResourceRows, covers
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import sort_key
 
@@ -131,7 +131,7 @@ class Packing:
             assert need is not None
             cols = np.flatnonzero(need)
             ok = self._mask(pod)[:n] & open_
-            ok &= (free[:, cols] >= need[cols]).all(axis=1)
+            ok &= covers(free[:, cols], need[cols])
             found = np.flatnonzero(ok)
             if not len(found):
                 left.append(pod)

@@ -136,3 +136,70 @@ def test_reasons_are_typed_and_keep_their_words() -> None:
     assert [p.kind for p in results.unschedulable["default/labelled"].parts] == [Why.REQUIREMENTS, Why.TAINT]
     alone = solve(pod("too-big", cpu="64")).unschedulable["default/too-big"]
     assert alone.kind is Why.NO_INSTANCE_TYPE and str(alone) == "no instance type satisfies cpu=64"
+
+
+def test_a_group_widens_only_when_a_domain_may_come_to_take_pods_it_turned_away() -> None:
+    zone = "topology.kubernetes.io/zone"
+    spread = [{"maxSkew": 1, "topologyKey": zone, "labelSelector": {"matchLabels": {"app": "w"}}}]
+    w = PodInfo.parse(pod("w", labels={"app": "w"}, topologySpreadConstraints=spread))
+    term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": zone}
+    db = PodInfo.parse(pod("db", labels={"app": "db"}, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}))
+    apart = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+    x = PodInfo.parse(pod("x", labels={"app": "x"}, affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}}))
+    topology = Topology({zone: {"a", "b"}})
+    for p in (w, db, x):
+        topology.register(p)
+    topology.record(w, {zone: "a"})                    # the minimum stays 0 ("b" is empty): "a" is over the skew now
+    assert topology.widenings(w) == 0
+    topology.record(w, {zone: "b"})                    # the minimum rises: "a" takes the next pod again
+    assert topology.widenings(w) == 1
+    topology.record(db, {zone: "a"})                   # the affinity's first pod in "a"
+    topology.record(db, {zone: "a"})                   # a second there opens nothing new
+    assert topology.widenings(db) == 1
+    for host in ("n1", "n2"):
+        topology.record(x, {"kubernetes.io/hostname": host})
+    assert topology.widenings(x) == 0                  # anti-affinity only ever narrows
+    topology.add_domain(zone, "c")                     # a new zone: pods turned away may go there
+    assert topology.widenings(w) == 2 and topology.widenings(db) == 2
+
+
+def test_rooms_forget_the_nodes_that_turned_a_kind_away_once_its_topology_widens() -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling.scheduler import Rooms
+    rooms = Rooms(2)
+    for _ in range(3):
+        rooms.append(np.array([4, 4]))
+    placement, topology_kind = ("placement", 1), ("topology", 1)
+    rooms.reject(placement, 0, 0)
+    rooms.reject(topology_kind, 0, 2)
+    assert rooms.candidates(np.array([1, 1]), [placement, topology_kind], 0).tolist() == [1]
+    assert rooms.candidates(np.array([1, 1]), [("another",)], 0).tolist() == [0, 1, 2]
+    assert rooms.candidates(np.array([1, 1]), [placement, topology_kind], 1).tolist() == [0, 1, 2]
+    rooms.reject(placement, 1, 1)                      # a rejection at the new stamp starts the mask again
+    assert rooms.candidates(np.array([1, 1]), [placement], 1).tolist() == [0, 2]
+    assert rooms.candidates(np.array([5, 1]), [placement], 1).tolist() == []
+
+
+def test_covers_is_a_row_wise_all_for_fast_and_exact_amounts() -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling.nodes import covers
+    rng = np.random.default_rng(7)
+    matrix, need = rng.integers(0, 5, (50, 3)), rng.integers(0, 5, 3)
+    assert (covers(matrix, need) == (matrix >= need).all(axis=1)).all()
+    exact = matrix.astype(object) * 10**30
+    assert (covers(exact, need.astype(object) * 10**30) == (matrix >= need).all(axis=1)).all()
+    assert covers(np.zeros((4, 0)), np.zeros(0)).all()
+
+
+def test_the_first_nodes_ranked_are_a_prefix_of_the_whole_ranking() -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling.scheduler import first_in_order
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        n, count = int(rng.integers(1, 120)), int(rng.integers(1, 10))
+        first, second = rng.integers(0, 4, n).astype(float), rng.integers(0, 5, n).astype(float)
+        head, whole = first_in_order(first, second, count), np.lexsort((second, first))
+        assert len(head) >= min(count, n) and (whole[:len(head)] == head).all()

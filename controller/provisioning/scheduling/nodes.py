@@ -48,6 +48,25 @@ def amounts(values: Sequence[Sequence[int]] | Sequence[int], *, width: int | Non
     return array if width is None else array.reshape(len(values), width)
 
 
+def covers(matrix: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """For each row of `matrix`, whether it is at least `need` in every column: `(matrix >= need).all(axis=1)`
+    a column at a time, as numpy reduces along a short axis several times slower than it compares columns."""
+    if matrix.ndim != 2 or np.ndim(need) != 1 or not matrix.shape[1]:
+        return np.asarray((matrix >= need).all(axis=-1), dtype=bool)
+    exact = matrix.dtype == object or need.dtype == object
+    ok = np.asarray(matrix[:, 0] >= need[0], dtype=bool)
+    for j in range(1, matrix.shape[1]):
+        column = matrix[:, j] >= need[j]
+        ok &= np.asarray(column, dtype=bool) if exact else column
+    return ok
+
+
+def holds_exactly(requirement: Requirement | None, values: Sequence[str]) -> bool:
+    """Whether `requirement` already allows `values` and nothing else."""
+    return (requirement is not None and not requirement.complement and requirement.greater_than is None
+            and requirement.less_than is None and requirement.values == frozenset(values))
+
+
 def estimate(array: np.ndarray) -> np.ndarray:
     """`array` as floats for rankings that only estimate (huge amounts saturate instead of overflowing)."""
     if array.dtype != object:
@@ -195,7 +214,7 @@ class NodeTemplate:
     def cheapest_price_for(self, row: np.ndarray) -> float | None:
         """What a new node of this template would cost holding just `row` (daemon overhead included)."""
         _, order, _ = self.compatible(self.requirements)
-        candidates = order[(self.allocatable[order] >= row).all(axis=1)]
+        candidates = order[covers(self.allocatable[order], row)]
         if not len(candidates):
             return None
         return float(self.costs_at(self.requirements, candidates, self.cpu_of(row)).min())
@@ -278,6 +297,7 @@ class NewNode:
         self.hostname = hostname
         self._ranked_for: Requirements | None = None
         self._ranked_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
+        self._now_cache: tuple[tuple[object, ...], tuple[int, float] | None] | None = None
         self.requirements = template.requirements.copy()
         self.requests = Resources(template.daemon_overhead)
         # held as Python integers when the types' sizes are: then no sum of requests can wrap
@@ -306,28 +326,38 @@ class NewNode:
         at = int(costs.argmin())
         return int(candidates[at]), float(costs[at])
 
-    def cheapest(self) -> int:
-        """Index of the option that costs least with the node's pods."""
+    def _now(self) -> tuple[int, float] | None:
+        """The option that costs least with the node's pods and that cost (None: no option), kept while the
+        node's requirements, requests and options stay the same objects (they are replaced, never edited)."""
+        state = (self.requirements, self.used, self.options)
+        kept = self._now_cache
+        if kept is not None and all(a is b for a, b in zip(kept[0], state)):
+            return kept[1]
         order = self._ranked()[0]
         candidates = order[self.options[order]]
-        if not len(candidates):
+        found = self._least(candidates, self.used) if len(candidates) else None
+        self._now_cache = (state, found)
+        return found
+
+    def cheapest(self) -> int:
+        """Index of the option that costs least with the node's pods."""
+        found = self._now()
+        if found is None:
+            order = self._ranked()[0]
             return int(order[0]) if len(order) else 0
-        return self._least(candidates, self.used)[0]
+        return found[0]
 
     def price(self) -> float:
         """What the node costs now (cost.py): its cheapest option with its pods, per-node costs included."""
-        order = self._ranked()[0]
-        candidates = order[self.options[order]]
-        if not len(candidates):
-            return 0.0
-        return self._least(candidates, self.used)[1]
+        found = self._now()
+        return 0.0 if found is None else found[1]
 
     def _with(self, row: np.ndarray) -> tuple[int, float] | None:
         t = self.template
         order = self._ranked()[0]
         candidates = order[self.options[order]]
         used = self.used + row
-        candidates = candidates[(t.allocatable[candidates] >= used).all(axis=1)]
+        candidates = candidates[covers(t.allocatable[candidates], used)]
         return self._least(candidates, used) if len(candidates) else None
 
     def type_with(self, row: np.ndarray) -> int | None:
@@ -374,6 +404,7 @@ class NewNode:
             return why
         pinned = {k: [d] for k, d in domains.items() if k != wk.HOSTNAME}
         pinned.update((k, v) for k, v in narrowed.items() if k != wk.HOSTNAME)
+        pinned = {k: v for k, v in pinned.items() if not holds_exactly(reqs.get(k), v)}   # already narrowed so
         if pinned:
             if reqs is self.requirements:
                 reqs = reqs.copy()
@@ -383,14 +414,14 @@ class NewNode:
         if reqs is not self.requirements:
             options = options & t.compatible(reqs)[0]
         candidates = np.flatnonzero(options)
-        fits = (t.allocatable[candidates] >= used).all(axis=1)
+        fits = covers(t.allocatable[candidates], used)
         if not fits.all():
             options = options.copy()
             options[candidates[~fits]] = False
         if not fits.any():
             if t.remaining is not None:
                 unlimited = t.compatible(reqs)[0]
-                if (t.allocatable[unlimited] >= used).all(axis=1).any():
+                if covers(t.allocatable[unlimited], used).any():
                     left = ", ".join(f"{n}={q}" for n, q in t.remaining.clamp_zero().to_manifest().items())
                     return Reason(Why.LIMITS, f"exceeds limits of provisioner {t.name} (remaining {left})")
             return Reason(Why.NO_INSTANCE_TYPE, "no instance type satisfied resources and requirements")
@@ -449,7 +480,7 @@ class NewNode:
     def refit(self) -> None:
         """Make every instance type that holds the node's pods (within the remaining limits) an option again."""
         t = self.template
-        options = t.compatible(self.requirements)[0] & (t.allocatable >= self.used).all(axis=1)
+        options = t.compatible(self.requirements)[0] & covers(t.allocatable, self.used)
         if t.remaining is not None:
             options = options & t.within(t.remaining + self.reserved)
         self.options = options

@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import functools
 import hashlib
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     NewNode,
     NodeTemplate,
     ResourceRows,
+    covers,
     estimate,
 )
 from karpy.controller.provisioning.scheduling.packers import PackingOptions, packer_for
@@ -114,21 +115,21 @@ def node_name(provisioner: str, index: int) -> str:
 class Rooms:
     """Room left per node as a matrix, so one comparison finds every node a pod might fit.
 
-    Each kind of pod also has a mask of the nodes that turned it away for other reasons
-    (taints, labels, anti-affinity): nodes only fill up, so they would turn away its twins too
-    (`rejection_lasts` says for which pods that holds)."""
+    Each kind of pod also has a mask of the nodes that turned it away for other reasons (taints,
+    labels, anti-affinity). Nodes only fill up, so they turn away its twins too, until the topology
+    groups of the kind widen (Topology.widenings): a mask holds for one such stamp."""
 
     def __init__(self, width: int) -> None:
         self._rows = np.zeros((64, width), dtype=np.int64)
         self._count = 0
-        self._rejected: dict[tuple[object, ...], np.ndarray] = {}
+        self._rejected: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
 
     def append(self, row: np.ndarray) -> None:
         self._hold(row)
         if self._count == len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
-            for kind, mask in self._rejected.items():
-                self._rejected[kind] = np.concatenate([mask, np.zeros_like(mask)])
+            for kind, (stamp, mask) in self._rejected.items():
+                self._rejected[kind] = (stamp, np.concatenate([mask, np.zeros_like(mask)]))
         self._rows[self._count] = row
         self._count += 1
 
@@ -141,34 +142,62 @@ class Rooms:
         if row.dtype == object and self._rows.dtype != object:
             self._rows = self._rows.astype(object)
 
-    def reject(self, kind: tuple[object, ...], i: int) -> None:
-        mask = self._rejected.get(kind)
-        if mask is None:
-            mask = self._rejected[kind] = np.zeros(len(self._rows), dtype=bool)
-        mask[i] = True
+    def reject(self, kind: tuple[object, ...], stamp: int, i: int) -> None:
+        entry = self._rejected.get(kind)
+        if entry is None or entry[0] != stamp:
+            entry = self._rejected[kind] = (stamp, np.zeros(len(self._rows), dtype=bool))
+        entry[1][i] = True
 
-    def candidates(self, need: np.ndarray | None, kind: tuple[object, ...]) -> np.ndarray:
-        """Indices of nodes whose room holds `need` and that have not turned this kind away."""
-        ok = ~self._rejected[kind][:self._count] if kind in self._rejected else np.ones(self._count, dtype=bool)
+    def candidates(self, need: np.ndarray | None, kinds: Sequence[tuple[object, ...]], stamp: int) -> np.ndarray:
+        """Indices of nodes whose room holds `need` and that have turned none of these kinds away since the
+        kinds' topology was last at `stamp`."""
+        ok = np.ones(self._count, dtype=bool)
+        for kind in kinds:
+            entry = self._rejected.get(kind)
+            if entry is not None and entry[0] == stamp:
+                ok &= ~entry[1][:self._count]
         if need is not None:
-            ok &= (self._rows[:self._count] >= need).all(axis=1)
+            ok &= covers(self._rows[:self._count], need)
         return np.flatnonzero(ok)
 
     def holds(self, i: int, need: np.ndarray) -> bool:
         """True when node `i`'s room holds `need` as it is."""
         return bool((self._rows[i] >= need).all())
 
-    def cheapest_growth_first(self, found: np.ndarray, need: np.ndarray, price: np.ndarray) -> list[int]:
+    def cheapest_growth_first(self, found: np.ndarray, need: np.ndarray, price: np.ndarray) -> Iterator[int]:
         """`found` ordered by what adding `need` would cost: first the nodes it fits without
-        growing (the tightest fit first), then those it makes grow least, by `price` per unit."""
+        growing (the tightest fit first), then those it makes grow least, by `price` per unit.
+        Most pods take one of the first few, so those are ranked first and the rest only when asked for."""
         if len(found) <= 1:
-            alone: list[int] = found.tolist()
-            return alone
+            yield from found.tolist()
+            return
         short = estimate(need - self._rows[found])
         excess = np.maximum(short, 0) @ price
         left = np.maximum(-short, 0) @ price
-        ranked: list[int] = found[np.lexsort((left, excess))].tolist()
+        head = first_in_order(excess, left, HEAD_RANKED)
+        yield from found[head].tolist()
+        if len(head) < len(found):
+            yield from found[np.lexsort((left, excess))[len(head):]].tolist()
+
+
+HEAD_RANKED = 8                    # nodes ranked before the rest of the order is worked out
+
+
+def first_in_order(first: np.ndarray, second: np.ndarray, count: int) -> np.ndarray:
+    """The first `count` (or more, with ties) positions of `np.lexsort((second, first))`, in that order: the
+    same prefix without sorting the whole."""
+    if len(first) <= 4 * count:
+        ranked: np.ndarray = np.lexsort((second, first))
         return ranked
+    cut = np.partition(first, count - 1)[count - 1]
+    below = np.flatnonzero(first < cut)                  # fewer than `count`: all come before the ties
+    tied = np.flatnonzero(first == cut)
+    wanted = count - len(below)
+    if len(tied) > wanted:
+        tied = tied[second[tied] <= np.partition(second[tied], wanted - 1)[wanted - 1]]
+    head = np.concatenate([below, tied])
+    ranked = head[np.lexsort((head, second[head], first[head]))]
+    return ranked
 
 
 def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
@@ -195,22 +224,16 @@ def _price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, 
     return weights
 
 
-def rejection_lasts(pod: PodInfo) -> bool:
-    """Whether a node that turns `pod` away will turn away its twins for the rest of the solve.
-
-    Not for a spread over zones or any key but hostname (the minimum rises as other domains fill,
-    so a node over the skew now may be within it later; a hostname's minimum is always 0) nor a
-    pod affinity (its target may land there later)."""
-    return all(s.key == wk.HOSTNAME for s in pod.spreads) and not any(not t.anti for t in pod.affinities)
-
-
 def placement_kind(pod: PodInfo) -> tuple[object, ...]:
     """What decides where `pod` may go: pods of one kind are turned away by the same nodes."""
-    return (
-        tuple(sorted(pod.requests.items())), pod.namespace, tuple(sorted(pod.labels.items())),
-        str(pod.requirements), repr(pod.tolerations), tuple(pod.spreads), tuple(pod.affinities),
-        pod.host_ports, len(pod.relaxations),
-    )
+    return ("placement", tuple(sorted(pod.requests.items())), repr(pod.tolerations), pod.host_ports) + topology_kind(pod)
+
+
+def topology_kind(pod: PodInfo) -> tuple[object, ...]:
+    """What decides whether a node's spreads and (anti-)affinities take `pod`: a node that turns a pod away
+    for its topology turns away every pod of this kind, whatever they request."""
+    return (pod.namespace, tuple(sorted(pod.labels.items())), str(pod.requirements), tuple(pod.spreads),
+            tuple(pod.affinities), len(pod.relaxations))
 
 
 def chunk_end(at: int, size: int, total: int) -> int:
@@ -497,17 +520,17 @@ class Scheduler:
         """Existing nodes first; then the planned node that takes the pod for the least extra cost
         (nothing, when it fits in what the node's cheapest option has left); then a new node from
         the heaviest provisioner that takes it."""
-        kind = placement_kind(pod)
-        lasting = rejection_lasts(pod)
+        kinds = (placement_kind(pod), topology_kind(pod))
+        stamp = self.topology.widenings(pod)
         need = self.rows.of(pod)
-        for i in self._existing_rooms.candidates(need, kind).tolist():
-            if self.existing[i].add(pod, self.topology) is None:
+        for i in self._existing_rooms.candidates(need, kinds, stamp).tolist():
+            why = self.existing[i].add(pod, self.topology)
+            if why is None:
                 self._existing_rooms.set(i, self.rows.row(self.existing[i].available))
                 return None
-            if lasting:
-                self._existing_rooms.reject(kind, i)
-        found = self._grow_rooms.candidates(need, kind)
-        order = self._free_rooms.cheapest_growth_first(found, need, self._price) if need is not None else found.tolist()
+            self._existing_rooms.reject(kinds[why.kind is Why.TOPOLOGY], stamp, i)
+        found = self._grow_rooms.candidates(need, kinds, stamp)
+        order = self._free_rooms.cheapest_growth_first(found, need, self._price) if need is not None else iter(found.tolist())
         fresh: float | None = None                     # what a new node for this pod alone would cost
         priced = 0
         for i in order:
@@ -523,12 +546,12 @@ class Scheduler:
                 if grown is None or (grown > node.template.median_price and grown > 2 * now
                                      and grown - now > (fresh if fresh is not None else float("inf"))):
                     continue
-            if node.add(pod, self.topology) is None:
+            why = node.add(pod, self.topology)
+            if why is None:
                 self._free_rooms.set(i, node.free_room())
                 self._grow_rooms.set(i, node.grow_room())
                 return None
-            if lasting:
-                self._grow_rooms.reject(kind, i)
+            self._grow_rooms.reject(kinds[why.kind is Why.TOPOLOGY], stamp, i)
         if not self.templates:
             return Reason(Why.NO_PROVISIONER, "no provisioner can launch nodes")
         reasons = []

@@ -34,6 +34,10 @@ class Group:
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
     owners: dict[str, int] = dataclasses.field(default_factory=dict)
     eligible: set[str] = dataclasses.field(default_factory=set)  # spread domains the minimum is taken over
+    # how many times a domain that turned pods away may have come to take them: an affinity's first pod in a
+    # domain, a spread's minimum rising, a new domain; between two such changes a node this group turns away
+    # stays turned away (counts only grow)
+    widened: int = 0
 
     def selects(self, pod: PodInfo) -> bool:
         return in_namespaces(self.namespaces, pod.namespace) and self.selector.matches(pod.labels)
@@ -48,15 +52,21 @@ class Topology:
     def __init__(self, domains: Mapping[str, Iterable[str]]) -> None:
         self.domains: dict[str, set[str]] = {k: set(v) for k, v in domains.items()}
         self._groups: dict[tuple[object, ...], Group] = {}
-        self._inverse: list[Group] = []           # required anti-affinity groups (owners are tracked)
         self._by_pod: dict[int, tuple[PodInfo, list[Group]]] = {}
+        # the groups that select pods of one namespace and labels, while the groups are the same
+        self._selecting: dict[tuple[str, frozenset[tuple[str, str]]], list[Group]] = {}
 
     # --- building -------------------------------------------------------------
     def add_domain(self, key: str, value: str) -> None:
-        self.domains.setdefault(key, set()).add(value)
+        known = self.domains.setdefault(key, set())
+        if value in known:
+            return
+        known.add(value)
         for g in self._groups.values():
             if g.kind == SPREAD and g.key == key and self._eligible(g, value):
                 g.eligible.add(value)
+            if g.key == key and key != HOSTNAME:         # a node's hostname domain is its own: no other node widens
+                g.widened += 1
 
     def _eligible(self, g: Group, domain: str) -> bool:
         return g.node_filter is None or g.key not in g.node_filter or g.node_filter[g.key].has(domain)
@@ -70,9 +80,21 @@ class Topology:
             group = self._groups[ident] = Group(kind, key, selector, namespaces, max_skew, node_filter)
             if kind == SPREAD:
                 group.eligible = {d for d in self.domains.get(key, ()) if self._eligible(group, d)}
-            if kind == ANTI:
-                self._inverse.append(group)
+            self._selecting.clear()
         return group
+
+    def _groups_selecting(self, pod: PodInfo) -> list[Group]:
+        ident = (pod.namespace, frozenset(pod.labels.items()))
+        found = self._selecting.get(ident)
+        if found is None:
+            found = self._selecting[ident] = [g for g in self._groups.values() if g.selects(pod)]
+        return found
+
+    def widenings(self, pod: PodInfo) -> int:
+        """How many times the groups constraining `pod` have widened (see Group.widened): while this stays the
+        same, a node that turned `pod` away for its topology turns it away again. Another's anti-affinity
+        selecting `pod` only ever narrows."""
+        return sum(g.widened for g in self.groups_of(pod))
 
     def groups_of(self, pod: PodInfo) -> list[Group]:
         """The groups constraining `pod` through its own constraints in force."""
@@ -106,11 +128,13 @@ class Topology:
         A new node's `requirements` say which domains it may still take where `domains` names none (its
         zone is chosen at launch). As Karpenter, anti-affinity counts the pod in every one of them, so no
         pod it keeps away lands where it may turn out to be; spreads and affinity count only a known domain."""
-        for g in self._groups.values():
-            if not g.selects(pod):
-                continue
+        for g in self._groups_selecting(pod):
             for domain in self._recorded_domains(g, domains, requirements):
-                g.counts[domain] = g.counts.get(domain, 0) + 1
+                before = g.counts.get(domain, 0)
+                lowest = self._minimum(g) if g.kind == SPREAD and domain in g.eligible else None
+                g.counts[domain] = before + 1
+                if (g.kind == AFFINITY and not before) or (before == lowest and self._minimum(g) > lowest):
+                    g.widened += 1
         for t in pod.affinities:
             if t.anti and not t.weight:
                 g = self._affinity_group(t)
@@ -128,7 +152,7 @@ class Topology:
 
     def selecting(self, pod: PodInfo) -> list[tuple[str, str]]:
         """(kind, key) of every group whose counts `pod` joins where it lands: moving it moves them."""
-        return sorted({(g.kind, g.key) for g in self._groups.values() if g.selects(pod)})
+        return sorted({(g.kind, g.key) for g in self._groups_selecting(pod)})
 
     # --- deciding ---------------------------------------------------------------
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
@@ -144,7 +168,7 @@ class Topology:
         chosen at launch."""
         chosen: dict[str, str] = {}
         open_: dict[str, list[str]] = {}
-        inverse = [g for g in self._inverse if g.owners and g.selects(pod)]
+        inverse = [g for g in self._groups_selecting(pod) if g.kind == ANTI and g.owners]
         for g in self.groups_of(pod) + inverse:
             candidates = self._candidates(g.key, chosen, node_requirements, hostname, existing_labels, open_)
             if not candidates:
@@ -176,6 +200,13 @@ class Topology:
         universe = self.domains.get(key, set())
         return sorted(d for d in universe if requirement is None or requirement.has(d))
 
+    @staticmethod
+    def _minimum(g: Group) -> int:
+        """A spread's least count over its eligible domains."""
+        if g.key == HOSTNAME:
+            return 0                                    # a new node is always an empty hostname domain
+        return min((g.counts.get(d, 0) for d in g.eligible), default=0)
+
     def _allowed(self, g: Group, pod: PodInfo, candidates: list[str], *, owned: bool) -> list[str]:
         if owned:                                       # pod is selected by someone's anti-affinity
             return [d for d in candidates if not g.owners.get(d)]
@@ -186,8 +217,5 @@ class Topology:
                 return [d for d in candidates if g.counts.get(d)]
             return candidates if g.selects(pod) else []
         self_count = 1 if g.selects(pod) else 0
-        if g.key == HOSTNAME:
-            minimum = 0                                 # a new node is always an empty hostname domain
-        else:
-            minimum = min((g.counts.get(d, 0) for d in g.eligible), default=0)
+        minimum = self._minimum(g)
         return [d for d in candidates if g.counts.get(d, 0) + self_count - minimum <= g.max_skew]

@@ -48,7 +48,7 @@ import numpy as np
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY
-from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeState, NodeTemplate, estimate
+from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeState, NodeTemplate, covers, estimate
 from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
 from karpy.controller.provisioning.scheduling.packers.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -430,8 +430,8 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
             continue
         if kind != last_kind:                 # twins come one after another: their masks carry over
             last_kind, allowed = kind, bins.pinned(e.pins)
-            fits_grow = (bins.grow >= need).all(axis=1) & allowed
-            fits_free = (bins.free >= need).all(axis=1) & fits_grow
+            fits_grow = covers(bins.grow, need) & allowed
+            fits_free = covers(bins.free, need) & fits_grow
         if not fits_grow.any():
             hopeless.add(kind)                # rooms only shrink: its twins will not fit either
             rest.append(e)
@@ -533,12 +533,12 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     saved = bins.free[a].copy()
     bins.free[a] = -1.0                                  # not into the node it leaves
     needs = [need for p in shed if (need := bins.need(p)) is not None]
-    if len(needs) < len(shed) or not all((bins.free >= need).all(axis=1).any() for need in needs):
+    if len(needs) < len(shed) or not all(covers(bins.free, need).any() for need in needs):
         bins.free[a] = saved                             # some pod has no room anywhere: not worth trying
         return False
     moved: list[tuple[int, NodeState]] = []
     for p, need in zip(shed, needs):
-        found = np.flatnonzero((bins.free >= need).all(axis=1))
+        found = np.flatnonzero(covers(bins.free, need))
         placed = False
         if len(found):
             left = _leftover((bins.free[found] - need) / bins.unit)
@@ -573,7 +573,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
     fixed = [n.used - sum((row for p in n.pods if id(p) in movable and (row := n.template.rows.of(p)) is not None),
                           np.zeros_like(n.used))
              for n in nodes]
-    holds = [(n.template.allocatable >= f).all(axis=1) for n, f in zip(nodes, fixed)]
+    holds = [covers(n.template.allocatable, f) for n, f in zip(nodes, fixed)]
     prices: dict[int, np.ndarray] = {}
     attempts = 0
     # a node that failed to shrink can succeed later only through room that opened since: the nodes
@@ -597,7 +597,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
             if deadline is not None and time.monotonic() > deadline or attempts >= SHRINK_ATTEMPTS:
                 return
             since = failed_at.get(a)
-            if since is not None and not (bins.free[[b for b in opened[since:] if b != a]] >= least_need(a)).all(axis=1).any():
+            if since is not None and not covers(bins.free[[b for b in opened[since:] if b != a]], least_need(a)).any():
                 continue
             node = nodes[a]
             t = node.template
@@ -673,7 +673,7 @@ class _Swaps:
         self.spare[i] = self.alloc[current] - used
         fixed = used - self.need[self.held[i]].sum(axis=0)
         cheaper = self.by_price[(self.price[self.by_price] < self.worth[i] - 1e-12)
-                                & (self.alloc[self.by_price] >= fixed).all(axis=1)]
+                                & covers(self.alloc[self.by_price], fixed)]
         self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
 
 
@@ -813,7 +813,7 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     tightest such fit first)."""
     # p - q lies between what a must shed and the room the other node has left: only nodes with room for the
     # shortfall can trade with a, and only what a may give that covers it
-    able = (swaps.spare >= np.maximum(swaps.short[a], 0)).all(axis=1)
+    able = covers(swaps.spare, np.maximum(swaps.short[a], 0))
     able[a] = False
     theirs = np.flatnonzero(able[swaps.owners])
     mine = np.array(swaps.held[a], dtype=np.int64)
@@ -826,7 +826,7 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     offers = [[ks[0]] for ks in distinct] + [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + \
         [ks[:2] for ks in distinct if len(ks) > 1]
     giving = np.array([swaps.need[given].sum(axis=0) for given in offers])
-    useful = np.flatnonzero((giving >= swaps.short[a]).all(axis=1))   # a pod taken back only adds to the shortfall
+    useful = np.flatnonzero(covers(giving, swaps.short[a]))   # a pod taken back only adds to the shortfall
     if not len(useful):
         return False
     budget[0] -= len(useful)
