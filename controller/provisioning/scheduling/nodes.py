@@ -61,6 +61,16 @@ def covers(matrix: np.ndarray, need: np.ndarray) -> np.ndarray:
     return ok
 
 
+def row_sums(matrix: np.ndarray) -> np.ndarray:
+    """`matrix.sum(axis=1)` a column at a time (see covers), adding in the same order."""
+    if matrix.ndim != 2 or not matrix.shape[1]:
+        return np.asarray(matrix.sum(axis=-1))
+    total = matrix[:, 0].copy()
+    for j in range(1, matrix.shape[1]):
+        total += matrix[:, j]
+    return total
+
+
 def holds_exactly(requirement: Requirement | None, values: Sequence[str]) -> bool:
     """Whether `requirement` already allows `values` and nothing else."""
     return (requirement is not None and not requirement.complement and requirement.greater_than is None

@@ -48,7 +48,7 @@ import numpy as np
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY
-from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeState, NodeTemplate, covers, estimate
+from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeState, NodeTemplate, covers, estimate, row_sums
 from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
 from karpy.controller.provisioning.scheduling.packers.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -318,7 +318,7 @@ def _smallest(values: np.ndarray, count: int) -> np.ndarray:
 
 def _leftover(left: np.ndarray) -> np.ndarray:
     """How much room a fit leaves, per row of `left` (room left per resource, in units of a typical type)."""
-    total: np.ndarray = left.sum(axis=1)
+    total: np.ndarray = row_sums(left)
     return total
 
 
@@ -455,7 +455,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
             alone = alone_price[kind]
             found = np.flatnonzero(fits_grow & ~fits_free)
             if alone is not None and len(found):
-                excess = (np.maximum(need - bins.free[found], 0) / bins.unit).sum(axis=1)
+                excess = row_sums(np.maximum(need - bins.free[found], 0) / bins.unit)
                 best, best_growth, best_stranded, tried = None, alone + 1e-9, np.inf, 0
                 row = e.template.rows.of(e.pod)
                 for i in found[_smallest(excess, 4 * GROWTH_TRIES)].tolist():
@@ -592,7 +592,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
 
     for _ in range(SHRINK_PASSES):
         changed = False
-        order = np.argsort(-(bins.free / bins.unit).sum(axis=1), kind="stable").tolist()
+        order = np.argsort(-row_sums(bins.free / bins.unit), kind="stable").tolist()
         for a in order:
             if deadline is not None and time.monotonic() > deadline or attempts >= SHRINK_ATTEMPTS:
                 return
@@ -739,7 +739,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         budget[0] -= len(given)
         # one pod of another node for one of a's; failing that, on a node with much room idle, two of one node's
         # the nodes with the most room in what a sheds (only they can take any of it)
-        roomiest = (np.maximum(spare[:, over], 0) / swaps.unit[over]).sum(axis=1)
+        roomiest = row_sums(np.maximum(spare[:, over], 0) / swaps.unit[over])
         roomiest[a] = 0.0
         room = np.zeros(len(roomiest), dtype=bool)
         room[_smallest(-roomiest, EVEN_OUT_PARTNERS)] = True
@@ -760,7 +760,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
                 break
         else:
             return False
-        gain = (np.minimum(diff[found[:, 0], found[:, 1]][:, over], short[over]) / swaps.unit[over]).sum(axis=1)
+        gain = row_sums(np.minimum(diff[found[:, 0], found[:, 1]][:, over], short[over]) / swaps.unit[over])
         o, t = found[np.lexsort((found[:, 1], found[:, 0], -gain))[0]].tolist()
         k, qs, b = int(given[o]), theirs[t].tolist(), int(owner[t])
         spare[a] += diff[o, t]
@@ -820,7 +820,7 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     if not len(theirs) or not len(mine):
         return False
     firsts: dict[tuple[float, ...], list[int]] = {}
-    for k in mine[np.lexsort((mine, -(swaps.need[mine] / swaps.unit).sum(axis=1)))].tolist():
+    for k in mine[np.lexsort((mine, -row_sums(swaps.need[mine] / swaps.unit)))].tolist():
         firsts.setdefault(tuple(swaps.need[k].tolist()), []).append(k)
     distinct = list(firsts.values())
     offers = [[ks[0]] for ks in distinct] + [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + \
@@ -837,7 +837,7 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
         found = np.flatnonzero(fits[o])
         if not len(found):
             continue
-        left = ((spare[found] - diff[o, found]) / swaps.unit).sum(axis=1)
+        left = row_sums((spare[found] - diff[o, found]) / swaps.unit)
         for q in theirs[found[np.lexsort((found, left))][:4]].tolist():
             if _make_trade(swaps, a, offers[u], q, topology):
                 return True
