@@ -203,3 +203,26 @@ def test_the_first_nodes_ranked_are_a_prefix_of_the_whole_ranking() -> None:
         first, second = rng.integers(0, 4, n).astype(float), rng.integers(0, 5, n).astype(float)
         head, whole = first_in_order(first, second, count), np.lexsort((second, first))
         assert len(head) >= min(count, n) and (whole[:len(head)] == head).all()
+
+
+def test_nodes_in_a_zone_the_pods_topology_shuts_are_not_asked() -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling.scheduler import Rooms
+    zone = "topology.kubernetes.io/zone"
+    spread = [{"maxSkew": 1, "topologyKey": zone, "labelSelector": {"matchLabels": {"app": "w"}}}]
+    w = PodInfo.parse(pod("w", labels={"app": "w"}, topologySpreadConstraints=spread))
+    topology = Topology({zone: {"a", "b"}})
+    topology.register(w)
+    assert topology.keys() == topology.keys_of(w) == [zone]
+    topology.record(w, {zone: "a"})
+    assert not topology.admits(w, zone, "a") and topology.admits(w, zone, "b")
+    rooms = Rooms(1)
+    for _ in range(4):
+        rooms.append(np.array([1]))
+    rooms.settle(0, {zone: "a", "kubernetes.io/hostname": "n0"}, [zone])
+    rooms.settle(1, {zone: "b"}, [zone])
+    rooms.settle(2, {}, [zone])                           # its zone is chosen at launch: it may still take the pod
+    found = np.arange(4)
+    assert rooms.in_domains(found, zone, lambda d: topology.admits(w, zone, d)).tolist() == [1, 2, 3]
+    assert rooms.in_domains(found, "another-key", lambda d: False).tolist() == [0, 1, 2, 3]

@@ -308,6 +308,7 @@ class NewNode:
         self._ranked_for: Requirements | None = None
         self._ranked_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
         self._now_cache: tuple[tuple[object, ...], tuple[int, float] | None] | None = None
+        self._largest_cache: tuple[np.ndarray, np.ndarray] | None = None    # the options, and their most allocatable
         self.requirements = template.requirements.copy()
         self.requests = Resources(template.daemon_overhead)
         # held as Python integers when the types' sizes are: then no sum of requests can wrap
@@ -387,7 +388,10 @@ class NewNode:
 
     def grow_room(self) -> np.ndarray:
         """Per resource, the most any option has left (a pod beyond it fits no option)."""
-        room: np.ndarray = self.template.allocatable[self.options].max(axis=0) - self.used
+        kept = self._largest_cache
+        if kept is None or kept[0] is not self.options:
+            kept = self._largest_cache = (self.options, self.template.allocatable[self.options].max(axis=0))
+        room: np.ndarray = kept[1] - self.used
         return room
 
     def add(self, pod: PodInfo, topology: Topology) -> Reason | None:

@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import functools
 import hashlib
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -123,6 +123,9 @@ class Rooms:
         self._rows = np.zeros((64, width), dtype=np.int64)
         self._count = 0
         self._rejected: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
+        # per topology key, the domain each node is in (an index into _domain_names[key]; -1: not decided yet)
+        self._domains: dict[str, np.ndarray] = {}
+        self._domain_names: dict[str, list[str]] = {}
 
     def append(self, row: np.ndarray) -> None:
         self._hold(row)
@@ -130,8 +133,34 @@ class Rooms:
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
             for kind, (stamp, mask) in self._rejected.items():
                 self._rejected[kind] = (stamp, np.concatenate([mask, np.zeros_like(mask)]))
+            for key, codes in self._domains.items():
+                self._domains[key] = np.concatenate([codes, np.full_like(codes, -1)])
         self._rows[self._count] = row
         self._count += 1
+
+    def settle(self, i: int, domains: Mapping[str, str], keys: Iterable[str]) -> None:
+        """Note node `i`'s domain for each of `keys` it has taken (domains only ever narrow to one)."""
+        for key in keys:
+            domain = domains.get(key)
+            if domain is None:
+                continue
+            codes = self._domains.get(key)
+            if codes is None:
+                codes = self._domains[key] = np.full(len(self._rows), -1, dtype=np.int64)
+                self._domain_names[key] = []
+            names = self._domain_names[key]
+            if domain not in names:
+                names.append(domain)
+            codes[i] = names.index(domain)
+
+    def in_domains(self, found: np.ndarray, key: str, admits: Callable[[str], bool]) -> np.ndarray:
+        """Of `found`, the nodes whose domain for `key` is not decided yet or `admits` lets in."""
+        codes = self._domains.get(key)
+        if codes is None or not len(found):
+            return found
+        theirs = codes[found]
+        shut = [code for code in np.unique(theirs[theirs >= 0]).tolist() if not admits(self._domain_names[key][code])]
+        return found[~np.isin(theirs, shut)] if shut else found
 
     def set(self, i: int, row: np.ndarray) -> None:
         self._hold(row)
@@ -530,6 +559,8 @@ class Scheduler:
                 return None
             self._existing_rooms.reject(kinds[why.kind is Why.TOPOLOGY], stamp, i)
         found = self._grow_rooms.candidates(need, kinds, stamp)
+        for key in self.topology.keys_of(pod):          # nodes in a domain the pod's topology shuts are not asked
+            found = self._grow_rooms.in_domains(found, key, functools.partial(self.topology.admits, pod, key))
         order = self._free_rooms.cheapest_growth_first(found, need, self._price) if need is not None else iter(found.tolist())
         fresh: float | None = None                     # what a new node for this pod alone would cost
         priced = 0
@@ -550,6 +581,7 @@ class Scheduler:
             if why is None:
                 self._free_rooms.set(i, node.free_room())
                 self._grow_rooms.set(i, node.grow_room())
+                self._grow_rooms.settle(i, node.domains, self.topology.keys())
                 return None
             self._grow_rooms.reject(kinds[why.kind is Why.TOPOLOGY], stamp, i)
         if not self.templates:
@@ -566,6 +598,7 @@ class Scheduler:
                 self.new_nodes.append(node)
                 self._free_rooms.append(node.free_room())
                 self._grow_rooms.append(node.grow_room())
+                self._grow_rooms.settle(len(self.new_nodes) - 1, node.domains, self.topology.keys())
                 return None
             node.release()
             reasons.append(self._explain(template, pod, why))

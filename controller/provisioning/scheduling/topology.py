@@ -55,6 +55,7 @@ class Topology:
         self._by_pod: dict[int, tuple[PodInfo, list[Group]]] = {}
         # the groups that select pods of one namespace and labels, while the groups are the same
         self._selecting: dict[tuple[str, frozenset[tuple[str, str]]], list[Group]] = {}
+        self._keys: list[str] | None = None
 
     # --- building -------------------------------------------------------------
     def add_domain(self, key: str, value: str) -> None:
@@ -81,6 +82,7 @@ class Topology:
             if kind == SPREAD:
                 group.eligible = {d for d in self.domains.get(key, ()) if self._eligible(group, d)}
             self._selecting.clear()
+            self._keys = None
         return group
 
     def _groups_selecting(self, pod: PodInfo) -> list[Group]:
@@ -155,6 +157,21 @@ class Topology:
         return sorted({(g.kind, g.key) for g in self._groups_selecting(pod)})
 
     # --- deciding ---------------------------------------------------------------
+    def keys(self) -> list[str]:
+        """The keys other than hostname that any group reads."""
+        if self._keys is None:
+            self._keys = sorted({g.key for g in self._groups.values() if g.key != HOSTNAME})
+        return self._keys
+
+    def keys_of(self, pod: PodInfo) -> list[str]:
+        """The keys other than hostname that `pod`'s own spreads and affinities read."""
+        return sorted({g.key for g in self.groups_of(pod) if g.key != HOSTNAME})
+
+    def admits(self, pod: PodInfo, key: str, domain: str) -> bool:
+        """Whether `pod`'s own spreads and affinities over `key` let it into `domain` as the counts stand: a node
+        whose `key` is `domain` turns the pod away when they do not (and may, for other reasons, when they do)."""
+        return all(self._allowed(g, pod, [domain], owned=False) for g in self.groups_of(pod) if g.key == key)
+
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
                    existing_labels: Mapping[str, str] | None,
                    narrowed: dict[str, list[str]] | None = None) -> tuple[dict[str, str] | None, Reason | None]:
