@@ -148,6 +148,7 @@ class NodeTemplate:
         self.taints, self.startup_taints = list(taints), list(startup_taints)
         self.daemon_overhead = daemon_overhead
         self.remaining = limits                              # None: unlimited
+        self._alone_prices: dict[tuple[object, ...], float | None] = {}   # cheapest_price_for, by row
         self.well_known = well_known
         self.node_costs = node_costs = node_costs or NodeCosts()     # none: the instance's price alone
         daemon_cpu = daemon_overhead.get(CPU, 0)
@@ -223,11 +224,13 @@ class NodeTemplate:
 
     def cheapest_price_for(self, row: np.ndarray) -> float | None:
         """What a new node of this template would cost holding just `row` (daemon overhead included)."""
-        _, order, _ = self.compatible(self.requirements)
-        candidates = order[covers(self.allocatable[order], row)]
-        if not len(candidates):
-            return None
-        return float(self.costs_at(self.requirements, candidates, self.cpu_of(row)).min())
+        known = self._alone_prices
+        key = tuple(row.tolist())                      # pods of one shape ask again and again
+        if key not in known:
+            _, order, _ = self.compatible(self.requirements)
+            candidates = order[covers(self.allocatable[order], row)]
+            known[key] = float(self.costs_at(self.requirements, candidates, self.cpu_of(row)).min()) if len(candidates) else None
+        return known[key]
 
     def short_of_min_values(self, types: Sequence[InstanceType], reqs: Requirements) -> str | None:
         """Which requirement's minValues `types` fall short of (counting the values `reqs` allow), or None."""

@@ -158,9 +158,8 @@ class Rooms:
         codes = self._domains.get(key)
         if codes is None or not len(found):
             return found
-        theirs = codes[found]
-        shut = [code for code in np.unique(theirs[theirs >= 0]).tolist() if not admits(self._domain_names[key][code])]
-        return found[~np.isin(theirs, shut)] if shut else found
+        shut = np.array([not admits(name) for name in self._domain_names[key]] + [False])   # -1 (undecided): the last
+        return found[~shut[codes[found]]] if shut.any() else found
 
     def set(self, i: int, row: np.ndarray) -> None:
         self._hold(row)
