@@ -226,3 +226,15 @@ def test_nodes_in_a_zone_the_pods_topology_shuts_are_not_asked() -> None:
     found = np.arange(4)
     assert rooms.in_domains(found, zone, lambda d: topology.admits(w, zone, d)).tolist() == [1, 2, 3]
     assert rooms.in_domains(found, "another-key", lambda d: False).tolist() == [0, 1, 2, 3]
+
+
+def test_every_and_some_reduce_the_last_axis_as_numpy_does() -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling.nodes import every, row_sums, some
+    rng = np.random.default_rng(5)
+    conditions = rng.random((4, 6, 3)) > 0.4
+    assert (every(conditions) == conditions.all(axis=-1)).all() and (some(conditions) == conditions.any(axis=-1)).all()
+    matrix = rng.random((7, 3))
+    assert (row_sums(matrix) == matrix.sum(axis=1)).all()
+    assert every(np.zeros((2, 0), dtype=bool)).all() and not some(np.zeros((2, 0), dtype=bool)).any()

@@ -61,6 +61,26 @@ def covers(matrix: np.ndarray, need: np.ndarray) -> np.ndarray:
     return ok
 
 
+def every(conditions: np.ndarray) -> np.ndarray:
+    """`conditions.all(axis=-1)` a slice at a time (see covers)."""
+    if not conditions.ndim or not conditions.shape[-1]:
+        return np.asarray(conditions.all(axis=-1))
+    out = np.array(conditions[..., 0], dtype=bool)
+    for j in range(1, conditions.shape[-1]):
+        out &= conditions[..., j]
+    return out
+
+
+def some(conditions: np.ndarray) -> np.ndarray:
+    """`conditions.any(axis=-1)` a slice at a time (see covers)."""
+    if not conditions.ndim or not conditions.shape[-1]:
+        return np.asarray(conditions.any(axis=-1))
+    out = np.array(conditions[..., 0], dtype=bool)
+    for j in range(1, conditions.shape[-1]):
+        out |= conditions[..., j]
+    return out
+
+
 def row_sums(matrix: np.ndarray) -> np.ndarray:
     """`matrix.sum(axis=1)` a column at a time (see covers), adding in the same order."""
     if matrix.ndim != 2 or not matrix.shape[1]:

@@ -55,6 +55,7 @@ class Topology:
         self._by_pod: dict[int, tuple[PodInfo, list[Group]]] = {}
         # the groups that select pods of one namespace and labels, while the groups are the same
         self._selecting: dict[tuple[str, frozenset[tuple[str, str]]], list[Group]] = {}
+        self._selecting_pod: dict[int, tuple[PodInfo, list[Group]]] = {}     # the same, by pod
         self._keys: list[str] | None = None
 
     # --- building -------------------------------------------------------------
@@ -82,14 +83,19 @@ class Topology:
             if kind == SPREAD:
                 group.eligible = {d for d in self.domains.get(key, ()) if self._eligible(group, d)}
             self._selecting.clear()
+            self._selecting_pod.clear()
             self._keys = None
         return group
 
     def _groups_selecting(self, pod: PodInfo) -> list[Group]:
+        held = self._selecting_pod.get(id(pod))
+        if held is not None and held[0] is pod:          # the record held, so its id is not another's
+            return held[1]
         ident = (pod.namespace, frozenset(pod.labels.items()))
         found = self._selecting.get(ident)
         if found is None:
             found = self._selecting[ident] = [g for g in self._groups.values() if g.selects(pod)]
+        self._selecting_pod[id(pod)] = (pod, found)
         return found
 
     def widenings(self, pod: PodInfo) -> int:

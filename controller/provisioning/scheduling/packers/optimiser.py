@@ -48,7 +48,16 @@ import numpy as np
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY
-from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeState, NodeTemplate, covers, estimate, row_sums
+from karpy.controller.provisioning.scheduling.nodes import (
+    NewNode,
+    NodeState,
+    NodeTemplate,
+    covers,
+    estimate,
+    every,
+    row_sums,
+    some,
+)
 from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
 from karpy.controller.provisioning.scheduling.packers.patterns import cover
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -752,9 +761,9 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
             owner = owners[theirs[:, 0]]
             # a sheds more of what it is short of than it takes back, keeps within its own type and within the
             # cheaper one in everything else; the other keeps its type
-            fits = (diff[:, :, over] >= 0).all(axis=2) & (diff[:, :, over] > 0).any(axis=2) & \
-                (-diff <= spare[a]).all(axis=2) & (short - diff <= np.where(over, np.inf, 0)).all(axis=2) & \
-                (diff <= spare[owner][None, :, :]).all(axis=2)
+            fits = every(diff[:, :, over] >= 0) & some(diff[:, :, over] > 0) & \
+                every(-diff <= spare[a]) & every(short - diff <= np.where(over, np.inf, 0)) & \
+                every(diff <= spare[owner][None, :, :])
             found = np.argwhere(fits)
             if len(found):
                 break
@@ -832,7 +841,7 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     budget[0] -= len(useful)
     diff = giving[useful][:, None, :] - swaps.need[theirs][None, :, :]
     spare = swaps.spare[swaps.owners[theirs]]
-    fits = (diff >= swaps.short[a]).all(axis=2) & (diff <= spare[None, :, :]).all(axis=2)
+    fits = every(diff >= swaps.short[a]) & every(diff <= spare[None, :, :])
     for o, u in enumerate(useful.tolist()):
         found = np.flatnonzero(fits[o])
         if not len(found):
