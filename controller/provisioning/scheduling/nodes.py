@@ -63,21 +63,20 @@ def covers(matrix: np.ndarray, need: np.ndarray) -> np.ndarray:
 
 def every(conditions: np.ndarray) -> np.ndarray:
     """`conditions.all(axis=-1)` a slice at a time (see covers)."""
-    if not conditions.ndim or not conditions.shape[-1]:
-        return np.asarray(conditions.all(axis=-1))
-    out = np.array(conditions[..., 0], dtype=bool)
-    for j in range(1, conditions.shape[-1]):
-        out &= conditions[..., j]
-    return out
+    return _along_last(conditions, np.logical_and)
 
 
 def some(conditions: np.ndarray) -> np.ndarray:
     """`conditions.any(axis=-1)` a slice at a time (see covers)."""
+    return _along_last(conditions, np.logical_or)
+
+
+def _along_last(conditions: np.ndarray, combine: np.ufunc) -> np.ndarray:
     if not conditions.ndim or not conditions.shape[-1]:
-        return np.asarray(conditions.any(axis=-1))
+        return np.asarray(combine.reduce(conditions, axis=-1), dtype=bool)
     out = np.array(conditions[..., 0], dtype=bool)
     for j in range(1, conditions.shape[-1]):
-        out |= conditions[..., j]
+        combine(out, conditions[..., j], out=out)
     return out
 
 
