@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import pytest
+import yaml
 
 from karpy.controller.clock import FakeClock
 from karpy.controller.cloudprovider.catalog import catalog_from_document
@@ -15,6 +21,7 @@ from karpy.controller.cloudprovider.fake import FakeCloudProvider
 from karpy.controller.state import ClusterState
 from karpy.kubeclient.raw import RawClient, path_of
 from tests.builders import catalog, instance_type
+from tests.conftest import stop_process
 from tests.expectations import eventually
 from tests.simulator.conftest import Kube, start
 
@@ -24,6 +31,35 @@ CATALOG_DOC = catalog(
     instance_type("large", cpu="8", memory="16Gi", pods="40", price=0.4, zones=("zone-a", "zone-b")),
 )
 CATALOG = catalog_from_document(CATALOG_DOC)
+
+
+@contextlib.contextmanager
+def controller_for_nodepool(tmp_path: Path, *, catalog_doc: dict[str, Any], nodepool: dict[str, Any],
+                            pod: dict[str, Any], args: Sequence[str]) -> Iterator[Kube]:
+    """A local cluster with the CRDs, `nodepool` and the pending `pod` applied, and `karpy controller` (fake cloud
+    provider over `catalog_doc`, with `args` more) watching it; it logs to tmp_path/controller.log. All of it is
+    stopped when the block ends."""
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog_doc))
+    (tmp_path / "nodepool.yaml").write_text(yaml.safe_dump(nodepool))
+    cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
+    log = open(tmp_path / "controller.log", "wb")
+    controller: subprocess.Popen[bytes] | None = None
+    try:
+        kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+        kube.kubectl("apply", "-f", str(tmp_path / "nodepool.yaml"))
+        kube.core.create_namespaced_pod("default", pod)
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kube.kubeconfig),
+             "--catalog", str(tmp_path / "catalog.json"), "--health-port", "0",
+             "--batch-idle-duration", "0.3", "--batch-max-duration", "2", *args],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        yield kube
+    finally:
+        if controller is not None:
+            stop_process(controller)
+        log.close()
+        kube.api_client.close()
+        cluster.stop()
 
 
 @dataclasses.dataclass

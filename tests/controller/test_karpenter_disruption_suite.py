@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,10 +40,8 @@ from karpy.controller.consolidation.drift import RESYNC_SECONDS as DRIFT_RESYNC_
 from karpy.controller.consolidation.drift import DriftMarker
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
-from tests.conftest import stop_process
-from tests.controller.conftest import CATALOG_DOC, Env
+from tests.controller.conftest import CATALOG_DOC, Env, controller_for_nodepool
 from tests.expectations import eventually
-from tests.simulator.conftest import start
 
 pytestmark = pytest.mark.slow      # starts the local cluster
 
@@ -388,29 +385,29 @@ def consolidatable(suite: Suite, claim: str) -> bool:
     return (suite.condition(claim, CONDITION_CONSOLIDATABLE) or {}).get("status") == "True"
 
 
+def expect_consolidatable_a_minute_on(suite: Suite, claim: str) -> None:
+    """Not Consolidatable yet; Consolidatable once consolidateAfter (1m) has passed."""
+    marker = DriftMarker(suite.env.state, suite.env.clock)
+    marker.reconcile()
+    assert not consolidatable(suite, claim)
+    suite.env.clock.step(60)
+    marker.reconcile()
+    assert consolidatable(suite, claim)
+
+
 def test_should_mark_nodeclaims_as_consolidatable(suite: Suite) -> None:
     underutilized(suite)
     suite.claim_and_node("n")
     now = suite.env.clock.now()
     suite.claim_status("n", initialized_at=now - dt.timedelta(minutes=10), last_pod_event=now)
-    marker = DriftMarker(suite.env.state, suite.env.clock)
-    marker.reconcile()
-    assert not consolidatable(suite, "n")
-    suite.env.clock.step(60)
-    marker.reconcile()
-    assert consolidatable(suite, "n")
+    expect_consolidatable_a_minute_on(suite, "n")
 
 
 def test_should_mark_nodeclaims_as_consolidatable_based_on_the_nodeclaim_initialized_time(suite: Suite) -> None:
     underutilized(suite)
     suite.claim_and_node("n")
     suite.claim_status("n", initialized_at=suite.env.clock.now())    # no pod event yet
-    marker = DriftMarker(suite.env.state, suite.env.clock)
-    marker.reconcile()
-    assert not consolidatable(suite, "n")
-    suite.env.clock.step(60)
-    marker.reconcile()
-    assert consolidatable(suite, "n")
+    expect_consolidatable_a_minute_on(suite, "n")
 
 
 def test_should_remove_the_status_condition_when_last_pod_event_is_too_recent(suite: Suite) -> None:
@@ -498,21 +495,10 @@ def test_karpy_explain_node_names_the_drift_and_what_holds_a_drifted_node(suite:
 def test_karpy_controller_replaces_a_node_whose_nodepool_template_changed(tmp_path: Path) -> None:
     """The loops wired together: the NodePool's template changes, its node is marked Drifted, a replacement from the
     new template comes up, and only then is the old node drained and deleted."""
-    (tmp_path / "catalog.json").write_text(json.dumps(CATALOG_DOC))
-    (tmp_path / "nodepool.yaml").write_text(yaml.safe_dump(nodepool()))
-    cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
-    log = open(tmp_path / "controller.log", "wb")
-    controller: subprocess.Popen[bytes] | None = None
-    try:
-        kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
-        kube.kubectl("apply", "-f", str(tmp_path / "nodepool.yaml"))
-        kube.core.create_namespaced_pod("default", unschedulable_pod("web", cpu="1", owner=OWNER))   # so it drains
-        controller = subprocess.Popen(
-            [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kube.kubeconfig),
-             "--catalog", str(tmp_path / "catalog.json"), "--metrics-port", "0", "--health-port", "0",
-             "--batch-idle-duration", "0.3", "--batch-max-duration", "2", "--consolidation-stabilization", "1",
-             "--feature-gates", "Drift=true"],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    with controller_for_nodepool(tmp_path, catalog_doc=CATALOG_DOC, nodepool=nodepool(),
+                                 pod=unschedulable_pod("web", cpu="1", owner=OWNER),      # so it drains
+                                 args=["--metrics-port", "0", "--consolidation-stabilization", "1",
+                                       "--feature-gates", "Drift=true"]) as kube:
 
         def initialized(team: str) -> list[str]:
             return [n.metadata.name for n in kube.core.list_node().items
@@ -526,9 +512,3 @@ def test_karpy_controller_replaces_a_node_whose_nodepool_template_changed(tmp_pa
         text = (tmp_path / "controller.log").read_text()
         assert f"Marked node claim {old} drifted (NodePoolDrifted)" in text
         assert text.index(f"Replacement(s) {new} ready; deleting node(s) {old}") > text.index("Marked node claim")
-    finally:
-        if controller is not None:
-            stop_process(controller)
-        log.close()
-        kube.api_client.close()
-        cluster.stop()

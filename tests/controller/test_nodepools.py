@@ -7,16 +7,11 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-import yaml
 from prometheus_client import REGISTRY
 
 from karpy.apis import labels as wk
@@ -31,11 +26,10 @@ from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, Scheduler
 from karpy.kubeclient.raw import path_of
 from tests.builders import catalog, instance_type, node, unschedulable_pod
-from tests.conftest import free_port, stop_process
-from tests.controller.conftest import CATALOG, Env
+from tests.conftest import free_port
+from tests.controller.conftest import CATALOG, Env, controller_for_nodepool
 from tests.controller.test_metrics import scraped
 from tests.expectations import eventually, expect_nodes
-from tests.simulator.conftest import start
 
 ROOT = Path(__file__).resolve().parents[2]
 NODEPOOL = {
@@ -76,21 +70,10 @@ def test_a_nodepools_node_starts_unregistered_and_registers_once_ready() -> None
 
 @pytest.mark.slow      # starts the local cluster and `karpy controller`
 def test_karpy_controller_provisions_for_a_nodepool(tmp_path: Path) -> None:
-    (tmp_path / "catalog.json").write_text(json.dumps(catalog(instance_type("small", cpu="2", memory="4Gi", pods="10"))))
-    (tmp_path / "nodepool.yaml").write_text(yaml.safe_dump(NODEPOOL))
-    cluster, kube = start(tmp_path, system_nodes=0, boot_delay=0.2)
-    log = open(tmp_path / "controller.log", "wb")
-    controller: subprocess.Popen[bytes] | None = None
     port = free_port()
-    try:
-        kube.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
-        kube.kubectl("apply", "-f", str(tmp_path / "nodepool.yaml"))
-        kube.core.create_namespaced_pod("default", unschedulable_pod("web", cpu="1"))
-        controller = subprocess.Popen(
-            [sys.executable, "-m", "karpy.main", "controller", "--kubeconfig", str(kube.kubeconfig),
-             "--catalog", str(tmp_path / "catalog.json"), "--metrics-port", str(port), "--health-port", "0",
-             "--batch-idle-duration", "0.3", "--batch-max-duration", "2"],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    with controller_for_nodepool(tmp_path, catalog_doc=catalog(instance_type("small", cpu="2", memory="4Gi", pods="10")),
+                                 nodepool=NODEPOOL, pod=unschedulable_pod("web", cpu="1"),
+                                 args=["--metrics-port", str(port)]) as kube:
 
         def registered() -> Any:
             nodes = kube.core.list_node().items
@@ -118,12 +101,6 @@ def test_karpy_controller_provisions_for_a_nodepool(tmp_path: Path) -> None:
         eventually(lambda: value("karpenter_nodepools_usage", nodepool="general", resource_type="nodes") == 1, timeout=10)
         events = kube.core.list_namespaced_event("default", field_selector="involvedObject.name=web").items
         assert f"Pod should schedule on: nodeclaim/{name}" in {e.message for e in events if e.reason == "Nominated"}
-    finally:
-        if controller is not None:
-            stop_process(controller)
-        log.close()
-        kube.api_client.close()
-        cluster.stop()
 
 
 @pytest.mark.slow      # starts the local cluster
