@@ -196,13 +196,14 @@ def test_covers_is_a_row_wise_all_for_fast_and_exact_amounts() -> None:
 def test_the_first_nodes_ranked_are_a_prefix_of_the_whole_ranking() -> None:
     import numpy as np
 
-    from karpy.controller.provisioning.scheduling.scheduler import first_in_order
+    from karpy.controller.provisioning.scheduling.nodes import first_in_order, smallest
     rng = np.random.default_rng(3)
     for _ in range(500):
         n, count = int(rng.integers(1, 120)), int(rng.integers(1, 10))
         first, second = rng.integers(0, 4, n).astype(float), rng.integers(0, 5, n).astype(float)
         head, whole = first_in_order(first, second, count), np.lexsort((second, first))
         assert len(head) >= min(count, n) and (whole[:len(head)] == head).all()
+        assert smallest(first, count).tolist() == np.lexsort((np.arange(n), first))[:count].tolist()
 
 
 def test_nodes_in_a_zone_the_pods_topology_shuts_are_not_asked() -> None:

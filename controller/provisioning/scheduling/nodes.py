@@ -49,25 +49,22 @@ def amounts(values: Sequence[Sequence[int]] | Sequence[int], *, width: int | Non
 
 
 def covers(matrix: np.ndarray, need: np.ndarray) -> np.ndarray:
-    """For each row of `matrix`, whether it is at least `need` in every column: `(matrix >= need).all(axis=1)`
-    a column at a time, as numpy reduces along a short axis several times slower than it compares columns."""
-    if matrix.ndim != 2 or np.ndim(need) != 1 or not matrix.shape[1]:
-        return np.asarray((matrix >= need).all(axis=-1), dtype=bool)
-    exact = matrix.dtype == object or need.dtype == object
-    ok = np.asarray(matrix[:, 0] >= need[0], dtype=bool)
-    for j in range(1, matrix.shape[1]):
-        column = matrix[:, j] >= need[j]
-        ok &= np.asarray(column, dtype=bool) if exact else column
-    return ok
+    """For each row of `matrix`, whether it is at least `need` in every column: `(matrix >= need).all(axis=1)`,
+    reduced a column at a time (every)."""
+    conditions = matrix >= need
+    if conditions.dtype == object:                  # amounts held as Python integers compare to Python booleans
+        conditions = conditions.astype(bool)
+    return every(conditions)
 
 
 def every(conditions: np.ndarray) -> np.ndarray:
-    """`conditions.all(axis=-1)` a slice at a time (see covers)."""
+    """`conditions.all(axis=-1)` a slice at a time: numpy reduces along a short last axis several times slower
+    than it combines the slices."""
     return _along_last(conditions, np.logical_and)
 
 
 def some(conditions: np.ndarray) -> np.ndarray:
-    """`conditions.any(axis=-1)` a slice at a time (see covers)."""
+    """`conditions.any(axis=-1)` a slice at a time (see every)."""
     return _along_last(conditions, np.logical_or)
 
 
@@ -81,13 +78,35 @@ def _along_last(conditions: np.ndarray, combine: np.ufunc) -> np.ndarray:
 
 
 def row_sums(matrix: np.ndarray) -> np.ndarray:
-    """`matrix.sum(axis=1)` a column at a time (see covers), adding in the same order."""
+    """`matrix.sum(axis=1)` a column at a time (see every), adding in the same order."""
     if matrix.ndim != 2 or not matrix.shape[1]:
         return np.asarray(matrix.sum(axis=-1))
     total = matrix[:, 0].copy()
     for j in range(1, matrix.shape[1]):
         total += matrix[:, j]
     return total
+
+
+def first_in_order(first: np.ndarray, second: np.ndarray, count: int) -> np.ndarray:
+    """The first `count` (or more, with ties) positions of `np.lexsort((second, first))`, in that order: the
+    same prefix without sorting the whole."""
+    if len(first) <= 4 * count:
+        ranked: np.ndarray = np.lexsort((second, first))
+        return ranked
+    cut = np.partition(first, count - 1)[count - 1]
+    below = np.flatnonzero(first < cut)                  # fewer than `count`: all come before the ties
+    tied = np.flatnonzero(first == cut)
+    wanted = count - len(below)
+    if len(tied) > wanted:
+        tied = tied[second[tied] <= np.partition(second[tied], wanted - 1)[wanted - 1]]
+    head = np.concatenate([below, tied])
+    ranked = head[np.lexsort((head, second[head], first[head]))]
+    return ranked
+
+
+def smallest(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the `count` smallest `values`, smallest first (ties by index: deterministic)."""
+    return first_in_order(values, np.zeros(len(values)), count)[:count]
 
 
 def holds_exactly(requirement: Requirement | None, values: Sequence[str]) -> bool:

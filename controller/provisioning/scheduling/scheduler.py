@@ -40,6 +40,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     ResourceRows,
     covers,
     estimate,
+    first_in_order,
 )
 from karpy.controller.provisioning.scheduling.packers import PackingOptions, packer_for
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -209,23 +210,6 @@ class Rooms:
 
 
 HEAD_RANKED = 8                    # nodes ranked before the rest of the order is worked out
-
-
-def first_in_order(first: np.ndarray, second: np.ndarray, count: int) -> np.ndarray:
-    """The first `count` (or more, with ties) positions of `np.lexsort((second, first))`, in that order: the
-    same prefix without sorting the whole."""
-    if len(first) <= 4 * count:
-        ranked: np.ndarray = np.lexsort((second, first))
-        return ranked
-    cut = np.partition(first, count - 1)[count - 1]
-    below = np.flatnonzero(first < cut)                  # fewer than `count`: all come before the ties
-    tied = np.flatnonzero(first == cut)
-    wanted = count - len(below)
-    if len(tied) > wanted:
-        tied = tied[second[tied] <= np.partition(second[tied], wanted - 1)[wanted - 1]]
-    head = np.concatenate([below, tied])
-    ranked = head[np.lexsort((head, second[head], first[head]))]
-    return ranked
 
 
 def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:

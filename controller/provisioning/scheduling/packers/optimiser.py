@@ -56,6 +56,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     estimate,
     every,
     row_sums,
+    smallest,
     some,
 )
 from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
@@ -319,15 +320,6 @@ def _try_add(node: NewNode, pod: PodInfo, topology: Topology) -> bool:
     return False
 
 
-def _smallest(values: np.ndarray, count: int) -> np.ndarray:
-    """Indices of the `count` smallest `values`, smallest first (ties by index: deterministic)."""
-    if len(values) > count:
-        cut = np.partition(values, count - 1)[count - 1]
-        keep = np.flatnonzero(values <= cut)
-        return keep[np.lexsort((keep, values[keep]))][:count]
-    return np.lexsort((np.arange(len(values)), values))
-
-
 def _leftover(left: np.ndarray) -> np.ndarray:
     """How much room a fit leaves, per row of `left` (room left per resource, in units of a typical type)."""
     total: np.ndarray = row_sums(left)
@@ -423,7 +415,6 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
     bins = _Bins(anchored, [e.pod for e in loose], topology)
     hopeless: set[tuple[object, ...]] = set()
     rejected: set[tuple[tuple[object, ...], int]] = set()
-    alone_price: dict[tuple[object, ...], float | None] = {}
     rest: list[_Loose] = []
     last_kind: tuple[object, ...] | None = None
     allowed = fits_grow = fits_free = np.zeros(len(anchored), dtype=bool)
@@ -452,7 +443,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
         found = np.flatnonzero(fits_free)
         if len(found):
             left = _leftover((bins.free[found] - need) / bins.unit)
-            for i in found[_smallest(left, FIT_TRIES)].tolist():
+            for i in found[smallest(left, FIT_TRIES)].tolist():
                 if (kind, i) in rejected:
                     continue
                 if bins.add(i, e.pod):
@@ -461,16 +452,13 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
                     break
                 rejected.add((kind, i))
         if not done:
-            if kind not in alone_price:
-                alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]  # a pod the greedy placed has a row
-                alone_price[kind] = alone
-            alone = alone_price[kind]
+            alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]  # a pod the greedy placed has a row
             found = np.flatnonzero(fits_grow & ~fits_free)
             if alone is not None and len(found):
                 excess = row_sums(np.maximum(need - bins.free[found], 0) / bins.unit)
                 best, best_growth, best_stranded, tried = None, alone + 1e-9, np.inf, 0
                 row = e.template.rows.of(e.pod)
-                for i in found[_smallest(excess, 4 * GROWTH_TRIES)].tolist():
+                for i in found[smallest(excess, 4 * GROWTH_TRIES)].tolist():
                     if (kind, i) in rejected:
                         continue
                     grown = anchored[i].price_with(row)
@@ -554,7 +542,7 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
         placed = False
         if len(found):
             left = _leftover((bins.free[found] - need) / bins.unit)
-            for b in found[_smallest(left, SHRINK_TRIES)].tolist():
+            for b in found[smallest(left, SHRINK_TRIES)].tolist():
                 before = bins.nodes[b].snapshot(price=bins.price[b])
                 if bins.add(b, p):
                     moved.append((b, before))
@@ -754,7 +742,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         roomiest = row_sums(np.maximum(spare[:, over], 0) / swaps.unit[over])
         roomiest[a] = 0.0
         room = np.zeros(len(roomiest), dtype=bool)
-        room[_smallest(-roomiest, EVEN_OUT_PARTNERS)] = True
+        room[smallest(-roomiest, EVEN_OUT_PARTNERS)] = True
         room &= roomiest > 0
         single = np.flatnonzero(room[owners])
         for theirs in (single[:, None], _pairs(owners, room, swaps.need) if pairs else np.zeros((0, 2), dtype=np.int64)):
@@ -1030,7 +1018,7 @@ def _candidate_types(mask: np.ndarray, alloc: np.ndarray, need: np.ndarray, coun
     chosen = set(ranked[:MAX_TYPES_PER_GROUP])
     by_price = sorted(usable, key=lambda i: (price(i), t.instance_types[i].name))
     for row in need:
-        smallest = next((i for i in by_price if (alloc[i] >= row).all()), None)
-        if smallest is not None:
-            chosen.add(smallest)
+        cheapest = next((i for i in by_price if (alloc[i] >= row).all()), None)
+        if cheapest is not None:
+            chosen.add(cheapest)
     return sorted(chosen)
