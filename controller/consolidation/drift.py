@@ -47,11 +47,20 @@ RESYNC_SECONDS = 30.0              # drift comes from edits the watch reports; t
 Obj = dict[str, Any]
 
 
+def as_nodeclaim(claim: Mapping[str, Any]) -> v1.NodeClaim | None:
+    """Pure: `claim` read as v1's NodeClaim, or None when it is not of that shape (nothing to compare against)."""
+    try:
+        return v1.NodeClaim.model_validate(claim)
+    except pydantic.ValidationError:
+        return None
+
+
 def claim_drift(claim: Mapping[str, Any], owner: Provisioner | None, *, node_class: EC2NodeClass | None = None,
-                provisioner_drift: bool = False) -> DriftReason | None:
+                provisioner_drift: bool = False, nodeclaim: v1.NodeClaim | None = None) -> DriftReason | None:
     """Pure: why `claim` has drifted from `owner` (its NodePool in a Provisioner's terms, or a Provisioner) and the
     EC2NodeClass it names, or None. A Provisioner's claim drifts only with `provisioner_drift` (the Drift gate); an
-    EC2NodeClass's AMIs are compared only once its status lists some."""
+    EC2NodeClass's AMIs are compared only once its status lists some. `nodeclaim`: `claim` already read as v1's
+    (as_nodeclaim), when the caller has it."""
     if owner is None or not (claim.get("status") or {}).get("providerID"):
         return None                   # its owner is gone (garbage collection's) or it is still launching
     meta = claim.get("metadata") or {}
@@ -59,12 +68,10 @@ def claim_drift(claim: Mapping[str, Any], owner: Provisioner | None, *, node_cla
         if not provisioner_drift:
             return None
         return provisioner_drifted(owner, labels=meta.get("labels") or {}, annotations=meta.get("annotations") or {})
+    if nodeclaim is None and (nodeclaim := as_nodeclaim(claim)) is None:
+        return None
     pool = owner.node_pool.model_copy(deep=True)
     pool.metadata.annotations = {**(pool.metadata.annotations or {}), **nodepool_hash_annotations(pool)}
-    try:
-        nodeclaim = v1.NodeClaim.model_validate(claim)
-    except pydantic.ValidationError:
-        return None                   # not v1's shape: nothing to compare against
     images = [ami.id for ami in (node_class.status.amis or [])] if node_class and node_class.status else None
     return drifted(nodeclaim, pool, nodeclass_annotations=ec2nodeclass_hash_annotations(node_class) if node_class else None,
                    image_ids=images)
@@ -94,26 +101,23 @@ def drift_conditions(claim: Mapping[str, Any], reason: DriftReason | None, *, no
                     "lastTransitionTime": now}]
 
 
-def claim_consolidatability(claim: Mapping[str, Any], owner: Provisioner | None, *, pod_event: dt.datetime | None,
+def claim_consolidatability(nodeclaim: v1.NodeClaim | None, owner: Provisioner | None, *, pod_event: dt.datetime | None,
                             now: dt.datetime) -> Consolidatability | None:
-    """Pure: whether a NodePool's `claim` is Consolidatable at `now` (`pod_event`: the latest pod event its node's
-    pods show), or None for a claim that carries no such condition (a Provisioner's, or one not of v1's shape)."""
-    if not isinstance(owner, NodePoolProvisioner):
-        return None
-    try:
-        nodeclaim = v1.NodeClaim.model_validate(claim)
-    except pydantic.ValidationError:
+    """Pure: whether a NodePool's claim (read as v1's: as_nodeclaim) is Consolidatable at `now` (`pod_event`: the
+    latest pod event its node's pods show), or None for a claim that carries no such condition (a Provisioner's, or
+    one not of v1's shape)."""
+    if nodeclaim is None or not isinstance(owner, NodePoolProvisioner):
         return None
     return nodeclaim_consolidatability(nodeclaim, owner.node_pool, now, pod_event=pod_event)
 
 
-def consolidatable_conditions(claim: Mapping[str, Any], conditions: list[Obj], verdict: Consolidatability | None, *,
+def consolidatable_conditions(nodeclaim: v1.NodeClaim, conditions: list[Obj], verdict: Consolidatability | None, *,
                               now: str) -> list[Obj] | None:
     """Pure: `conditions` (the claim's, Drifted already decided) with Consolidatable set True or removed as `verdict`
-    says (v1 never writes it False), or None when `claim` says so already."""
+    says (v1 never writes it False), or None when `nodeclaim` says so already."""
     if verdict is None:
         return None
-    change = condition_change(v1.NodeClaim.model_validate(claim), verdict)
+    change = condition_change(nodeclaim, verdict)
     if change is None:
         return None
     kept = [c for c in conditions if c.get("type") != CONDITION_CONSOLIDATABLE]
@@ -144,15 +148,15 @@ class DriftMarker:
         self.on_marked = on_marked
 
     def reconcile(self) -> float | None:
-        # 1. the owners' hashes, where users see them (and, for a gated Provisioner, where its launches read it)
-        self._stamp_hashes()
-        owners = {p.name: p for p in self.state.live_provisioners() if not p.metadata.deletion_timestamp}
         classes = {}
         for raw in self.state.ec2nodeclasses.items():
             try:
                 classes[raw["metadata"]["name"]] = EC2NodeClass.model_validate(raw)
             except pydantic.ValidationError:
                 continue              # the nodeclass controller reports it
+        # 1. the owners' hashes, where users see them (and, for a gated Provisioner, where its launches read it)
+        self._stamp_hashes(list(classes.values()))
+        owners = {p.name: p for p in self.state.live_provisioners() if not p.metadata.deletion_timestamp}
         # 2. each launched claim, marked or cleared; the pass comes again when a claim next turns Consolidatable
         now_time = self.clock.now()
         now = rfc3339(now_time)
@@ -166,13 +170,15 @@ class DriftMarker:
             owner = owners.get(rec.owner_name(claim))
             ref = (claim.get("spec") or {}).get("nodeClassRef") or {}
             node_class = classes.get(ref.get("name", "")) if ref.get("kind") == "EC2NodeClass" else None
-            reason = claim_drift(claim, owner, node_class=node_class, provisioner_drift=self.provisioner_drift)
+            nodeclaim = as_nodeclaim(claim)
+            reason = claim_drift(claim, owner, node_class=node_class, provisioner_drift=self.provisioner_drift,
+                                 nodeclaim=nodeclaim)
             drift = drift_conditions(claim, reason, now=now)
-            verdict = claim_consolidatability(claim, owner, pod_event=self._pod_event(node_name), now=now_time)
+            verdict = claim_consolidatability(nodeclaim, owner, pod_event=self._pod_event(node_name), now=now_time)
             if verdict is not None and (wait := verdict.requeue_after_seconds(now_time)) is not None:
                 again = min(again, wait)
             before = drift if drift is not None else [dict(c) for c in (claim.get("status") or {}).get("conditions") or []]
-            consolidatable = consolidatable_conditions(claim, before, verdict, now=now)
+            consolidatable = None if nodeclaim is None else consolidatable_conditions(nodeclaim, before, verdict, now=now)
             conditions = consolidatable if consolidatable is not None else drift
             if conditions is None:
                 continue
@@ -202,19 +208,16 @@ class DriftMarker:
             return None
         return last_pod_event_of([p for p in self.state.pod_infos(self.state.pods_on(node_name)) if reschedulable(p)])
 
-    def _stamp_hashes(self) -> None:
-        """Write each owner's hash annotations where they differ from what it carries (v1's hash controllers)."""
+    def _stamp_hashes(self, classes: list[EC2NodeClass]) -> None:
+        """Write each owner's hash annotations, and each of `classes`' (the EC2NodeClasses, read), where they differ
+        from what it carries (v1's hash controllers)."""
         wanted: list[tuple[str, str, str, dict[str, str]]] = []
         for owner in self.state.live_provisioners():
             if isinstance(owner, NodePoolProvisioner):
                 wanted.append(("karpenter.sh/v1", "nodepools", owner.name, nodepool_hash_annotations(owner.node_pool)))
             elif self.provisioner_drift:
                 wanted.append(("karpenter.sh/v1alpha5", "provisioners", owner.name, {PROVISIONER_HASH: provisioner_hash(owner)}))
-        for raw in self.state.ec2nodeclasses.items():
-            try:
-                node_class = EC2NodeClass.model_validate(raw)
-            except pydantic.ValidationError:
-                continue
+        for node_class in classes:
             wanted.append(("karpenter.k8s.aws/v1", "ec2nodeclasses", node_class.metadata.name or "",
                            ec2nodeclass_hash_annotations(node_class)))
         informers = {"nodepools": self.state.nodepools, "provisioners": self.state.provisioners,
