@@ -16,7 +16,7 @@ from karpy.apis.resources import Resources
 from karpy.controller.provisioning.scheduling.cost import node_costs
 from karpy.controller.provisioning.scheduling.nodes import NewNode
 from karpy.controller.provisioning.scheduling.packers import PackingOptions
-from karpy.controller.provisioning.scheduling.packers.optimiser import _fill_anchored, _Loose, _swap
+from karpy.controller.provisioning.scheduling.packers.optimiser import _fill_anchored, _grow_lopsided, _Loose, _swap
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from karpy.plan.inputs import load
 from karpy.plan.render import plan_json
@@ -225,6 +225,42 @@ def test_a_node_gets_cheaper_through_a_chain_of_trades_no_single_trade_makes(tmp
     assert (a.price(), b.price(), c.price()) == pytest.approx((3.0 + PER_NODE, 2.0 + PER_NODE, 2.0 + PER_NODE))
     assert sorted(p.name for p in a.pods + b.pods + c.pods) == sorted(pods)
     assert [p.name for p in a.pods][0] == "anchor-a" and {"anchor-b", "anchor-c"} <= {p.name for p in b.pods + c.pods}
+    for node in (a, b, c):     # every node holds what it asks for at the type it takes
+        assert (node.template.allocatable[node.cheapest()] >= node.used).all()
+
+
+@pytest.mark.parametrize("shrinking", [("b", "c"), ("b",)])
+def test_a_lopsided_node_grows_when_several_others_then_shrink_into_it(tmp_path: Path, shrinking: tuple[str, ...]) -> None:
+    # node a's memory is full of pods that stay (s2's 4Gi) while 1.7 of its 2 cpu idle; b and c each run 2.2 cpu
+    # (s3) with 0.8 idle, short of the 900m a loose pod asks, so no pod moves for free and no trade helps. a on s3
+    # has room for a loose pod of each, which then take s2: one dollar more for two less. With b alone the same
+    # growth saves nothing, so it is undone.
+    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
+                       for n in (1, 2, 3, 4)))
+    docs = [linear, provisioner("default"), pod("anchor-a", cpu="100m", memory="100Mi"),
+            *(pod(f"mem-{i}", cpu="100m", memory="1950Mi") for i in range(2)),
+            *(pod(f"anchor-{x}", cpu="1300m", memory="100Mi") for x in "bc"),
+            *(pod(f"cpu-{x}", cpu="900m", memory="100Mi") for x in "bc")]
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
+    pods = {p.name: p for p in scheduler.pending}
+    template = scheduler.templates[0]
+    a, b, c = NewNode(template, "node-a"), NewNode(template, "node-b"), NewNode(template, "node-c")
+    for node, names in ((a, ("anchor-a", "mem-0", "mem-1")), (b, ("anchor-b", "cpu-b")), (c, ("anchor-c", "cpu-c"))):
+        for name in names:
+            assert node.add(pods[name], scheduler.topology) is None
+    assert (a.price(), b.price(), c.price()) == pytest.approx((2.0 + PER_NODE, 3.0 + PER_NODE, 3.0 + PER_NODE))
+    movable = {id(pods[f"cpu-{x}"]) for x in shrinking}
+    assert not _swap([a, b, c], movable, scheduler.topology, deadline=None, budget=[1000])
+    # grown too, b and c (memory idle) would shed nothing: only a, idling the cpu most nodes run out of, may grow
+    assert not _grow_lopsided([a, b, c], movable, scheduler.topology, deadline=None, scarce_only=False)
+    grew = _grow_lopsided([a, b, c], movable, scheduler.topology, deadline=None, scarce_only=True)
+    assert grew == (len(shrinking) == 2)
+    after = (3.0, 2.0, 2.0) if grew else (2.0, 3.0, 3.0)
+    assert (a.price(), b.price(), c.price()) == pytest.approx(tuple(p + PER_NODE for p in after))
+    assert sorted(p.name for p in a.pods + b.pods + c.pods) == sorted(pods)
+    assert {p.name for p in a.pods} == {"anchor-a", "mem-0", "mem-1"} | ({"cpu-b", "cpu-c"} if grew else set())
     for node in (a, b, c):     # every node holds what it asks for at the type it takes
         assert (node.template.allocatable[node.cheapest()] >= node.used).all()
 

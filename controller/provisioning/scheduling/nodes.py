@@ -214,6 +214,9 @@ class NodeTemplate:
         self.resource_index = rows.index
         self.cpu_column = rows.index.get(CPU)
         self.allocatable = amounts([rows.row(room).tolist() for room in rooms], width=len(rows.index))
+        # a typical type's allocatable (the median, at least 1 of each resource): the unit resources are weighed in
+        self.typical = (np.maximum(np.median(estimate(self.allocatable).astype(float), axis=0), 1.0) if len(rooms)
+                        else np.ones(len(rows.index)))
         self.capacity = [t.capacity for t in usable]
         self._limit_names = sorted(limits or {})
         self._limit_capacity = amounts([[c.get(n, 0) for n in self._limit_names] for c in self.capacity],
@@ -531,6 +534,20 @@ class NewNode:
             self.requests = self.requests + pod.requests
             self.host_ports = self.host_ports | pod.host_ports
         self.refit()
+
+    def next_larger(self) -> int | None:
+        """The option one size up: the cheapest that costs more than the current one and holds all it does."""
+        t = self.template
+        current = self.cheapest()
+        prices = self._ranked()[1]
+        larger = np.flatnonzero(self.options & covers(t.allocatable, t.allocatable[current])
+                                & (prices > prices[current] + 1e-12))
+        return int(larger[prices[larger].argmin()]) if len(larger) else None
+
+    def keep_room_of(self, index: int) -> None:
+        """Take no option cheaper than type `index`, keeping the room it has for pods to come; refit() lets go."""
+        prices = self._ranked()[1]
+        self.options = self.options & (prices >= prices[index] - 1e-12)
 
     def refit(self) -> None:
         """Make every instance type that holds the node's pods (within the remaining limits) an option again."""

@@ -23,7 +23,10 @@ group counting it took, so every count a spread or affinity read stays as it was
 5. another lets two nodes trade loose pods (one or two for one) when that lets one
    take a cheaper type and the other keep its own, or a node make a chain of trades
    with several others, each shedding a little of what it is short of, when the chain
-   gets it to a cheaper type; then 4 runs again.
+   gets it to a cheaper type; then 4 runs again;
+6. nodes that idle a whole step of cpu or memory take their next larger type, so that
+   others shrink into them (4) where no single move finds it; kept only when the plan
+   costs less, then 5 and 4 run again.
 
 The fill (2) turns on the order loose pods come in: batches of a few hundred to a
 few thousand pods with anchored nodes run 1-5 with several orders and keep the cheapest.
@@ -75,6 +78,7 @@ MAX_TYPES_PER_GROUP = 60          # the most price-efficient types for a group's
 EFFICIENCY_BAND = 0.03           # types this close in price per unit of demand count as equally efficient
 SWAP_ROUNDS = 6                  # rounds of swapping and shrinking
 SWAP_ATTEMPTS = 40000            # the swapping's work bound (pods looked for a partner, over all rounds)
+GROW_ROUNDS = 3                  # rounds of growing lopsided nodes (_grow_lopsided), each followed by swaps and shrinks
 EVEN_OUT_TRADES = 64             # trades a node may make towards a cheaper type before they are undone
 EVEN_OUT_PARTNERS = 128          # the nodes with the most room in what it sheds that a node trades with, per trade
 EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this many times more room idle than it must shed
@@ -227,10 +231,8 @@ def _fill_order(loose: Sequence[_Loose], order: str) -> Callable[[_Loose], tuple
     for e in loose:
         t = e.template
         if id(t) not in units:
-            alloc = estimate(t.allocatable).astype(float)
-            typical = np.median(alloc, axis=0) if len(alloc) else np.ones(len(t.resource_index))
-            units[id(t)] = (max(float(typical[t.resource_index[CPU]]), 1.0) if CPU in t.resource_index else 1.0,
-                            max(float(typical[t.resource_index[MEMORY]]), 1.0) if MEMORY in t.resource_index else 1.0)
+            units[id(t)] = (float(t.typical[t.resource_index[CPU]]) if CPU in t.resource_index else 1.0,
+                            float(t.typical[t.resource_index[MEMORY]]) if MEMORY in t.resource_index else 1.0)
 
     def key(e: _Loose) -> tuple[float, float, str]:
         cpu_unit, memory_unit = units[id(e.template)]
@@ -295,10 +297,14 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     _shrink(out, movable, topology, deadline=deadline)
     trades_left = [SWAP_ATTEMPTS]
     unevened: set[tuple[str, float]] = set()
-    for _ in range(SWAP_ROUNDS):
-        if not _swap(out, movable, topology, deadline=deadline, budget=trades_left, unevened=unevened):
+    for grow_round in range(GROW_ROUNDS + 1):
+        if grow_round and not any(_grow_lopsided(out, movable, topology, deadline=deadline, scarce_only=scarce_only)
+                                  for scarce_only in (False, True)):
             break
-        _shrink(out, movable, topology, deadline=deadline)
+        for _ in range(SWAP_ROUNDS):
+            if not _swap(out, movable, topology, deadline=deadline, budget=trades_left, unevened=unevened):
+                break
+            _shrink(out, movable, topology, deadline=deadline)
     for node in out:
         if not node.pods:
             node.release()
@@ -340,7 +346,7 @@ class _Bins:
             if need is not None:
                 asked |= estimate(need) > 0
         self.columns = np.flatnonzero(asked)
-        self.unit = np.maximum(np.median(estimate(nodes[0].template.allocatable).astype(float), axis=0), 1.0)[self.columns]
+        self.unit = nodes[0].template.typical[self.columns]
         self.free = np.zeros((len(nodes), len(self.columns)))
         self.grow = np.zeros((len(nodes), len(self.columns)))
         self.price = np.zeros(len(nodes))
@@ -492,7 +498,7 @@ def _shed_order(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, orde
     others have no room for)."""
     if order != "aligned":
         return sorted(loose, key=_order, reverse=order == "smallest")
-    unit = np.maximum(np.median(estimate(t.allocatable).astype(float), axis=0), 1.0)
+    unit = t.typical
     short = np.maximum(deficit, 0) / unit
     weight = short / short.sum() if short.sum() > 0 else short
 
@@ -626,6 +632,55 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
             return
 
 
+def _grow_lopsided(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
+                   scarce_only: bool) -> bool:
+    """Let lopsided nodes grow so that others may shrink into them: a node that idles at least as much cpu or
+    memory as its next larger type adds takes that type, and the others shed loose pods into the room it then
+    has (_shrink). A node full of memory with much cpu idle takes no cpu-heavy pod while its memory is full, and
+    growing it pays only once several cpu-short nodes shrink into it, which no move of one pod finds. A node
+    that grows sheds nothing itself, so with `scarce_only` only the nodes idling the resource most nodes run out
+    of first (by their price) grow. Every node that grew then takes its cheapest type again. Kept when the plan
+    costs less, all undone otherwise; whether it was kept."""
+    sized: list[NewNode] = []                                # the nodes of templates with no limits
+    runs_out: dict[str, float] = {}                          # resource -> price of the nodes that run out of it first
+    for node in nodes:
+        t = node.template
+        if t.remaining is not None or not all(r in t.resource_index for r in (CPU, MEMORY)):
+            continue
+        alloc = t.allocatable[node.cheapest()]
+        share = {r: float(node.used[c]) / max(float(alloc[c]), 1.0) for r in (CPU, MEMORY) for c in [t.resource_index[r]]}
+        first = max(sorted(share), key=share.__getitem__)
+        runs_out[first] = runs_out.get(first, 0.0) + node.price()
+        sized.append(node)
+    if not sized:
+        return False
+    idling = [max(sorted(runs_out), key=runs_out.__getitem__)] if scarce_only else [CPU, MEMORY]
+    live = [n for n in nodes if n.pods]
+    before, count = total_cost(live), len(live)
+    saved = [n.snapshot(whole=True) for n in nodes]
+    grown = []
+    for node in sized:
+        larger = node.next_larger()
+        if larger is None:
+            continue
+        t, current = node.template, node.cheapest()
+        idle, step = t.allocatable[current] - node.used, t.allocatable[larger] - t.allocatable[current]
+        if any(0 < float(step[c]) <= float(idle[c]) for c in (t.resource_index[r] for r in idling)):
+            node.keep_room_of(larger)
+            grown.append(node)
+    if not grown:
+        return False
+    _shrink(nodes, movable, topology, deadline=deadline)
+    for node in grown:
+        node.refit()
+    live = [n for n in nodes if n.pods]
+    if better(total_cost(live), len(live), before, count):
+        return True
+    for node, state in zip(nodes, saved):
+        node.restore(state)
+    return False
+
+
 class _Swaps:
     """Nodes of one template with the same requirements (so any of their loose pods may go to any of them): what
     each uses, the room its type has left, what it must shed for its next cheaper type, and every loose pod."""
@@ -638,7 +693,7 @@ class _Swaps:
         _, order, _ = t.compatible(nodes[0].requirements)
         self.price = t.list_prices(nodes[0].requirements) + t.costs.fixed   # the least each type can cost
         self.by_price = order[np.argsort(self.price[order], kind="stable")]  # the allowed types, the cheapest first
-        self.unit = np.maximum(np.median(self.alloc, axis=0), 1.0)
+        self.unit = t.typical
         width = self.alloc.shape[1]
         self.spare = np.zeros((len(nodes), width))
         self.short = np.full((len(nodes), width), np.inf)
