@@ -407,7 +407,9 @@ class NewNode:
         found = self._now()
         return 0.0 if found is None else found[1]
 
-    def _with(self, row: np.ndarray) -> tuple[int, float] | None:
+    def option_with(self, row: np.ndarray) -> tuple[int, float] | None:
+        """The option that costs least holding `row` more (its requirements as they are) and what the node then
+        costs, or None."""
         t = self.template
         order = self._ranked()[0]
         candidates = order[self.options[order]]
@@ -415,14 +417,9 @@ class NewNode:
         candidates = candidates[covers(t.allocatable[candidates], used)]
         return self._least(candidates, used) if len(candidates) else None
 
-    def type_with(self, row: np.ndarray) -> int | None:
-        """Index of the option that costs least holding `row` more (its requirements as they are), or None."""
-        found = self._with(row)
-        return None if found is None else found[0]
-
     def price_with(self, row: np.ndarray) -> float | None:
         """What the node would cost with `row` more requested (its requirements as they are), or None."""
-        found = self._with(row)
+        found = self.option_with(row)
         return None if found is None else found[1]
 
     def free_room(self) -> np.ndarray:

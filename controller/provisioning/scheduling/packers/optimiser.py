@@ -351,6 +351,8 @@ class _Bins:
         self.grow = np.zeros((len(nodes), len(self.columns)))
         self.price = np.zeros(len(nodes))
         self.version = np.zeros(len(nodes), dtype=np.int64)   # bumped whenever a node changes
+        self.changes = 0                                      # bumped whenever any node changes
+        self._holders: dict[bytes, tuple[int, np.ndarray]] = {}
         self._pinned: dict[tuple[tuple[str, str | None], ...], np.ndarray] = {}
         for i in range(len(nodes)):
             self.refresh(i)
@@ -361,8 +363,17 @@ class _Bins:
         self.grow[i] = estimate(node.grow_room())[self.columns]
         self.price[i] = node.price()
         self.version[i] += 1
+        self.changes += 1
         for wanted, mask in self._pinned.items():
             mask[i] = self._admits(node, wanted)
+
+    def holders(self, need: np.ndarray) -> np.ndarray:
+        """The nodes whose free room holds `need`, kept until a node changes: a local search asks this of the same
+        few pod shapes many times between two moves."""
+        kept = self._holders.get(key := need.tobytes())
+        if kept is None or kept[0] != self.changes:
+            kept = self._holders[key] = (self.changes, np.flatnonzero(covers(self.free, need)))
+        return kept[1]
 
     def need(self, pod: PodInfo) -> np.ndarray | None:
         row = self.nodes[0].template.rows.of(pod)
@@ -396,14 +407,13 @@ class _Bins:
         self.refresh(i)
 
 
-def _stranded(node: NewNode, row: np.ndarray) -> float:
-    """What `node` would strand with `row` more: the gap between the shares of cpu and of memory in use on
-    the type it then needs, times that type's price (the dollars of room one resource keeps idle once the
+def _stranded(node: NewNode, row: np.ndarray, i: int) -> float:
+    """What `node` would strand with `row` more on type `i` (the type it then needs): the gap between the shares
+    of cpu and of memory in use, times that type's price (the dollars of room one resource keeps idle once the
     other is full, if each resource paid its share). Of two growths that cost the same, the one stranding
     less leaves room later pods can use."""
     t = node.template
-    i = node.type_with(row)
-    offer = None if i is None else t.compatible(node.requirements)[2][i]
+    offer = t.compatible(node.requirements)[2][i]
     if offer is None or CPU not in t.resource_index or MEMORY not in t.resource_index:
         return 0.0
     used, alloc = node.used + row, t.allocatable[i]
@@ -467,11 +477,11 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
                 for i in found[smallest(excess, 4 * GROWTH_TRIES)].tolist():
                     if (kind, i) in rejected:
                         continue
-                    grown = anchored[i].price_with(row)
+                    grown = anchored[i].option_with(row)
                     if grown is not None:
-                        growth = grown - bins.price[i]
+                        growth = grown[1] - bins.price[i]
                         if growth < best_growth - 1e-12 or (growth <= best_growth + 1e-12 and best is not None):
-                            stranded = _stranded(anchored[i], row) if tie == "stranded" else 0.0  # type: ignore[arg-type]  # a pod the greedy placed has a row
+                            stranded = _stranded(anchored[i], row, grown[0]) if tie == "stranded" else 0.0  # type: ignore[arg-type]  # a pod the greedy placed has a row
                             if growth < best_growth - 1e-12 or stranded < best_stranded:
                                 best, best_growth, best_stranded = i, growth, stranded
                     tried += 1
@@ -536,12 +546,11 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     """Move `shed` off node `a` into the tightest rooms of the others that hold them at no extra cost,
     all or none."""
     node = bins.nodes[a]
+    needs = [need for p in shed if (need := bins.need(p)) is not None]
+    if len(needs) < len(shed) or not all((bins.holders(need) != a).any() for need in needs):
+        return False                                     # some pod has no room anywhere else: not worth trying
     saved = bins.free[a].copy()
     bins.free[a] = -1.0                                  # not into the node it leaves
-    needs = [need for p in shed if (need := bins.need(p)) is not None]
-    if len(needs) < len(shed) or not all(covers(bins.free, need).any() for need in needs):
-        bins.free[a] = saved                             # some pod has no room anywhere: not worth trying
-        return False
     moved: list[tuple[int, NodeState]] = []
     for p, need in zip(shed, needs):
         found = np.flatnonzero(covers(bins.free, need))
@@ -587,6 +596,8 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
     failed_at: dict[int, int] = {}
     opened: list[int] = []
     least: dict[int, tuple[int, np.ndarray]] = {}
+    # nodes with no loose pod or no cheaper type that holds what stays, at the version they had: so while unchanged
+    settled: dict[int, int] = {}
 
     def least_need(a: int) -> np.ndarray:
         """Per resource, the least any loose pod of node `a` asks: a room short of it holds none of them."""
@@ -602,6 +613,8 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
         for a in order:
             if deadline is not None and time.monotonic() > deadline or attempts >= SHRINK_ATTEMPTS:
                 return
+            if settled.get(a) == bins.version[a]:
+                continue
             since = failed_at.get(a)
             if since is not None and not covers(bins.free[[b for b in opened[since:] if b != a]], least_need(a)).any():
                 continue
@@ -609,6 +622,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
             t = node.template
             loose = [p for p in node.pods if id(p) in movable and t.rows.of(p) is not None]
             if not loose:
+                settled[a] = int(bins.version[a])
                 continue
             mask, _, offers = t.compatible(node.requirements)
             price = prices.get(id(offers))
@@ -616,6 +630,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 price = prices[id(offers)] = t.list_prices(node.requirements) + t.costs.fixed
             cheaper = np.flatnonzero(mask & holds[a] & (price < bins.price[a] - 1e-12))
             if not len(cheaper):
+                settled[a] = int(bins.version[a])
                 continue
             nearest = int(cheaper[np.lexsort((cheaper, -price[cheaper]))[0]])
             attempts += 1
@@ -693,6 +708,7 @@ class _Swaps:
         _, order, _ = t.compatible(nodes[0].requirements)
         self.price = t.list_prices(nodes[0].requirements) + t.costs.fixed   # the least each type can cost
         self.by_price = order[np.argsort(self.price[order], kind="stable")]  # the allowed types, the cheapest first
+        self._by_price_alloc, self._by_price_price = self.alloc[self.by_price], self.price[self.by_price]
         self.unit = t.typical
         width = self.alloc.shape[1]
         self.spare = np.zeros((len(nodes), width))
@@ -727,8 +743,7 @@ class _Swaps:
         self.worth[i] = node.price()
         self.spare[i] = self.alloc[current] - used
         fixed = used - self.need[self.held[i]].sum(axis=0)
-        cheaper = self.by_price[(self.price[self.by_price] < self.worth[i] - 1e-12)
-                                & covers(self.alloc[self.by_price], fixed)]
+        cheaper = self.by_price[(self._by_price_price < self.worth[i] - 1e-12) & covers(self._by_price_alloc, fixed)]
         self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
 
 
@@ -827,21 +842,21 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         mine += qs
         plan.append((k, qs))
     worth = swaps.worth[a]
-    saved: dict[int, NodeState] = {}
-    owners, held = swaps.owners.copy(), [list(h) for h in swaps.held]
+    saved: dict[int, tuple[NodeState, list[int]]] = {}      # the nodes the trades touch, and their loose pods
+    owners = swaps.owners.copy()
     for k, qs in plan:
         for i in (a, int(swaps.owners[qs[0]])):
             if i not in saved:
-                saved[i] = swaps.nodes[i].snapshot(whole=True)
+                saved[i] = swaps.nodes[i].snapshot(whole=True), list(swaps.held[i])
         if not _make_trade(swaps, a, [k], qs, topology, cheaper=False):
             break
     else:
         if swaps.worth[a] < worth - 1e-9:
             return True
-    for i, state in saved.items():
+    swaps.owners = owners
+    for i, (state, held) in saved.items():
         swaps.nodes[i].restore(state)
-    swaps.owners, swaps.held = owners, held
-    for i in saved:
+        swaps.held[i] = held
         swaps.refresh(i)
     return False
 
