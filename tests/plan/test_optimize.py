@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pytest
 import yaml
@@ -17,6 +17,7 @@ from karpy.controller.provisioning.scheduling.cost import node_costs
 from karpy.controller.provisioning.scheduling.nodes import NewNode
 from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.packers.optimiser import _fill_anchored, _grow_lopsided, _Loose, _swap
+from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from karpy.plan.inputs import load
 from karpy.plan.render import plan_json
@@ -57,6 +58,27 @@ def cost(results: Results) -> float:
 
 def placed(results: Results) -> set[str]:
     return {p.key for n in results.new_nodes for p in n.pods} | {p.key for n in results.existing_nodes for p in n.pods}
+
+
+# prices in step with size: what a node costs turns only on how many steps of cpu or memory it needs
+LINEAR = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
+                   for n in (1, 2, 3, 4)))
+
+
+def planned(tmp_path: Path, pods: Sequence[dict[str, Any]],
+            placement: dict[str, tuple[str, ...]]) -> tuple[Scheduler, dict[str, PodInfo], list[NewNode]]:
+    """New nodes of LINEAR's types, one per hostname of `placement`, each holding the pods it names."""
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all([LINEAR, provisioner("default"), *pods], sort_keys=False))
+    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
+    by_name = {p.name: p for p in scheduler.pending}
+    nodes = []
+    for hostname, names in placement.items():
+        node = NewNode(scheduler.templates[0], hostname)
+        for name in names:
+            assert node.add(by_name[name], scheduler.topology) is None
+        nodes.append(node)
+    return scheduler, by_name, nodes
 
 
 def assert_nodes_hold_their_pods(results: Results) -> None:
@@ -176,21 +198,11 @@ def test_plan_takes_a_node_cost(plan: Plan) -> None:
 def test_two_nodes_trade_pods_when_each_then_fits_a_cheaper_type(tmp_path: Path) -> None:
     # one node full of memory-heavy pods with idle cpu, the other of cpu-heavy ones with idle memory: neither
     # has room to take a pod of the other for free, but a trade halves both
-    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
-                       for n in (1, 2, 3, 4)))
-    docs = [linear, provisioner("default"),
-            pod("anchor-a", cpu="100m", memory="100Mi"), pod("anchor-b", cpu="100m", memory="100Mi"),
-            pod("mem-1", cpu="100m", memory="3Gi"), pod("mem-2", cpu="100m", memory="3Gi"),
-            pod("cpu-1", cpu="1500m", memory="100Mi"), pod("cpu-2", cpu="1500m", memory="100Mi")]
-    path = tmp_path / "input.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
-    pods = {p.name: p for p in scheduler.pending}
-    template = scheduler.templates[0]
-    a, b = NewNode(template, "node-a"), NewNode(template, "node-b")
-    for node, names in ((a, ("anchor-a", "mem-1", "mem-2")), (b, ("anchor-b", "cpu-1", "cpu-2"))):
-        for name in names:
-            assert node.add(pods[name], scheduler.topology) is None
+    scheduler, pods, (a, b) = planned(tmp_path, [
+        pod("anchor-a", cpu="100m", memory="100Mi"), pod("anchor-b", cpu="100m", memory="100Mi"),
+        pod("mem-1", cpu="100m", memory="3Gi"), pod("mem-2", cpu="100m", memory="3Gi"),
+        pod("cpu-1", cpu="1500m", memory="100Mi"), pod("cpu-2", cpu="1500m", memory="100Mi")],
+        {"node-a": ("anchor-a", "mem-1", "mem-2"), "node-b": ("anchor-b", "cpu-1", "cpu-2")})
     assert (a.price(), b.price()) == pytest.approx((4.0 + PER_NODE, 4.0 + PER_NODE))
     movable = {id(p) for name, p in pods.items() if not name.startswith("anchor")}
     assert _swap([a, b], movable, scheduler.topology, deadline=None, budget=[100])
@@ -203,22 +215,11 @@ def test_two_nodes_trade_pods_when_each_then_fits_a_cheaper_type(tmp_path: Path)
 def test_a_node_gets_cheaper_through_a_chain_of_trades_no_single_trade_makes(tmp_path: Path) -> None:
     # node a's memory is full (7Gi of s4's 8Gi) while its cpu idles: s3 needs it to shed 1Gi, and b and c have
     # half a Gi of room each; each takes a 2Gi pod for a 1.5Gi one that is heavier on cpu, which a has room for
-    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
-                       for n in (1, 2, 3, 4)))
-    docs = [linear, provisioner("default"), pod("anchor-a", cpu="100m", memory="1Gi"),
-            *(pod(f"mem-{i}", cpu="100m", memory="2Gi") for i in range(3)),
-            *(pod(f"anchor-{x}", cpu="700m", memory="2Gi") for x in "bc"),
-            *(pod(f"cpu-{x}", cpu="1200m", memory="1536Mi") for x in "bc")]
-    path = tmp_path / "input.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
-    pods = {p.name: p for p in scheduler.pending}
-    template = scheduler.templates[0]
-    a, b, c = NewNode(template, "node-a"), NewNode(template, "node-b"), NewNode(template, "node-c")
-    for node, names in ((a, ("anchor-a", "mem-0", "mem-1", "mem-2")), (b, ("anchor-b", "cpu-b")),
-                        (c, ("anchor-c", "cpu-c"))):
-        for name in names:
-            assert node.add(pods[name], scheduler.topology) is None
+    scheduler, pods, (a, b, c) = planned(tmp_path, [
+        pod("anchor-a", cpu="100m", memory="1Gi"), *(pod(f"mem-{i}", cpu="100m", memory="2Gi") for i in range(3)),
+        *(pod(f"anchor-{x}", cpu="700m", memory="2Gi") for x in "bc"),
+        *(pod(f"cpu-{x}", cpu="1200m", memory="1536Mi") for x in "bc")],
+        {"node-a": ("anchor-a", "mem-0", "mem-1", "mem-2"), "node-b": ("anchor-b", "cpu-b"), "node-c": ("anchor-c", "cpu-c")})
     assert (a.price(), b.price(), c.price()) == pytest.approx((4.0 + PER_NODE, 2.0 + PER_NODE, 2.0 + PER_NODE))
     movable = {id(p) for name, p in pods.items() if not name.startswith("anchor")}
     assert _swap([a, b, c], movable, scheduler.topology, deadline=None, budget=[1000])
@@ -235,21 +236,11 @@ def test_a_lopsided_node_grows_when_several_others_then_shrink_into_it(tmp_path:
     # (s3) with 0.8 idle, short of the 900m a loose pod asks, so no pod moves for free and no trade helps. a on s3
     # has room for a loose pod of each, which then take s2: one dollar more for two less. With b alone the same
     # growth saves nothing, so it is undone.
-    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
-                       for n in (1, 2, 3, 4)))
-    docs = [linear, provisioner("default"), pod("anchor-a", cpu="100m", memory="100Mi"),
-            *(pod(f"mem-{i}", cpu="100m", memory="1950Mi") for i in range(2)),
-            *(pod(f"anchor-{x}", cpu="1300m", memory="100Mi") for x in "bc"),
-            *(pod(f"cpu-{x}", cpu="900m", memory="100Mi") for x in "bc")]
-    path = tmp_path / "input.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
-    pods = {p.name: p for p in scheduler.pending}
-    template = scheduler.templates[0]
-    a, b, c = NewNode(template, "node-a"), NewNode(template, "node-b"), NewNode(template, "node-c")
-    for node, names in ((a, ("anchor-a", "mem-0", "mem-1")), (b, ("anchor-b", "cpu-b")), (c, ("anchor-c", "cpu-c"))):
-        for name in names:
-            assert node.add(pods[name], scheduler.topology) is None
+    scheduler, pods, (a, b, c) = planned(tmp_path, [
+        pod("anchor-a", cpu="100m", memory="100Mi"), *(pod(f"mem-{i}", cpu="100m", memory="1950Mi") for i in range(2)),
+        *(pod(f"anchor-{x}", cpu="1300m", memory="100Mi") for x in "bc"),
+        *(pod(f"cpu-{x}", cpu="900m", memory="100Mi") for x in "bc")],
+        {"node-a": ("anchor-a", "mem-0", "mem-1"), "node-b": ("anchor-b", "cpu-b"), "node-c": ("anchor-c", "cpu-c")})
     assert (a.price(), b.price(), c.price()) == pytest.approx((2.0 + PER_NODE, 3.0 + PER_NODE, 3.0 + PER_NODE))
     movable = {id(pods[f"cpu-{x}"]) for x in shrinking}
     assert not _swap([a, b, c], movable, scheduler.topology, deadline=None, budget=[1000])
@@ -293,20 +284,11 @@ def test_a_mixed_batch_of_a_few_hundred_pods_tries_every_fill_order_and_keeps_ev
 def test_of_two_anchored_nodes_whose_growth_costs_the_same_the_fill_can_grow_the_one_left_even(tmp_path: Path) -> None:
     # both nodes use all of s1's cpu, so a 1-cpu pod grows either to s2 for the same price and short of the same;
     # on node-x it would leave 3.8Gi of s2's memory idle with no cpu to use it, on node-y 2Gi
-    linear = catalog(*(instance_type(f"s{n}", cpu=str(n), memory=f"{2 * n}Gi", pods="20", price=float(n))
-                       for n in (1, 2, 3, 4)))
-    docs = [linear, provisioner("default"), pod("anchor-x", cpu="1", memory="100Mi"),
-            pod("anchor-y", cpu="1", memory="1900Mi"), pod("loose", cpu="1", memory="100Mi")]
-    path = tmp_path / "input.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-
     def fill(tie: str) -> dict[str, list[str]]:
-        scheduler = Scheduler(load([str(path)], catalog="aws").snapshot)
-        pods = {p.name: p for p in scheduler.pending}
+        scheduler, pods, (x, y) = planned(tmp_path, [
+            pod("anchor-x", cpu="1", memory="100Mi"), pod("anchor-y", cpu="1", memory="1900Mi"),
+            pod("loose", cpu="1", memory="100Mi")], {"node-x": ("anchor-x",), "node-y": ("anchor-y",)})
         template = scheduler.templates[0]
-        x, y = NewNode(template, "node-x"), NewNode(template, "node-y")
-        for node, name in ((x, "anchor-x"), (y, "anchor-y")):
-            assert node.add(pods[name], scheduler.topology) is None
         assert (x.price(), y.price()) == pytest.approx((1.0 + PER_NODE, 1.0 + PER_NODE))
         rest = _fill_anchored([x, y], [_Loose(pods["loose"], Requirements(), template)], scheduler.topology, tie=tie)
         assert not rest and x.price() + y.price() == pytest.approx(3.0 + 2 * PER_NODE)   # either way the same growth
