@@ -29,7 +29,7 @@ group counting it took, so every count a spread or affinity read stays as it was
    costs less, then 5 and 4 run again.
 
 The fill (2) turns on the order loose pods come in: batches of a few hundred to a
-few thousand pods with anchored nodes run 1-5 with several orders and keep the cheapest.
+few thousand pods with anchored nodes run 1-6 with several orders and keep the cheapest.
 
 Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
