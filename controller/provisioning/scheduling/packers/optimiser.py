@@ -656,20 +656,18 @@ def _grow_lopsided(nodes: list[NewNode], movable: set[int], topology: Topology, 
     that grows sheds nothing itself, so with `scarce_only` only the nodes idling the resource most nodes run out
     of first (by their price) grow. Every node that grew then takes its cheapest type again. Kept when the plan
     costs less, all undone otherwise; whether it was kept."""
-    sized: list[NewNode] = []                                # the nodes of templates with no limits
-    runs_out: dict[str, float] = {}                          # resource -> price of the nodes that run out of it first
-    for node in nodes:
-        t = node.template
-        if t.remaining is not None or not all(r in t.resource_index for r in (CPU, MEMORY)):
-            continue
-        alloc = t.allocatable[node.cheapest()]
-        share = {r: float(node.used[c]) / max(float(alloc[c]), 1.0) for r in (CPU, MEMORY) for c in [t.resource_index[r]]}
-        first = max(sorted(share), key=share.__getitem__)
-        runs_out[first] = runs_out.get(first, 0.0) + node.price()
-        sized.append(node)
+    sized = [n for n in nodes if n.template.remaining is None and all(r in n.template.resource_index for r in (CPU, MEMORY))]
     if not sized:
-        return False
-    idling = [max(sorted(runs_out), key=runs_out.__getitem__)] if scarce_only else [CPU, MEMORY]
+        return False                                         # only nodes of templates with no limits grow
+    idling = [CPU, MEMORY]
+    if scarce_only:
+        runs_out: dict[str, float] = {}                      # resource -> price of the nodes that run out of it first
+        for node in sized:
+            t, alloc = node.template, node.template.allocatable[node.cheapest()]
+            share = {r: float(node.used[c]) / max(float(alloc[c]), 1.0) for r in (CPU, MEMORY) for c in [t.resource_index[r]]}
+            first = max(sorted(share), key=share.__getitem__)
+            runs_out[first] = runs_out.get(first, 0.0) + node.price()
+        idling = [max(sorted(runs_out), key=runs_out.__getitem__)]
     live = [n for n in nodes if n.pods]
     before, count = total_cost(live), len(live)
     saved = [n.snapshot(whole=True) for n in nodes]
