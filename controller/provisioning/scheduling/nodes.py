@@ -57,6 +57,18 @@ def covers(matrix: np.ndarray, need: np.ndarray) -> np.ndarray:
     return every(conditions)
 
 
+def covers_columns(columns: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """`covers` for amounts held a resource per row (`columns[r, i]`: resource r of item i): whether each
+    column is at least `need`."""
+    conditions = columns >= need[:, None]
+    if conditions.dtype == object:
+        conditions = conditions.astype(bool)
+    out = np.array(conditions[0], dtype=bool) if len(conditions) else np.ones(columns.shape[1], dtype=bool)
+    for j in range(1, len(conditions)):
+        out &= conditions[j]
+    return out
+
+
 def every(conditions: np.ndarray) -> np.ndarray:
     """`conditions.all(axis=-1)` a slice at a time: numpy reduces along a short last axis several times slower
     than it combines the slices."""
@@ -214,6 +226,7 @@ class NodeTemplate:
         self.resource_index = rows.index
         self.cpu_column = rows.index.get(CPU)
         self.allocatable = amounts([rows.row(room).tolist() for room in rooms], width=len(rows.index))
+        self._allocatable_columns = np.ascontiguousarray(self.allocatable.T)   # a row per resource (holding)
         # a typical type's allocatable (the median, at least 1 of each resource): the unit resources are weighed in
         self.typical = (np.maximum(np.median(estimate(self.allocatable).astype(float), axis=0), 1.0) if len(rooms)
                         else np.ones(len(rows.index)))
@@ -263,13 +276,17 @@ class NodeTemplate:
             keys = self._type_keys = frozenset(k for t in self.instance_types for k in t.requirements)
         return keys
 
+    def holding(self, used: np.ndarray) -> np.ndarray:
+        """Which instance types' allocatable holds `used`: `covers(allocatable, used)`."""
+        return covers_columns(self._allocatable_columns, used)
+
     def cheapest_price_for(self, row: np.ndarray) -> float | None:
         """What a new node of this template would cost holding just `row` (daemon overhead included)."""
         known = self._alone_prices
         key = tuple(row.tolist())                      # pods of one shape ask again and again
         if key not in known:
             _, order, _ = self.compatible(self.requirements)
-            candidates = order[covers(self.allocatable[order], row)]
+            candidates = order[self.holding(row)[order]]
             known[key] = float(self.costs_at(self.requirements, candidates, self.cpu_of(row)).min()) if len(candidates) else None
         return known[key]
 
@@ -414,7 +431,7 @@ class NewNode:
         order = self._ranked()[0]
         candidates = order[self.options[order]]
         used = self.used + row
-        candidates = candidates[covers(t.allocatable[candidates], used)]
+        candidates = candidates[t.holding(used)[candidates]]
         return self._least(candidates, used) if len(candidates) else None
 
     def price_with(self, row: np.ndarray) -> float | None:
@@ -468,18 +485,16 @@ class NewNode:
         options = self.options
         if reqs is not self.requirements:
             options = options & t.compatible(reqs)[0]
-        candidates = np.flatnonzero(options)
-        fits = covers(t.allocatable[candidates], used)
-        if not fits.all():
-            options = options.copy()
-            options[candidates[~fits]] = False
-        if not fits.any():
+        fitting = options & t.holding(used)
+        if not fitting.any():
             if t.remaining is not None:
                 unlimited = t.compatible(reqs)[0]
                 if covers(t.allocatable[unlimited], used).any():
                     left = ", ".join(f"{n}={q}" for n, q in t.remaining.clamp_zero().to_manifest().items())
                     return Reason(Why.LIMITS, f"exceeds limits of provisioner {t.name} (remaining {left})")
             return Reason(Why.NO_INSTANCE_TYPE, "no instance type satisfied resources and requirements")
+        if not np.array_equal(fitting, options):
+            options = fitting                          # else the same object: what is cached on it holds
         if t.remaining is not None:
             options = options & t.within(t.remaining + self.reserved)
             if not options.any():
@@ -523,13 +538,14 @@ class NewNode:
         Its requirements stay as narrowed, so the pods that stay keep every promise made to them."""
         t = self.template
         self.pods = list(pods)
-        self.used = np.zeros(len(t.rows.index), dtype=np.int64)
-        self.requests = Resources(t.daemon_overhead)
-        self.host_ports = frozenset()
+        used = np.zeros(len(t.rows.index), dtype=np.int64)
+        requests = dict(t.daemon_overhead)
         for pod in self.pods:
-            self.used = self.used + t.rows.of(pod)
-            self.requests = self.requests + pod.requests
-            self.host_ports = self.host_ports | pod.host_ports
+            used = used + t.rows.of(pod)
+            for name, amount in pod.requests.items():
+                requests[name] = requests.get(name, 0) + amount
+        self.used, self.requests = used, Resources(requests)
+        self.host_ports = frozenset().union(*(pod.host_ports for pod in self.pods))
         self.refit()
 
     def next_larger(self) -> int | None:
@@ -537,7 +553,7 @@ class NewNode:
         t = self.template
         current = self.cheapest()
         prices = self._ranked()[1]
-        larger = np.flatnonzero(self.options & covers(t.allocatable, t.allocatable[current])
+        larger = np.flatnonzero(self.options & t.holding(t.allocatable[current])
                                 & (prices > prices[current] + 1e-12))
         return int(larger[prices[larger].argmin()]) if len(larger) else None
 
@@ -549,7 +565,7 @@ class NewNode:
     def refit(self) -> None:
         """Make every instance type that holds the node's pods (within the remaining limits) an option again."""
         t = self.template
-        options = t.compatible(self.requirements)[0] & covers(t.allocatable, self.used)
+        options = t.compatible(self.requirements)[0] & t.holding(self.used)
         if t.remaining is not None:
             options = options & t.within(t.remaining + self.reserved)
         self.options = options

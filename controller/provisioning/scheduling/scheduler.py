@@ -38,7 +38,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     NewNode,
     NodeTemplate,
     ResourceRows,
-    covers,
+    covers_columns,
     estimate,
     first_in_order,
 )
@@ -121,7 +121,8 @@ class Rooms:
     groups of the kind widen (Topology.widenings): a mask holds for one such stamp."""
 
     def __init__(self, width: int) -> None:
-        self._rows = np.zeros((64, width), dtype=np.int64)
+        # one row per resource, one column per node: a comparison reads each resource's amounts contiguously
+        self._columns = np.zeros((width, 64), dtype=np.int64)
         self._count = 0
         self._rejected: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
         # per topology key, the domain each node is in (an index into _domain_names[key]; -1: not decided yet)
@@ -130,13 +131,13 @@ class Rooms:
 
     def append(self, row: np.ndarray) -> None:
         self._hold(row)
-        if self._count == len(self._rows):
-            self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+        if self._count == self._columns.shape[1]:
+            self._columns = np.concatenate([self._columns, np.zeros_like(self._columns)], axis=1)
             for kind, (stamp, mask) in self._rejected.items():
                 self._rejected[kind] = (stamp, np.concatenate([mask, np.zeros_like(mask)]))
             for key, codes in self._domains.items():
                 self._domains[key] = np.concatenate([codes, np.full_like(codes, -1)])
-        self._rows[self._count] = row
+        self._columns[:, self._count] = row
         self._count += 1
 
     def settle(self, i: int, domains: Mapping[str, str], keys: Iterable[str]) -> None:
@@ -147,7 +148,7 @@ class Rooms:
                 continue
             codes = self._domains.get(key)
             if codes is None:
-                codes = self._domains[key] = np.full(len(self._rows), -1, dtype=np.int64)
+                codes = self._domains[key] = np.full(self._columns.shape[1], -1, dtype=np.int64)
                 self._domain_names[key] = []
             names = self._domain_names[key]
             if domain not in names:
@@ -164,34 +165,34 @@ class Rooms:
 
     def set(self, i: int, row: np.ndarray) -> None:
         self._hold(row)
-        self._rows[i] = row
+        self._columns[:, i] = row
 
     def _hold(self, row: np.ndarray) -> None:
         """Switch to Python integers the first time a row needs them (see nodes.amounts)."""
-        if row.dtype == object and self._rows.dtype != object:
-            self._rows = self._rows.astype(object)
+        if row.dtype == object and self._columns.dtype != object:
+            self._columns = self._columns.astype(object)
 
     def reject(self, kind: tuple[object, ...], stamp: int, i: int) -> None:
         entry = self._rejected.get(kind)
         if entry is None or entry[0] != stamp:
-            entry = self._rejected[kind] = (stamp, np.zeros(len(self._rows), dtype=bool))
+            entry = self._rejected[kind] = (stamp, np.zeros(self._columns.shape[1], dtype=bool))
         entry[1][i] = True
 
     def candidates(self, need: np.ndarray | None, kinds: Sequence[tuple[object, ...]], stamp: int) -> np.ndarray:
         """Indices of nodes whose room holds `need` and that have turned none of these kinds away since the
         kinds' topology was last at `stamp`."""
-        ok = np.ones(self._count, dtype=bool)
+        if not self._count:
+            return np.zeros(0, dtype=np.int64)
+        ok = np.ones(self._count, dtype=bool) if need is None else covers_columns(self._columns[:, :self._count], need)
         for kind in kinds:
             entry = self._rejected.get(kind)
             if entry is not None and entry[0] == stamp:
                 ok &= ~entry[1][:self._count]
-        if need is not None:
-            ok &= covers(self._rows[:self._count], need)
         return np.flatnonzero(ok)
 
     def holds(self, i: int, need: np.ndarray) -> bool:
         """True when node `i`'s room holds `need` as it is."""
-        return bool((self._rows[i] >= need).all())
+        return bool((self._columns[:, i] >= need).all())
 
     def cheapest_growth_first(self, found: np.ndarray, need: np.ndarray, price: np.ndarray) -> Iterator[int]:
         """`found` ordered by what adding `need` would cost: first the nodes it fits without
@@ -200,7 +201,7 @@ class Rooms:
         if len(found) <= 1:
             yield from found.tolist()
             return
-        short = estimate(need - self._rows[found])
+        short = estimate(need[:, None] - self._columns[:, found]).T     # a node per row: sums in the same order
         excess = np.maximum(short, 0) @ price
         left = np.maximum(-short, 0) @ price
         head = first_in_order(excess, left, HEAD_RANKED)
