@@ -181,16 +181,18 @@ def test_rooms_forget_the_nodes_that_turned_a_kind_away_once_its_topology_widens
     assert rooms.candidates(np.array([5, 1]), [placement], 1).tolist() == []
 
 
-def test_covers_is_a_row_wise_all_for_fast_and_exact_amounts() -> None:
+def test_covers_is_a_row_wise_all_for_fast_and_exact_amounts_held_either_way() -> None:
     import numpy as np
 
-    from karpy.controller.provisioning.scheduling.nodes import covers
+    from karpy.controller.provisioning.scheduling.nodes import covers, covers_columns
     rng = np.random.default_rng(7)
     matrix, need = rng.integers(0, 5, (50, 3)), rng.integers(0, 5, 3)
-    assert (covers(matrix, need) == (matrix >= need).all(axis=1)).all()
+    wanted = (matrix >= need).all(axis=1)
+    assert (covers(matrix, need) == wanted).all() and (covers_columns(matrix.T.copy(), need) == wanted).all()
     exact = matrix.astype(object) * 10**30
-    assert (covers(exact, need.astype(object) * 10**30) == (matrix >= need).all(axis=1)).all()
-    assert covers(np.zeros((4, 0)), np.zeros(0)).all()
+    assert (covers(exact, need.astype(object) * 10**30) == wanted).all()
+    assert (covers_columns(exact.T.copy(), need.astype(object) * 10**30) == wanted).all()
+    assert covers(np.zeros((4, 0)), np.zeros(0)).all() and covers_columns(np.zeros((0, 4)), np.zeros(0)).all()
 
 
 def test_the_first_nodes_ranked_are_a_prefix_of_the_whole_ranking() -> None:

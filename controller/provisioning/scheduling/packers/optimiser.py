@@ -616,8 +616,10 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
             if settled.get(a) == bins.version[a]:
                 continue
             since = failed_at.get(a)
-            if since is not None and not covers(bins.free[[b for b in opened[since:] if b != a]], least_need(a)).any():
-                continue
+            if since is not None:
+                others = [b for b in opened[since:] if b != a]
+                if not others or not covers(bins.free[others], least_need(a)).any():
+                    continue
             node = nodes[a]
             t = node.template
             loose = [p for p in node.pods if id(p) in movable and t.rows.of(p) is not None]
