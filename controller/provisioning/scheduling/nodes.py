@@ -489,7 +489,7 @@ class NewNode:
         if not fitting.any():
             if t.remaining is not None:
                 unlimited = t.compatible(reqs)[0]
-                if covers(t.allocatable[unlimited], used).any():
+                if (unlimited & t.holding(used)).any():
                     left = ", ".join(f"{n}={q}" for n, q in t.remaining.clamp_zero().to_manifest().items())
                     return Reason(Why.LIMITS, f"exceeds limits of provisioner {t.name} (remaining {left})")
             return Reason(Why.NO_INSTANCE_TYPE, "no instance type satisfied resources and requirements")
