@@ -538,7 +538,7 @@ class NewNode:
         Its requirements stay as narrowed, so the pods that stay keep every promise made to them."""
         t = self.template
         self.pods = list(pods)
-        used = np.zeros(len(t.rows.index), dtype=np.int64)
+        used: np.ndarray = np.zeros(len(t.rows.index), dtype=np.int64)
         requests = dict(t.daemon_overhead)
         for pod in self.pods:
             used = used + t.rows.of(pod)
