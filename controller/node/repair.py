@@ -62,16 +62,16 @@ class Verdict:
     requeue_after: float | None = None
 
 
-def decide(node: Mapping[str, Any], pool_nodes: Sequence[Mapping[str, Any]], *, now: dt.datetime) -> Verdict:
-    """Pure: repair `node` (one of `pool_nodes`, its NodePool's nodes) now, wait for its toleration to run out,
-    or hold off because too much of its NodePool is unhealthy."""
+def decide(node: Mapping[str, Any], *, pool_is_healthy: bool, now: dt.datetime) -> Verdict:
+    """Pure: repair `node` now, wait for its toleration to run out, or hold off because too much of its NodePool
+    is unhealthy (`pool_is_healthy`: pool_healthy of the pool's nodes, counted once per pass)."""
     since = unhealthy_since(node)
     if since is None:
         return Verdict()
     due = since + TOLERATION
     if now < due:
         return Verdict(requeue_after=(due - now).total_seconds())
-    if not pool_healthy(pool_nodes):
+    if not pool_is_healthy:
         return Verdict(blocked=f"more than {ALLOWED_UNHEALTHY_PERCENT}% nodes are unhealthy in the nodepool",
                        requeue_after=BLOCKED_REQUEUE_SECONDS)
     return Verdict(repair=True)
@@ -91,8 +91,9 @@ class Repair:
         again: float | None = None
         now = self.clock.now()
         for pool, nodes in by_pool.items():
+            healthy = pool_healthy(nodes)
             for node in nodes:
-                verdict = decide(node, nodes, now=now)
+                verdict = decide(node, pool_is_healthy=healthy, now=now)
                 if verdict.blocked:
                     events.record(self.state.client, node, reason="NodeRepairBlocked", component="karpy",
                                   event_type="Warning", message=verdict.blocked)

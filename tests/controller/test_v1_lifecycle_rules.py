@@ -83,13 +83,15 @@ def node(status: str, since: dt.datetime) -> dict[str, Any]:
 
 def test_a_node_is_repaired_once_unready_for_its_toleration() -> None:
     sick = node("Unknown", NOW - TOLERATION)
-    assert decide(sick, [sick, node("True", NOW)], now=NOW) == Verdict(repair=True)
+    assert decide(sick, pool_is_healthy=True, now=NOW) == Verdict(repair=True)
+    blocked = decide(sick, pool_is_healthy=False, now=NOW)
+    assert not blocked.repair and blocked.blocked and blocked.requeue_after
     early = node("False", NOW - TOLERATION + dt.timedelta(minutes=1))
-    assert decide(early, [early], now=NOW) == Verdict(requeue_after=60.0)
-    assert decide(node("True", NOW - dt.timedelta(days=1)), [], now=NOW) == Verdict()
+    assert decide(early, pool_is_healthy=False, now=NOW) == Verdict(requeue_after=60.0)   # not due: nothing blocks
+    assert decide(node("True", NOW - dt.timedelta(days=1)), pool_is_healthy=True, now=NOW) == Verdict()
     untimed = {"metadata": {"name": "n", "creationTimestamp": rfc3339(NOW - dt.timedelta(minutes=10))},
                "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
-    assert decide(untimed, [untimed], now=NOW) == Verdict(requeue_after=20 * 60.0)
+    assert decide(untimed, pool_is_healthy=True, now=NOW) == Verdict(requeue_after=20 * 60.0)
 
 
 @pytest.mark.parametrize(("healthy", "unhealthy", "ok"), [(4, 1, True), (3, 2, False), (2, 1, True), (8, 2, True),
