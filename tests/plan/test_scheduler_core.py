@@ -184,15 +184,16 @@ def test_rooms_forget_the_nodes_that_turned_a_kind_away_once_its_topology_widens
 def test_covers_is_a_row_wise_all_for_fast_and_exact_amounts_held_either_way() -> None:
     import numpy as np
 
-    from karpy.controller.provisioning.scheduling.nodes import covers, covers_columns
+    from karpy.controller.provisioning.scheduling.nodes import covers
     rng = np.random.default_rng(7)
     matrix, need = rng.integers(0, 5, (50, 3)), rng.integers(0, 5, 3)
     wanted = (matrix >= need).all(axis=1)
-    assert (covers(matrix, need) == wanted).all() and (covers_columns(matrix.T.copy(), need) == wanted).all()
+    # held either way: a row per item, or a row per resource passed transposed (as Rooms and holding keep them)
+    assert (covers(matrix, need) == wanted).all() and (covers(matrix.T.copy().T, need) == wanted).all()
     exact = matrix.astype(object) * 10**30
     assert (covers(exact, need.astype(object) * 10**30) == wanted).all()
-    assert (covers_columns(exact.T.copy(), need.astype(object) * 10**30) == wanted).all()
-    assert covers(np.zeros((4, 0)), np.zeros(0)).all() and covers_columns(np.zeros((0, 4)), np.zeros(0)).all()
+    assert (covers(exact.T.copy().T, need.astype(object) * 10**30) == wanted).all()
+    assert covers(np.zeros((4, 0)), np.zeros(0)).all() and covers(np.zeros((0, 4)).T, np.zeros(0)).all()
 
 
 def test_the_first_nodes_ranked_are_a_prefix_of_the_whole_ranking() -> None:

@@ -50,23 +50,12 @@ def amounts(values: Sequence[Sequence[int]] | Sequence[int], *, width: int | Non
 
 def covers(matrix: np.ndarray, need: np.ndarray) -> np.ndarray:
     """For each row of `matrix`, whether it is at least `need` in every column: `(matrix >= need).all(axis=1)`,
-    reduced a column at a time (every)."""
+    reduced a column at a time (every). Amounts kept a resource per row are passed transposed (`columns.T`):
+    each column is then one contiguous run."""
     conditions = matrix >= need
     if conditions.dtype == object:                  # amounts held as Python integers compare to Python booleans
         conditions = conditions.astype(bool)
     return every(conditions)
-
-
-def covers_columns(columns: np.ndarray, need: np.ndarray) -> np.ndarray:
-    """`covers` for amounts held a resource per row (`columns[r, i]`: resource r of item i): whether each
-    column is at least `need`."""
-    conditions = columns >= need[:, None]
-    if conditions.dtype == object:
-        conditions = conditions.astype(bool)
-    out = np.array(conditions[0], dtype=bool) if len(conditions) else np.ones(columns.shape[1], dtype=bool)
-    for j in range(1, len(conditions)):
-        out &= conditions[j]
-    return out
 
 
 def every(conditions: np.ndarray) -> np.ndarray:
@@ -278,7 +267,7 @@ class NodeTemplate:
 
     def holding(self, used: np.ndarray) -> np.ndarray:
         """Which instance types' allocatable holds `used`: `covers(allocatable, used)`."""
-        return covers_columns(self._allocatable_columns, used)
+        return covers(self._allocatable_columns.T, used)
 
     def cheapest_price_for(self, row: np.ndarray) -> float | None:
         """What a new node of this template would cost holding just `row` (daemon overhead included)."""

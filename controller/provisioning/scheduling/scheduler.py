@@ -38,7 +38,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     NewNode,
     NodeTemplate,
     ResourceRows,
-    covers_columns,
+    covers,
     estimate,
     first_in_order,
 )
@@ -183,7 +183,7 @@ class Rooms:
         kinds' topology was last at `stamp`."""
         if not self._count:
             return np.zeros(0, dtype=np.int64)
-        ok = np.ones(self._count, dtype=bool) if need is None else covers_columns(self._columns[:, :self._count], need)
+        ok = np.ones(self._count, dtype=bool) if need is None else covers(self._columns[:, :self._count].T, need)
         for kind in kinds:
             entry = self._rejected.get(kind)
             if entry is not None and entry[0] == stamp:
