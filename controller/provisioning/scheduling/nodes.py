@@ -474,11 +474,12 @@ class NewNode:
         options = self.options
         if reqs is not self.requirements:
             options = options & t.compatible(reqs)[0]
-        fitting = options & t.holding(used)
+        holds = t.holding(used)
+        fitting = options & holds
         if not fitting.any():
             if t.remaining is not None:
                 unlimited = t.compatible(reqs)[0]
-                if (unlimited & t.holding(used)).any():
+                if (unlimited & holds).any():
                     left = ", ".join(f"{n}={q}" for n, q in t.remaining.clamp_zero().to_manifest().items())
                     return Reason(Why.LIMITS, f"exceeds limits of provisioner {t.name} (remaining {left})")
             return Reason(Why.NO_INSTANCE_TYPE, "no instance type satisfied resources and requirements")
