@@ -42,6 +42,7 @@ from karpy.controller.cloudprovider.catalog import (
 )
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot
+from karpy.plan import yaml_reader
 from karpy.plan.fields import model_of, unknown_fields
 
 WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
@@ -54,7 +55,6 @@ READ_KINDS = WORKLOADS | {PROVISIONER, NODEPOOL, EC2NODECLASS, ("v1", "Pod"), ("
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
                  "CustomResourceDefinition", "Event", "Lease", "NodeClaim"}
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)     # a bare `---` line between documents
 
 
@@ -101,7 +101,7 @@ def read_documents(paths: Sequence[str]) -> list[Document]:
         try:
             loaded = _json_documents(text)
             if loaded is None:
-                loaded = list(yaml.load_all(text, Loader=_Loader))
+                loaded = yaml_reader.load_all(text)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

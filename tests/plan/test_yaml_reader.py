@@ -1,0 +1,104 @@
+"""karpy plan's YAML reader gives what PyYAML's safe loader gives, for every kind of document."""
+
+import pytest
+import yaml
+
+from karpy.plan import yaml_reader
+
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # what the reader builds on
+
+
+def safe_load_all(text):
+    return list(yaml.load_all(text, Loader=SAFE_LOADER))
+
+DOCUMENTS = {
+    "manifests": """
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: default, labels: {app: web}}
+spec:
+  containers:
+  - name: app
+    resources: {requests: {cpu: 100m, memory: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b}
+""",
+    "implicit types": """
+int: 42
+octal: 0o17
+hex: 0x1f
+sexagesimal: 1:30
+float: 1.5e3
+infinity: .inf
+bools: [true, False, yes, off, on, no]
+nulls: [null, ~, ]
+quoted: ["42", 'true', "null"]
+explicit: !!str 12
+explicit-int: !!int "7"
+1: int key
+null: null key
+true: bool key
+""",
+    "anchors and aliases": """
+base: &base {cpu: 1, memory: 2Gi}
+list: &list [a, b]
+uses: [*base, *list, *base]
+scalar: &s hello
+again: *s
+""",
+    "merge keys": """
+base: &base {cpu: 1, memory: 2Gi}
+merged:
+  <<: *base
+  memory: 4Gi
+""",
+    "timestamps and binary": """
+when: 2001-12-14t21:59:43.10-05:00
+day: 2002-12-14
+data: !!binary aGVsbG8=
+""",
+    "sets and ordered maps": """
+set: !!set {a, b}
+pairs: !!omap [{a: 1}, {b: 2}]
+""",
+    "empty documents": "---\n---\nfoo: bar\n---\n",
+    "duplicate keys": "a: 1\na: 2\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_reads_as_safe_load_all_reads(name):
+    text = DOCUMENTS[name]
+    assert yaml_reader.load_all(text) == safe_load_all(text)
+
+
+def test_aliases_share_one_object_as_pyyaml_shares_them():
+    doc, = yaml_reader.load_all("base: &base {cpu: 1}\nuses: [*base, *base]\n")
+    assert doc["uses"][0] is doc["base"] and doc["uses"][1] is doc["base"]
+
+
+def test_a_recursive_alias_is_built_by_pyyaml():
+    doc, = yaml_reader.load_all("a: &a [1, *a]\n")
+    assert doc["a"][1] is doc["a"]
+
+
+def test_an_alias_bomb_is_built_once_per_node():
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]     # 10**9 leaves if copied
+    doc, = yaml_reader.load_all("\n".join(lines) + "\n")
+    assert doc["a8"][0] is doc["a7"] and doc["a8"][9] is doc["a7"]
+
+
+@pytest.mark.parametrize("text", [
+    "a: [1, 2\n",                         # unclosed flow sequence
+    "? [a, b]\n: list as key\n",          # unhashable key
+    "a: !unknown 1\n",                    # a tag safe loading refuses
+])
+def test_errors_are_pyyamls(text):
+    with pytest.raises(yaml.YAMLError) as safe:
+        safe_load_all(text)
+    with pytest.raises(yaml.YAMLError) as fast:
+        yaml_reader.load_all(text)
+    assert type(fast.value) is type(safe.value) and str(fast.value) == str(safe.value)
