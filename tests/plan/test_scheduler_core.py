@@ -181,6 +181,31 @@ def test_rooms_forget_the_nodes_that_turned_a_kind_away_once_its_topology_widens
     assert rooms.candidates(np.array([5, 1]), [placement], 1).tolist() == []
 
 
+def test_rooms_answer_as_if_worked_out_afresh_as_nodes_come_and_change() -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling.scheduler import KEPT_ROWS, Rooms
+    rng = np.random.default_rng(11)
+    rooms, price = Rooms(3), np.array([1.0, 0.5, 0.25])
+    rows: list[np.ndarray] = []
+    needs = [rng.integers(0, 4, 3) for _ in range(KEPT_ROWS + 8)]     # more than it keeps: it starts again
+    for step in range(600):
+        if not rows or rng.random() < 0.2:                 # past 64 nodes, its arrays grow
+            rows.append(rng.integers(0, 8, 3))
+            rooms.append(rows[-1])
+        else:
+            i = int(rng.integers(len(rows)))
+            rows[i] = rng.integers(0, 8, 3)
+            rooms.set(i, rows[i])
+        need = needs[int(rng.integers(8))] if step % 3 else needs[step % len(needs)]
+        columns = np.array(rows)
+        found = rooms.candidates(need, [], 0)
+        assert found.tolist() == np.flatnonzero((columns >= need).all(axis=1)).tolist()
+        short = need - columns[found]
+        excess, left = np.maximum(short, 0) @ price, np.maximum(-short, 0) @ price
+        assert list(rooms.cheapest_growth_first(found, need, price)) == found[np.lexsort((left, excess))].tolist()
+
+
 def test_covers_is_a_row_wise_all_for_fast_and_exact_amounts_held_either_way() -> None:
     import numpy as np
 

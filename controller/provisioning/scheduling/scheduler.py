@@ -124,6 +124,11 @@ class Rooms:
         # one row per resource, one column per node: a comparison reads each resource's amounts contiguously
         self._columns = np.zeros((width, 64), dtype=np.int64)
         self._count = 0
+        self._versions = np.zeros(64, dtype=np.int64)     # per node, bumped whenever its room changes
+        # per request row, what was worked out for each node at the version it had (see _worked_out): pods come
+        # largest first, so runs of pods ask the same of the nodes, of which one or two change between them
+        self._fits: dict[bytes, _PerNode] = {}
+        self._growth: dict[bytes, _PerNode] = {}
         self._rejected: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
         # per topology key, the domain each node is in (an index into _domain_names[key]; -1: not decided yet)
         self._domains: dict[str, np.ndarray] = {}
@@ -137,7 +142,9 @@ class Rooms:
                 self._rejected[kind] = (stamp, np.concatenate([mask, np.zeros_like(mask)]))
             for key, codes in self._domains.items():
                 self._domains[key] = np.concatenate([codes, np.full_like(codes, -1)])
+            self._versions = np.concatenate([self._versions, np.zeros_like(self._versions)])
         self._columns[:, self._count] = row
+        self._versions[self._count] += 1
         self._count += 1
 
     def settle(self, i: int, domains: Mapping[str, str], keys: Iterable[str]) -> None:
@@ -166,6 +173,7 @@ class Rooms:
     def set(self, i: int, row: np.ndarray) -> None:
         self._hold(row)
         self._columns[:, i] = row
+        self._versions[i] += 1
 
     def _hold(self, row: np.ndarray) -> None:
         """Switch to Python integers the first time a row needs them (see nodes.amounts)."""
@@ -183,7 +191,10 @@ class Rooms:
         kinds' topology was last at `stamp`."""
         if not self._count:
             return np.zeros(0, dtype=np.int64)
-        ok = np.ones(self._count, dtype=bool) if need is None else covers(self._columns[:, :self._count].T, need)
+        if need is None:
+            ok = np.ones(self._count, dtype=bool)
+        else:
+            ok = self._worked_out(self._fits, need, lambda columns: (covers(columns.T, need),))[0][:self._count].copy()
         for kind in kinds:
             entry = self._rejected.get(kind)
             if entry is not None and entry[0] == stamp:
@@ -194,6 +205,37 @@ class Rooms:
         """True when node `i`'s room holds `need` as it is."""
         return bool((self._columns[:, i] >= need).all())
 
+    def _worked_out(self, kept: dict[bytes, _PerNode], need: np.ndarray, work_out: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+                    *, also: bytes = b"") -> tuple[np.ndarray, ...]:
+        """`work_out(columns)` for every node's column (one value per node in each array it returns), kept in
+        `kept` per `need` (and `also`, what else work_out reads) and worked out again only for the nodes whose
+        room changed (or that came) since. Amounts held as Python integers are worked out whole each time (their
+        bytes do not name their values)."""
+        count, capacity = self._count, len(self._versions)
+        if need.dtype == object:
+            return work_out(self._columns[:, :count])
+        key = need.tobytes() + also
+        entry = kept.get(key)
+        if entry is None:
+            if len(kept) >= KEPT_ROWS:
+                kept.clear()
+            entry = kept[key] = _PerNode()
+        if len(entry.versions) < capacity:                 # the nodes outgrew it: room for as many as they have
+            versions = np.full(capacity, -1, dtype=np.int64)
+            versions[:len(entry.versions)] = entry.versions
+            entry.versions = versions
+            entry.values = tuple(np.concatenate([values, np.zeros(capacity - len(values), dtype=values.dtype)])
+                                 for values in entry.values)
+        stale = np.flatnonzero(entry.versions[:count] != self._versions[:count])
+        if len(stale):
+            fresh = work_out(self._columns[:, stale])
+            if not entry.values:
+                entry.values = tuple(np.zeros(capacity, dtype=values.dtype) for values in fresh)
+            for values, worked in zip(entry.values, fresh):
+                values[stale] = worked
+            entry.versions[stale] = self._versions[stale]
+        return tuple(values[:count] for values in entry.values)
+
     def cheapest_growth_first(self, found: np.ndarray, need: np.ndarray, price: np.ndarray) -> Iterator[int]:
         """`found` ordered by what adding `need` would cost: first the nodes it fits without
         growing (the tightest fit first), then those it makes grow least, by `price` per unit.
@@ -201,9 +243,12 @@ class Rooms:
         if len(found) <= 1:
             yield from found.tolist()
             return
-        short = estimate(need[:, None] - self._columns[:, found]).T     # a node per row: sums in the same order
-        excess = np.maximum(short, 0) @ price
-        left = np.maximum(-short, 0) @ price
+
+        def growth(columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            short = estimate(need[:, None] - columns).T        # a node per row: sums in the same order
+            return np.maximum(short, 0) @ price, np.maximum(-short, 0) @ price
+
+        excess, left = (values[found] for values in self._worked_out(self._growth, need, growth, also=price.tobytes()))
         head = first_in_order(excess, left, HEAD_RANKED)
         yield from found[head].tolist()
         if len(head) < len(found):
@@ -211,6 +256,15 @@ class Rooms:
 
 
 HEAD_RANKED = 8                    # nodes ranked before the rest of the order is worked out
+KEPT_ROWS = 64                     # request rows Rooms keeps what it worked out for (past it, it starts again)
+
+
+@dataclasses.dataclass
+class _PerNode:
+    """Values worked out per node for one request row, and the version of each node's room they were worked out
+    at (-1: not yet), each sized to Rooms' capacity."""
+    values: tuple[np.ndarray, ...] = ()
+    versions: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, int]) -> np.ndarray:
