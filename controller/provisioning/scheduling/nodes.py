@@ -341,7 +341,6 @@ class NodeState(NamedTuple):
     used: np.ndarray
     options: np.ndarray
     reserved: Resources
-    requests: Resources
     host_ports: frozenset[tuple[str, str, int]]
     pods: int | list[PodInfo]             # how many (additions only append), or the list itself (see snapshot)
     domains: dict[str, str]
@@ -360,7 +359,6 @@ class NewNode:
         self._now_cache: tuple[tuple[object, ...], tuple[int, float] | None] | None = None
         self._largest_cache: tuple[np.ndarray, np.ndarray] | None = None    # the options, and their most allocatable
         self.requirements = template.requirements.copy()
-        self.requests = Resources(template.daemon_overhead)
         # held as Python integers when the types' sizes are: then no sum of requests can wrap
         self.used = np.zeros(len(template.rows.index), dtype=template.allocatable.dtype)
         self.options = template.compatible(self.requirements)[0] & template.within(template.remaining)
@@ -493,7 +491,6 @@ class NewNode:
             return Reason(Why.REQUIREMENTS, short)
         self.requirements, self.used, self.options = reqs, used, options
         self._reserve()
-        self.requests = self.requests + pod.requests
         self.host_ports = self.host_ports | pod.host_ports
         self.pods.append(pod)
         self.domains.update(reqs.single_values())
@@ -510,13 +507,13 @@ class NewNode:
         """The node as it is, for restore() to put back when a change does not pay. `whole` keeps the list of
         pods itself, for changes that take pods away too (otherwise only their count: additions append);
         `price`, when the caller knows it, saves pricing the node again."""
-        return NodeState(self.requirements, self.used, self.options, self.reserved, self.requests, self.host_ports,
+        return NodeState(self.requirements, self.used, self.options, self.reserved, self.host_ports,
                          list(self.pods) if whole else len(self.pods), dict(self.domains), self.template.remaining,
                          self.price() if price is None else price)
 
     def restore(self, state: NodeState) -> None:
         """Put the node (and its template's remaining limits) back as `state` saved it."""
-        (self.requirements, self.used, self.options, self.reserved, self.requests, self.host_ports,
+        (self.requirements, self.used, self.options, self.reserved, self.host_ports,
          pods, self.domains, self.template.remaining, _) = state
         if isinstance(pods, list):
             self.pods = pods
@@ -528,13 +525,9 @@ class NewNode:
         Its requirements stay as narrowed, so the pods that stay keep every promise made to them."""
         t = self.template
         self.pods = list(pods)
-        used: np.ndarray = np.zeros(len(t.rows.index), dtype=np.int64)
-        requests = dict(t.daemon_overhead)
-        for pod in self.pods:
-            used = used + t.rows.of(pod)
-            for name, amount in pod.requests.items():
-                requests[name] = requests.get(name, 0) + amount
-        self.used, self.requests = used, Resources(requests)
+        rows = [t.rows.of(pod) for pod in self.pods]
+        # exact sums (integers, or Python integers where a row holds them), in one call rather than one per pod
+        self.used = np.add.reduce(np.array(rows), axis=0) if rows else np.zeros(len(t.rows.index), dtype=np.int64)
         self.host_ports = frozenset().union(*(pod.host_ports for pod in self.pods))
         self.refit()
 
