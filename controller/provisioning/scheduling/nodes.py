@@ -150,6 +150,7 @@ class ResourceRows:
     def __init__(self, names: set[str]) -> None:
         self.index = {n: i for i, n in enumerate(sorted(names))}
         self._pods: dict[int, np.ndarray | None] = {}
+        self._estimates: dict[int, np.ndarray | None] = {}
 
     def row(self, resources: Mapping[str, int]) -> np.ndarray:
         """`resources` as a row (see amounts()); names without a column are dropped."""
@@ -167,6 +168,17 @@ class ResourceRows:
             unknown = any(n not in self.index and a > 0 for n, a in pod.requests.items())
             self._pods[key] = None if unknown else self.row(pod.requests)
         return self._pods[key]
+
+    def estimate_of(self, pod: PodInfo) -> np.ndarray | None:
+        """of(pod) as floats (see estimate), cached per pod and read-only: the optimiser's rankings ask it often."""
+        key = id(pod)
+        if key not in self._estimates:
+            row = self.of(pod)
+            if row is not None:
+                row = estimate(row).astype(float)
+                row.flags.writeable = False
+            self._estimates[key] = row
+        return self._estimates[key]
 
 
 class NodeTemplate:

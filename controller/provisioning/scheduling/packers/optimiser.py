@@ -376,8 +376,8 @@ class _Bins:
         return kept[1]
 
     def need(self, pod: PodInfo) -> np.ndarray | None:
-        row = self.nodes[0].template.rows.of(pod)
-        return None if row is None else estimate(row)[self.columns].astype(float)
+        row = self.nodes[0].template.rows.estimate_of(pod)
+        return None if row is None else row[self.columns]
 
     @staticmethod
     def _admits(node: NewNode, wanted: tuple[tuple[str, str | None], ...]) -> bool:
@@ -513,7 +513,7 @@ def _shed_order(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, orde
     weight = short / short.sum() if short.sum() > 0 else short
 
     def key(p: PodInfo) -> tuple[float, float, str]:
-        need = estimate(t.rows.of(p)).astype(float) / unit  # type: ignore[arg-type]  # a pod the greedy placed has a row
+        need = t.rows.estimate_of(p) / unit  # type: ignore[operator]  # a pod the greedy placed has a row
         total = float(need.sum())
         return (-float(need @ weight) / total if total > 0 else 0.0, total, p.key)
 
@@ -523,22 +523,24 @@ def _shed_order(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, orde
 def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, order: str) -> list[PodInfo] | None:
     """Loose pods whose requests cover `deficit`, taken in `order` (see _shed_order), skipping pods that
     cover nothing still short; None when all of them do not cover it."""
+    # a handful of resources: Python floats, which add as numpy's do, cost less here than arrays
+    short: list[float] = deficit.tolist()
     shed = []
     for p in _shed_order(loose, deficit, t, order):
-        if (deficit <= 0).all():
+        if all(d <= 0 for d in short):
             break
-        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]  # a pod the greedy placed has a row
-        if (np.minimum(need, np.maximum(deficit, 0)) > 0).any():
+        need = t.rows.estimate_of(p).tolist()  # type: ignore[union-attr]  # a pod the greedy placed has a row
+        if any(n > 0 and d > 0 for n, d in zip(need, short)):
             shed.append(p)
-            deficit = deficit - need
-    if not shed or (deficit > 0).any():
+            short = [d - n for d, n in zip(short, need)]
+    if not shed or any(d > 0 for d in short):
         return None
     # drop pods the others already cover (the largest first), so no more moves than needed
     for p in sorted(shed, key=_order):
-        need = estimate(t.rows.of(p)).astype(float)  # type: ignore[arg-type]  # a pod the greedy placed has a row
-        if (deficit + need <= 0).all():
+        need = t.rows.estimate_of(p).tolist()  # type: ignore[union-attr]  # a pod the greedy placed has a row
+        if all(d + n <= 0 for d, n in zip(short, need)):
             shed.remove(p)
-            deficit = deficit + need
+            short = [d + n for d, n in zip(short, need)]
     return shed
 
 
@@ -729,7 +731,7 @@ class _Swaps:
             self.refresh(i)
 
     def row(self, pod: PodInfo) -> np.ndarray:
-        return estimate(self.nodes[0].template.rows.of(pod)).astype(np.float64)  # type: ignore[arg-type]  # placed pods have rows
+        return self.nodes[0].template.rows.estimate_of(pod)  # type: ignore[return-value]  # placed pods have rows
 
     def move(self, k: int, to: int) -> None:
         self.held[int(self.owners[k])].remove(k)
