@@ -67,10 +67,13 @@ class ClusterState:
         self.daemonsets = Informer(client, "apps/v1", "daemonsets")
         self.pdbs = Informer(client, "policy/v1", "poddisruptionbudgets")
         self.namespaces = Informer(client, "v1", "namespaces")
+        # the NodeClaims as the watch shows them, for passes that only read them (expiry, drift, termination's
+        # grace); launches read them from the API server instead (node_claims)
+        self.claims = Informer(client, v1.GROUP_VERSION, v1.PLURAL)
         # the scheduler extender reports pods it left without a node this way, before kube-scheduler marks them
         self.gap_reports = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
         self.informers = [self.pods, self.nodes, self.provisioners, self.nodepools, self.ec2nodeclasses, self.daemonsets,
-                          self.pdbs, self.namespaces, self.gap_reports]
+                          self.pdbs, self.namespaces, self.gap_reports, self.claims]
         # the pods waiting for capacity, kept by the watch (first handler: later ones read it up to date)
         self.pending = PendingIndex(self.pods.get)
         self.pods.handlers.append(self.pending.on_pod)
@@ -223,7 +226,8 @@ class ClusterState:
         return out
 
     def node_claims(self) -> list[Obj]:
-        """Every karpenter.sh/v1 NodeClaim, read from the API server (not a cache: a stale read could repeat a step)."""
+        """Every karpenter.sh/v1 NodeClaim, read from the API server (not a cache: a stale read could repeat a
+        launch step). Passes that only read claims, and tolerate a read a moment old, read `claims`."""
         return list(self.client.get(path_of(v1.GROUP_VERSION, v1.PLURAL)).get("items") or [])
 
     def settled(self, ref: PodReference) -> bool:

@@ -140,13 +140,8 @@ def disrupted_taints(taints: list[dict[str, Any]], *, on: bool) -> list[dict[str
 
 
 def marked_drifted(state: ClusterState) -> dict[str, str]:
-    """Node name -> Drifted reason, as the NodeClaims say now; none when the NodeClaim CRD is not installed."""
-    try:
-        return drifted_nodes(state.node_claims())
-    except ApiException as e:
-        if e.status != 404:
-            raise
-        return {}
+    """Node name -> Drifted reason, as the watched NodeClaims say; none when the NodeClaim CRD is not installed."""
+    return drifted_nodes(state.claims.items())
 
 
 def pending_pods(state: ClusterState) -> list[str]:

@@ -162,7 +162,7 @@ class DriftMarker:
         now = rfc3339(now_time)
         marked = 0
         again = RESYNC_SECONDS
-        for claim in self.state.node_claims():
+        for claim in self.state.claims.items():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
             node_name = rec.node_name(claim) or ""

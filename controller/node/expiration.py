@@ -50,7 +50,7 @@ class Expiration:
         provisioners = {p.name: p for p in self.state.live_provisioners()}   # once per pass, not once per node
         nodes = [n for n in self.state.nodes.items() if self.state.ours(n) and not is_leaving(n)]
         v1_pool = any((n["metadata"].get("labels") or {}).get(wk.NODEPOOL) for n in nodes)
-        claims = claims_by_node(self.state.node_claims()) if v1_pool else {}
+        claims = claims_by_node(self.state.claims.items()) if v1_pool else {}
         now = self.clock.now()
         for node in nodes:
             name = node["metadata"]["name"]

@@ -176,7 +176,7 @@ class Terminator:
         if NODECLAIM_TERMINATION_TIMESTAMP in (node["metadata"].get("annotations") or {}):
             return node_termination_time(node, None)
         if self._claims is None:                 # read once a pass, and only when a node needs it
-            self._claims = claims_by_node(self.state.node_claims())
+            self._claims = claims_by_node(self.state.claims.items())
         claim = self._claims.get(node["metadata"]["name"])
         if claim is not None:
             grace = (claim.get("spec") or {}).get("terminationGracePeriod")

@@ -99,7 +99,7 @@ class Env:
         return eventually(check, timeout=timeout)
 
     def sync(self) -> None:
-        """Wait until the controller's caches hold every node, pod and PDB as the API server does now, so a
+        """Wait until the controller's caches hold every node, pod, PDB and NodeClaim as the API server does now, so a
         reconcile called next decides from what the test just wrote (a controller reading its client directly,
         as Karpenter's suites do, would see it at once)."""
         def versions(objects: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
@@ -109,7 +109,8 @@ class Env:
         def same() -> bool:
             return all(versions(informer.items()) == versions(self.client.get(path_of(api_version, plural))["items"])
                        for informer, api_version, plural in ((self.state.nodes, "v1", "nodes"), (self.state.pods, "v1", "pods"),
-                                                             (self.state.pdbs, "policy/v1", "poddisruptionbudgets")))
+                                                             (self.state.pdbs, "policy/v1", "poddisruptionbudgets"),
+                                                             (self.state.claims, "karpenter.sh/v1", "nodeclaims")))
         self.settle(same)
 
 

@@ -13,8 +13,10 @@ import copy
 import dataclasses
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -38,6 +40,7 @@ from karpy.controller.consolidation import controller as consolidation
 from karpy.controller.consolidation.controller import Consolidation, Settings
 from karpy.controller.consolidation.drift import RESYNC_SECONDS as DRIFT_RESYNC_SECONDS
 from karpy.controller.consolidation.drift import DriftMarker
+from karpy.controller.node.expiration import Expiration
 from karpy.kubeclient.raw import path_of
 from tests.builders import node, pod, provisioner, unschedulable_pod
 from tests.controller.conftest import CATALOG_DOC, Env, controller_for_nodepool
@@ -110,6 +113,11 @@ class Suite:
     def reconcile(self) -> float | None:
         self.env.sync()
         return self.consolidation.reconcile()
+
+    def mark(self, marker: DriftMarker | None = None) -> float | None:
+        """One pass of the claims' Drifted and Consolidatable marking, once the caches hold what the test wrote."""
+        self.env.sync()
+        return (marker or DriftMarker(self.env.state, self.env.clock)).reconcile()
 
     def live(self, name: str) -> dict[str, Any] | None:
         found = [n for n in self.env.client.get(path_of("v1", "nodes"))["items"] if n["metadata"]["name"] == name]
@@ -320,7 +328,7 @@ def test_nodepool_drift_is_marked_and_cleared_with_the_template(suite: Suite) ->
     manifest = with_pool(suite)
     suite.claim_and_node("n", annotations=pool_hash(manifest))
     marker = DriftMarker(suite.env.state, suite.env.clock)
-    marker.reconcile()
+    suite.mark(marker)
     assert suite.condition("n") is None
     live = suite.env.client.get(path_of("karpenter.sh/v1", "nodepools", name="general"))
     assert live["metadata"]["annotations"][NODEPOOL_HASH] == pool_hash(manifest)[NODEPOOL_HASH]
@@ -328,13 +336,13 @@ def test_nodepool_drift_is_marked_and_cleared_with_the_template(suite: Suite) ->
                            {"spec": {"template": {"metadata": {"labels": {"team": "b"}}}}})
     eventually(lambda: any(p.name == "general" and (p.spec.labels or {}).get("team") == "b"
                            for p in suite.env.state.live_provisioners()))
-    marker.reconcile()
+    suite.mark(marker)
     assert (suite.condition("n") or {}).get("reason") == "NodePoolDrifted"
     suite.env.client.patch(path_of("karpenter.sh/v1", "nodepools", name="general"),
                            {"spec": {"template": {"metadata": {"labels": {"team": "a"}}}}})
     eventually(lambda: any(p.name == "general" and (p.spec.labels or {}).get("team") == "a"
                            for p in suite.env.state.live_provisioners()))
-    marker.reconcile()
+    suite.mark(marker)
     assert suite.condition("n") is None
 
 
@@ -343,7 +351,7 @@ def test_requirements_drift_when_the_nodepool_no_longer_allows_the_nodes_labels(
     manifest["spec"]["template"]["spec"]["requirements"] = [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["spot"]}]
     with_pool(suite, manifest)
     suite.claim_and_node("n", annotations=pool_hash(manifest))        # launched on-demand
-    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    suite.mark()
     assert (suite.condition("n") or {}).get("reason") == "RequirementsDrifted"
 
 
@@ -355,13 +363,13 @@ def test_a_provisioners_nodes_drift_only_behind_the_drift_gate(suite: Suite, gat
     launched_with = provisioner_hash(Provisioner.model_validate(manifest))
     suite.claim_and_node("n", owner="default", label=wk.PROVISIONER_NAME, annotations={PROVISIONER_HASH: launched_with})
     marker = DriftMarker(suite.env.state, suite.env.clock, provisioner_drift=gate)
-    marker.reconcile()
+    suite.mark(marker)
     stamped = (suite.env.client.get(path_of("karpenter.sh/v1alpha5", "provisioners", name="default"))["metadata"]
                .get("annotations") or {}).get(PROVISIONER_HASH)
     assert stamped == (launched_with if gate else None)   # v0.16 behaviour unchanged with the gate off
     suite.env.client.patch(path_of("karpenter.sh/v1alpha5", "provisioners", name="default"), {"spec": {"labels": {"team": "b"}}})
     eventually(lambda: ((suite.env.state.provisioners.get("", "default") or {}).get("spec") or {}).get("labels") == {"team": "b"})
-    marker.reconcile()
+    suite.mark(marker)
     assert (suite.condition("n") or {}).get("reason") == ("ProvisionerDrifted" if gate else None)
 
 
@@ -371,8 +379,28 @@ def test_a_launch_from_a_nodepool_carries_its_hash_so_it_is_not_drifted(suite: S
     suite.env.provision(unschedulable_pod("pending", cpu="1"))
     claim = eventually(lambda: suite.env.client.get(path_of(*CLAIMS))["items"])[0]
     assert {k: claim["metadata"]["annotations"].get(k) for k in pool_hash(manifest)} == pool_hash(manifest)
-    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    suite.mark()
     assert suite.condition(claim["metadata"]["name"]) is None
+
+
+def claim_lists(suite: Suite) -> int:
+    """How many times the local cluster's API server has listed every NodeClaim, for any client."""
+    text = urllib.request.urlopen(f"{suite.env.kube.cluster.url}/metrics", timeout=10).read().decode()
+    return sum(int(m[1]) for m in re.finditer(r'^apiserver_request_total\{[^}]*verb="LIST",resource="nodeclaims"\} (\d+)$',
+                                              text, re.M))
+
+
+def test_passes_that_only_read_claims_read_them_from_the_watch(suite: Suite) -> None:
+    """Drift marking, the consolidation's drift check and expiry read NodeClaims from the informer, as Karpenter
+    reads them from its cache: a pass lists none from the API server (launches still do, see ClusterState)."""
+    with_pool(suite)
+    suite.claim_and_node("n", drifted="NodePoolDrifted")
+    suite.env.sync()
+    before = claim_lists(suite)
+    DriftMarker(suite.env.state, suite.env.clock).reconcile()           # not suite.mark(): its sync lists them
+    assert consolidation.marked_drifted(suite.env.state) == {"n": "NodePoolDrifted"}
+    Expiration(suite.env.state, suite.env.clock).reconcile()          # a NodePool's node: its claim's expireAfter
+    assert claim_lists(suite) == before
 
 
 # --- the Consolidatable condition (pkg/controllers/nodeclaim/disruption/consolidation_test.go) ---------------------
@@ -388,10 +416,10 @@ def consolidatable(suite: Suite, claim: str) -> bool:
 def expect_consolidatable_a_minute_on(suite: Suite, claim: str) -> None:
     """Not Consolidatable yet; Consolidatable once consolidateAfter (1m) has passed."""
     marker = DriftMarker(suite.env.state, suite.env.clock)
-    marker.reconcile()
+    suite.mark(marker)
     assert not consolidatable(suite, claim)
     suite.env.clock.step(60)
-    marker.reconcile()
+    suite.mark(marker)
     assert consolidatable(suite, claim)
 
 
@@ -415,7 +443,7 @@ def test_should_remove_the_status_condition_when_last_pod_event_is_too_recent(su
     suite.claim_and_node("n")
     now = suite.env.clock.now()
     suite.claim_status("n", initialized_at=now - dt.timedelta(minutes=10), last_pod_event=now, consolidatable=True)
-    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    suite.mark()
     assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
 
 
@@ -423,7 +451,7 @@ def test_should_remove_the_status_condition_when_consolidate_after_is_never(suit
     with_pool(suite)                                                # consolidateAfter: Never
     suite.claim_and_node("n")
     suite.claim_status("n", initialized_at=suite.env.clock.now() - dt.timedelta(hours=1), consolidatable=True)
-    assert DriftMarker(suite.env.state, suite.env.clock).reconcile() == DRIFT_RESYNC_SECONDS   # nothing to wait for
+    assert suite.mark() == DRIFT_RESYNC_SECONDS   # nothing to wait for
     assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
 
 
@@ -433,7 +461,7 @@ def test_should_remove_the_status_condition_when_the_nodeclaim_is_not_initialize
     suite.claim_and_node("n")
     suite.claim_status("n", initialized=initialized, initialized_at=suite.env.clock.now() - dt.timedelta(hours=1),
                        consolidatable=True)
-    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    suite.mark()
     assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
 
 
@@ -444,14 +472,14 @@ def test_a_pod_scheduled_to_the_node_restarts_the_wait(suite: Suite) -> None:
     suite.claim_and_node("n")
     suite.claim_status("n", initialized_at=suite.env.clock.now() - dt.timedelta(hours=1))
     marker = DriftMarker(suite.env.state, suite.env.clock)
-    marker.reconcile()
+    suite.mark(marker)
     assert consolidatable(suite, "n")
     suite.running("n", "arrived")
     suite.env.sync()
-    assert marker.reconcile() == pytest.approx(20, abs=3)
+    assert suite.mark(marker) == pytest.approx(20, abs=3)
     assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
     suite.env.clock.step(21)
-    marker.reconcile()
+    suite.mark(marker)
     assert consolidatable(suite, "n")
 
 
@@ -459,7 +487,7 @@ def test_a_provisioners_nodeclaim_gets_no_consolidatable_condition(suite: Suite)
     suite.env.apply(provisioner("default", consolidation={"enabled": True}))
     eventually(lambda: suite.env.state.provisioners.get("", "default"))
     suite.claim_and_node("n", owner="default", label=wk.PROVISIONER_NAME)
-    DriftMarker(suite.env.state, suite.env.clock).reconcile()
+    suite.mark()
     assert suite.condition("n", CONDITION_CONSOLIDATABLE) is None
 
 
