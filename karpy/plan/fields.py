@@ -41,11 +41,11 @@ def unknown_fields(body: Mapping[str, Any], model: str, path: str = "") -> list[
         if container == "model" and isinstance(value, dict):
             fields = _fields(inner) or {}
             for key, item in value.items():
-                field_path = f"{at}.{key}" if at else str(key)
-                if key not in fields:
-                    unknown.append(field_path)
-                elif _shape(fields[key])[0]:
-                    stack.append((item, fields[key], field_path))
+                field = fields.get(key)
+                if field is None:
+                    unknown.append(f"{at}.{key}" if at else str(key))
+                elif _shape(field)[0]:            # a path is spelled only for fields that have fields of their own
+                    stack.append((item, field, f"{at}.{key}" if at else str(key)))
         elif container == "list" and isinstance(value, list):
             stack += [(item, inner, f"{at}[{i}]") for i, item in enumerate(value)]
         elif container == "map" and isinstance(value, dict):
