@@ -296,3 +296,24 @@ def test_of_two_anchored_nodes_whose_growth_costs_the_same_the_fill_can_grow_the
 
     assert fill("tightest") == {"node-x": ["anchor-x", "loose"], "node-y": ["anchor-y"]}   # the first of equals
     assert fill("stranded") == {"node-x": ["anchor-x"], "node-y": ["anchor-y", "loose"]}
+
+
+def test_a_templates_answers_to_which_types_hold_an_amount_are_kept_and_stay_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling import nodes
+    scheduler, _, _ = planned(tmp_path, [pod("p", cpu="1")], {})
+    template = scheduler.templates[0]
+    monkeypatch.setattr(nodes, "HOLDING_KEPT", 3)                 # past it, the kept answers start again
+    rng = np.random.default_rng(2)
+    columns = template.allocatable.shape[1]
+    amounts: list[np.ndarray] = [np.asarray(rng.integers(0, 2 * int(template.allocatable.max()) + 1, columns))
+                                 for _ in range(5)]
+    for used in amounts * 3:
+        held = template.holding(used)
+        assert held.tolist() == (template.allocatable >= used).all(axis=1).tolist()
+        assert not held.flags.writeable                               # shared: nobody may change it
+    assert len(template._holding) <= 3
+    assert template.holding(amounts[0]) is template.holding(amounts[0].copy())   # equal amounts share one answer
+    huge = np.array([10**30] * columns, dtype=object)                # Python integers: worked out, never kept
+    assert not template.holding(huge).any()
