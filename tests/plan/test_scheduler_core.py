@@ -186,16 +186,18 @@ def test_rooms_answer_as_if_worked_out_afresh_as_nodes_come_and_change() -> None
 
     from karpy.controller.provisioning.scheduling.scheduler import KEPT_ROWS, Rooms
     rng = np.random.default_rng(11)
-    rooms, price = Rooms(3), np.array([1.0, 0.5, 0.25])
+    # rooms of a few kinds (many ties), sized like bytes of memory; weights like dollars per byte, whose sums round
+    rooms, price, weights = Rooms(6), np.array([1.0, 0.5, 0.25, 2.0, 4.0, 0.125]), rng.random(6) * 1e-9
+    kinds = rng.integers(0, 2**36, (6, 6))
     rows: list[np.ndarray] = []
-    needs = [rng.integers(0, 4, 3) for _ in range(KEPT_ROWS + 8)]     # more than it keeps: it starts again
+    needs = [rng.integers(0, 2**35, 6) for _ in range(KEPT_ROWS + 8)]     # more than it keeps: it starts again
     for step in range(600):
         if not rows or rng.random() < 0.2:                 # past 64 nodes, its arrays grow
-            rows.append(rng.integers(0, 8, 3))
+            rows.append(kinds[int(rng.integers(6))])
             rooms.append(rows[-1])
         else:
             i = int(rng.integers(len(rows)))
-            rows[i] = rng.integers(0, 8, 3)
+            rows[i] = kinds[int(rng.integers(6))]
             rooms.set(i, rows[i])
         need = needs[int(rng.integers(8))] if step % 3 else needs[step % len(needs)]
         columns = np.array(rows)
@@ -204,6 +206,17 @@ def test_rooms_answer_as_if_worked_out_afresh_as_nodes_come_and_change() -> None
         short = need - columns[found]
         excess, left = np.maximum(short, 0) @ price, np.maximum(-short, 0) @ price
         assert list(rooms.cheapest_growth_first(found, need, price)) == found[np.lexsort((left, excess))].tolist()
+        # weights whose sums round: worked out a node or two at a time, the same bits as all at once
+        ranked = list(rooms.cheapest_growth_first(found, need, weights))
+        if step % 10 == 0:
+            fresh = Rooms(6)
+            for row in rows:
+                fresh.append(row)
+            assert ranked == list(fresh.cheapest_growth_first(fresh.candidates(need, [], 0), need, weights))
+            key = need.tobytes() + weights.tobytes()           # and the estimates themselves, bit for bit
+            if key in rooms._growth and key in fresh._growth:
+                for kept, afresh in zip(rooms._growth[key].values, fresh._growth[key].values):
+                    assert kept[:len(rows)].tobytes() == afresh[:len(rows)].tobytes()
 
 
 def test_covers_is_a_row_wise_all_for_fast_and_exact_amounts_held_either_way() -> None:

@@ -41,6 +41,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     covers,
     estimate,
     first_in_order,
+    row_sums,
 )
 from karpy.controller.provisioning.scheduling.packers import PackingOptions, packer_for
 from karpy.controller.provisioning.scheduling.pods import PodInfo
@@ -245,8 +246,10 @@ class Rooms:
             return
 
         def growth(columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            short = estimate(need[:, None] - columns).T        # a node per row: sums in the same order
-            return np.maximum(short, 0) @ price, np.maximum(-short, 0) @ price
+            # a resource at a time, in column order: a node's sums are the same bits however many nodes are worked
+            # out together and on any machine (a matrix product's order is the BLAS library's)
+            short = estimate(need[:, None] - columns).T
+            return row_sums(np.maximum(short, 0) * price), row_sums(np.maximum(-short, 0) * price)
 
         excess, left = (values[found] for values in self._worked_out(self._growth, need, growth, also=price.tobytes()))
         head = first_in_order(excess, left, HEAD_RANKED)
