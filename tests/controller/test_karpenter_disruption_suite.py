@@ -397,8 +397,8 @@ def test_passes_that_only_read_claims_read_them_from_the_watch(suite: Suite) -> 
     suite.claim_and_node("n", drifted="NodePoolDrifted")
     suite.env.sync()
     before = claim_lists(suite)
+    assert consolidation.marked_drifted(suite.env.state) == {"n": "NodePoolDrifted"}   # the claim as written
     DriftMarker(suite.env.state, suite.env.clock).reconcile()           # not suite.mark(): its sync lists them
-    assert consolidation.marked_drifted(suite.env.state) == {"n": "NodePoolDrifted"}
     Expiration(suite.env.state, suite.env.clock).reconcile()          # a NodePool's node: its claim's expireAfter
     assert claim_lists(suite) == before
 
