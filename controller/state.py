@@ -27,6 +27,7 @@ from karpy.apis.v1alpha5 import PROVISIONER_KIND, Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.failures import FailureReporter
 from karpy.controller.inflight import InFlight
+from karpy.controller.launch.claims import claim_node_name
 from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure
@@ -70,6 +71,7 @@ class ClusterState:
         # the NodeClaims as the watch shows them, for passes that only read them (expiry, drift, termination's
         # grace); launches read them from the API server instead (node_claims)
         self.claims = Informer(client, v1.GROUP_VERSION, v1.PLURAL)
+        self.claims.add_index(BY_NODE, claim_node_name)   # claims by the node they launched
         # the scheduler extender reports pods it left without a node this way, before kube-scheduler marks them
         self.gap_reports = Informer(client, "v1", "events", field_selector=f"reason={wk.CAPACITY_GAP_REASON}")
         self.informers = [self.pods, self.nodes, self.provisioners, self.nodepools, self.ec2nodeclasses, self.daemonsets,
@@ -229,6 +231,11 @@ class ClusterState:
         """Every karpenter.sh/v1 NodeClaim, read from the API server (not a cache: a stale read could repeat a
         launch step). Passes that only read claims, and tolerate a read a moment old, read `claims`."""
         return list(self.client.get(path_of(v1.GROUP_VERSION, v1.PLURAL)).get("items") or [])
+
+    def claim_of(self, node_name: str) -> Obj | None:
+        """The watched NodeClaim that launched node `node_name`, if any."""
+        found = self.claims.by_index(BY_NODE, node_name)
+        return found[-1] if found else None
 
     def settled(self, ref: PodReference) -> bool:
         """Whether the watch shows pod `ref` bound, leaving or gone."""

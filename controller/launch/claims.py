@@ -63,9 +63,9 @@ def lifetime(owner: Mapping[str, Any] | None) -> Obj:
             **({"terminationGracePeriod": grace} if grace else {})}
 
 
-def claims_by_node(claims: Sequence[Obj]) -> dict[str, Obj]:
-    """Claims by the name of the Node they launched (their own name until one is recorded)."""
-    return {rec.node_name(c) or c["metadata"]["name"]: c for c in claims}
+def claim_node_name(claim: Obj) -> str:
+    """The name of the Node a claim launched (its own name until one is recorded)."""
+    return rec.node_name(claim) or claim["metadata"]["name"]
 
 
 def claim_requirements(requirements: Requirements, options: Sequence[str]) -> list[Obj]:

@@ -19,7 +19,6 @@ from karpy.apis.v1.disruption.expiration import expires_at
 from karpy.apis.v1.duration import DurationError
 from karpy.controller.clock import Clock
 from karpy.controller.inflight import is_leaving
-from karpy.controller.launch.claims import claims_by_node
 from karpy.controller.metrics import count_nodeclaim_disrupted
 from karpy.controller.state import ClusterState
 
@@ -49,14 +48,12 @@ class Expiration:
         again: float | None = None
         provisioners = {p.name: p for p in self.state.live_provisioners()}   # once per pass, not once per node
         nodes = [n for n in self.state.nodes.items() if self.state.ours(n) and not is_leaving(n)]
-        v1_pool = any((n["metadata"].get("labels") or {}).get(wk.NODEPOOL) for n in nodes)
-        claims = claims_by_node(self.state.claims.items()) if v1_pool else {}
         now = self.clock.now()
         for node in nodes:
             name = node["metadata"]["name"]
             provisioner = provisioners.get(self.state.ours(node) or "")
             ttl = provisioner.spec.ttl_seconds_until_expired if provisioner else None
-            claim = claims.get(name) if (node["metadata"].get("labels") or {}).get(wk.NODEPOOL) else None
+            claim = self.state.claim_of(name) if (node["metadata"].get("labels") or {}).get(wk.NODEPOOL) else None
             try:
                 left = claim_seconds_left(claim, now) if claim is not None else \
                     seconds_left(ttl=ttl, created=parse_time(node["metadata"].get("creationTimestamp")), now=now)

@@ -38,7 +38,6 @@ from karpy.apis.v1.duration import DurationError
 from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
 from karpy.controller.clock import Clock
 from karpy.controller.cloudprovider.types import CloudProvider, InstanceNotFound
-from karpy.controller.launch.claims import claims_by_node
 from karpy.controller.metrics import count_node_terminated
 from karpy.controller.state import ClusterState
 from karpy.controller.termination.grace import forced_deletes, node_termination_time, termination_annotation
@@ -157,12 +156,10 @@ class Terminator:
     def __init__(self, state: ClusterState, cloud: CloudProvider, clock: Clock | None = None) -> None:
         self.state, self.cloud, self.clock = state, cloud, clock or Clock()
         self._announced: dict[str, str] = {}     # node -> the drain failure last said about it
-        self._claims: dict[str, dict[str, Any]] | None = None     # this pass's NodeClaims by node name
 
     def reconcile(self) -> float | None:
         """Advance every deleting karpy node one step; returns when to look again."""
         again: float | None = None
-        self._claims = None
         for node in self.state.nodes.items():
             if draining(node):
                 wait = self._terminate(node)
@@ -175,9 +172,7 @@ class Terminator:
         NodeClaim was stamped with (its NodePool's template's, for a node without a claim)."""
         if NODECLAIM_TERMINATION_TIMESTAMP in (node["metadata"].get("annotations") or {}):
             return node_termination_time(node, None)
-        if self._claims is None:                 # read once a pass, and only when a node needs it
-            self._claims = claims_by_node(self.state.claims.items())
-        claim = self._claims.get(node["metadata"]["name"])
+        claim = self.state.claim_of(node["metadata"]["name"])
         if claim is not None:
             grace = (claim.get("spec") or {}).get("terminationGracePeriod")
         else:

@@ -10,7 +10,7 @@ import pytest
 from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.disruption.feature_gates import FeatureGates, parse_feature_gates
 from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
-from karpy.controller.launch.claims import claims_by_node, lifetime
+from karpy.controller.launch.claims import claim_node_name, lifetime
 from karpy.controller.node.repair import TOLERATION, Verdict, decide, pool_healthy
 from karpy.controller.termination.grace import forced_deletes, node_termination_time, termination_annotation
 from karpy.main import main
@@ -46,7 +46,7 @@ def test_a_nodepools_claim_is_stamped_with_its_templates_lifetime_and_a_provisio
 def test_claims_are_found_by_the_node_they_launched() -> None:
     registered = {"metadata": {"name": "claim-a"}, "status": {"nodeName": "ip-10-0-0-1"}}
     launching = {"metadata": {"name": "claim-b"}}
-    assert claims_by_node([registered, launching]) == {"ip-10-0-0-1": registered, "claim-b": launching}
+    assert [claim_node_name(c) for c in (registered, launching)] == ["ip-10-0-0-1", "claim-b"]
 
 
 def test_the_termination_time_is_recorded_once_and_then_read_back() -> None:
