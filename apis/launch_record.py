@@ -85,6 +85,11 @@ def node_name(claim: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
+def claim_node_name(claim: Mapping[str, Any]) -> str:
+    """The name of the Node a claim launched (its own name until one is recorded): whose claim it is."""
+    return node_name(claim) or str(claim["metadata"]["name"])
+
+
 def condition(claim: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in (claim.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 

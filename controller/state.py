@@ -15,7 +15,7 @@ import pydantic
 from kubernetes.client.exceptions import ApiException
 
 from karpy.apis import labels as wk
-from karpy.apis.launch_record import PodReference
+from karpy.apis.launch_record import PodReference, claim_node_name
 from karpy.apis.provisioner_defaults import default_provisioner
 from karpy.apis.provisioner_validation import read_provisioner
 from karpy.apis.v1 import nodeclaim as v1
@@ -27,7 +27,6 @@ from karpy.apis.v1alpha5 import PROVISIONER_KIND, Provisioner
 from karpy.controller.cloudprovider.catalog import Catalog
 from karpy.controller.failures import FailureReporter
 from karpy.controller.inflight import InFlight
-from karpy.controller.launch.claims import claim_node_name
 from karpy.controller.provisioning.pending import PendingIndex
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, failure

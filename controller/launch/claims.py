@@ -63,11 +63,6 @@ def lifetime(owner: Mapping[str, Any] | None) -> Obj:
             **({"terminationGracePeriod": grace} if grace else {})}
 
 
-def claim_node_name(claim: Obj) -> str:
-    """The name of the Node a claim launched (its own name until one is recorded)."""
-    return rec.node_name(claim) or claim["metadata"]["name"]
-
-
 def claim_requirements(requirements: Requirements, options: Sequence[str]) -> list[Obj]:
     """Pure: the requirements a v1 NodeClaim records: the request's, less what v1 refuses (karpenter.sh keys other
     than capacity-type and nodepool; the hostname), with the instance type narrowed to `options` in their order

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from karpy.apis.launch_record import claim_node_name
 from karpy.apis.timestamps import rfc3339
 from karpy.apis.v1.disruption.feature_gates import FeatureGates, parse_feature_gates
 from karpy.apis.v1.labels import NODECLAIM_TERMINATION_TIMESTAMP
-from karpy.controller.launch.claims import claim_node_name, lifetime
+from karpy.controller.launch.claims import lifetime
 from karpy.controller.node.repair import TOLERATION, Verdict, decide, pool_healthy
 from karpy.controller.termination.grace import forced_deletes, node_termination_time, termination_annotation
 from karpy.main import main
