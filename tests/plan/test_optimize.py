@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Sequence
+from unittest import mock
 
 import pytest
 import yaml
@@ -14,9 +15,17 @@ from bench.scheduling import diverse_pods, realistic_mix
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
 from karpy.controller.provisioning.scheduling.cost import node_costs
-from karpy.controller.provisioning.scheduling.nodes import NewNode
-from karpy.controller.provisioning.scheduling.packers import PackingOptions
-from karpy.controller.provisioning.scheduling.packers.optimiser import _fill_anchored, _grow_lopsided, _Loose, _swap
+from karpy.controller.provisioning.scheduling.nodes import NewNode, estimate
+from karpy.controller.provisioning.scheduling.packers import PackingOptions, optimiser
+from karpy.controller.provisioning.scheduling.packers.optimiser import (
+    _Bins,
+    _fill_anchored,
+    _grow_lopsided,
+    _Loose,
+    _may_shed,
+    _shrink,
+    _swap,
+)
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from karpy.plan.inputs import load
@@ -228,6 +237,35 @@ def test_a_node_gets_cheaper_through_a_chain_of_trades_no_single_trade_makes(tmp
     assert [p.name for p in a.pods][0] == "anchor-a" and {"anchor-b", "anchor-c"} <= {p.name for p in b.pods + c.pods}
     for node in (a, b, c):     # every node holds what it asks for at the type it takes
         assert (node.template.allocatable[node.cheapest()] >= node.used).all()
+
+
+@pytest.mark.parametrize("room_on_b", [True, False])
+def test_a_node_tries_to_shed_only_when_room_left_on_the_others_covers_its_shortfall(tmp_path: Path, room_on_b: bool) -> None:
+    # node a runs 1.9 cpu (s2); s1 needs it to shed 900m, one of x and y. b (s2) has 900m idle, or only 800m
+    scheduler, pods, (a, b) = planned(tmp_path, [
+        pod("anchor-a", cpu="100m", memory="100Mi"), pod("x", cpu="900m", memory="100Mi"), pod("y", cpu="900m", memory="100Mi"),
+        pod("anchor-b", cpu="1100m" if room_on_b else "1200m", memory="100Mi")],
+        {"node-a": ("anchor-a", "x", "y"), "node-b": ("anchor-b",)})
+    loose = [pods["x"], pods["y"]]
+    t = a.template
+    s1 = [it.name for it in t.instance_types].index("s1")
+    deficit = estimate(a.used - t.allocatable[s1]).astype(float)
+    assert _may_shed(0, loose, deficit, _Bins([a, b], loose, scheduler.topology)) is room_on_b
+    _shrink([a, b], {id(p) for p in loose}, scheduler.topology, deadline=None)
+    assert (a.price(), b.price()) == pytest.approx((1.0 + PER_NODE if room_on_b else 2.0 + PER_NODE, 2.0 + PER_NODE))
+    assert sorted(p.name for p in a.pods + b.pods) == sorted(pods)
+
+
+@pytest.mark.slow      # plans each batch three times (about a second each)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_skipping_nodes_whose_loose_pods_have_too_little_room_elsewhere_changes_no_plan(tmp_path: Path, seed: int) -> None:
+    docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
+            *diverse_pods(100, seed)]
+    with mock.patch.object(optimiser, "_may_shed", lambda *_: True):     # every node orders and tries its pods
+        tried = plan_json(solve(tmp_path, *docs, catalog_name="fake-400"))
+    with mock.patch.object(optimiser, "_may_shed", lambda *_: False):    # no node sheds: a plan that differs
+        assert plan_json(solve(tmp_path, *docs, catalog_name="fake-400")) != tried
+    assert plan_json(solve(tmp_path, *docs, catalog_name="fake-400")) == tried
 
 
 @pytest.mark.parametrize("shrinking", [("b", "c"), ("b",)])

@@ -544,6 +544,16 @@ def _to_shed(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, *, orde
     return shed
 
 
+def _may_shed(a: int, loose: list[PodInfo], deficit: np.ndarray, bins: _Bins) -> bool:
+    """Whether node `a` might shed `deficit`: its loose pods that fit in room some other node has left cover it
+    together. Otherwise every set that covers it holds a pod with nowhere to go, which _move_out turns down: most
+    nodes that try to shrink are such, and this tells them without ordering and choosing their pods three times.
+    The rows are whole amounts as floats, so their sums are exact in any order."""
+    rows = [row for p in loose if (bins.holders(bins.need(p)) != a).any()  # type: ignore[arg-type]  # loose pods have rows
+            and (row := bins.nodes[a].template.rows.estimate_of(p)) is not None]
+    return bool(rows) and bool((np.add.reduce(np.array(rows), axis=0) >= deficit).all())
+
+
 def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     """Move `shed` off node `a` into the tightest rooms of the others that hold them at no extra cost,
     all or none."""
@@ -593,10 +603,12 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
     holds = [covers(n.template.allocatable, f) for n, f in zip(nodes, fixed)]
     prices: dict[int, np.ndarray] = {}
     attempts = 0
-    # a node that failed to shrink can succeed later only through room that opened since: the nodes
-    # that shed pods (`opened`, in order); it is tried again only when one of them holds one of its loose pods
+    # a node that failed to shrink can succeed later only through room that opened since: the nodes that shed
+    # pods, counted in turn (`opened`, and per node the count at its last shed); it is tried again only when one
+    # of them holds one of its loose pods
     failed_at: dict[int, int] = {}
-    opened: list[int] = []
+    opened = 0
+    last_opened = np.full(len(nodes), -1, dtype=np.int64)
     least: dict[int, tuple[int, np.ndarray]] = {}
     # nodes with no loose pod or no cheaper type that holds what stays, at the version they had: so while unchanged
     settled: dict[int, int] = {}
@@ -619,8 +631,9 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 continue
             since = failed_at.get(a)
             if since is not None:
-                others = [b for b in opened[since:] if b != a]
-                if not others or not covers(bins.free[others], least_need(a)).any():
+                others = np.flatnonzero(last_opened >= since)
+                others = others[others != a]
+                if not len(others) or not covers(bins.free[others], least_need(a)).any():
                     continue
             node = nodes[a]
             t = node.template
@@ -638,15 +651,17 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 continue
             nearest = int(cheaper[np.lexsort((cheaper, -price[cheaper]))[0]])
             attempts += 1
-            for order in SHED_ORDERS:
-                shed = _to_shed(loose, estimate(node.used - t.allocatable[nearest]).astype(float), t, order=order)
+            deficit = estimate(node.used - t.allocatable[nearest]).astype(float)
+            for order in SHED_ORDERS if _may_shed(a, loose, deficit, bins) else ():
+                shed = _to_shed(loose, deficit, t, order=order)
                 if shed is not None and _move_out(a, shed, bins):
                     changed = True
-                    opened.append(a)
+                    last_opened[a] = opened
+                    opened += 1
                     failed_at.pop(a, None)
                     break
             else:
-                failed_at[a] = len(opened)
+                failed_at[a] = opened
         if not changed:
             return
 
