@@ -24,7 +24,7 @@ from scipy.sparse import coo_matrix
 
 from karpy.apis import labels as wk
 from karpy.apis.resources import CPU, MEMORY, PODS
-from karpy.controller.provisioning.scheduling.nodes import NodeTemplate
+from karpy.controller.provisioning.scheduling.nodes import NodeTemplate, dot
 from karpy.controller.provisioning.scheduling.packers.patterns import fill, knapsack
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 
@@ -146,7 +146,7 @@ def pattern_bound(template: NodeTemplate, pods: Sequence[PodInfo], *, rounds: in
                 if (duals > 1e-12).any():
                     return best                 # a type not priced: only the rounds before are sure
                 continue
-            value = float(duals @ column)
+            value = dot(duals, column)
             worth = max(worth, value / price[j])
             if value > price[j] * (1 + 1e-9) + 1e-12:
                 patterns.append((j, column))

@@ -280,3 +280,13 @@ def test_every_and_some_reduce_the_last_axis_as_numpy_does() -> None:
     matrix = rng.random((7, 3))
     assert (row_sums(matrix) == matrix.sum(axis=1)).all()
     assert every(np.zeros((2, 0), dtype=bool)).all() and not some(np.zeros((2, 0), dtype=bool)).any()
+
+
+def test_dot_products_in_rankings_are_exact_whatever_the_order() -> None:
+    import numpy as np
+
+    from karpy.controller.provisioning.scheduling.nodes import dot
+    # added left to right, 1e16 swallows the 1 and the result is 0; a BLAS library may add in any order
+    assert dot(np.array([1e16, 1.0, -1e16]), np.array([1.0, 1.0, 1.0])) == 1.0
+    assert dot(np.array([-1e16, 1.0, 1e16]), np.array([1.0, 1.0, 1.0])) == 1.0
+    assert dot(np.array([0.5, 0.25]), np.array([2, 4])) == 2.0 and dot(np.zeros(0), np.zeros(0)) == 0.0

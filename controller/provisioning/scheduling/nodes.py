@@ -14,6 +14,7 @@ Pure.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Mapping, NamedTuple, Sequence, cast
 
 import numpy as np
@@ -86,6 +87,12 @@ def row_sums(matrix: np.ndarray) -> np.ndarray:
     for j in range(1, matrix.shape[1]):
         total += matrix[:, j]
     return total
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """The dot product of two vectors, summed exactly (math.fsum): the same bits on any machine, where a BLAS
+    library's dot product adds in an order of its own, which can differ from one CPU to another."""
+    return math.fsum((np.asarray(a, dtype=float) * np.asarray(b, dtype=float)).tolist())
 
 
 def first_in_order(first: np.ndarray, second: np.ndarray, count: int) -> np.ndarray:

@@ -56,6 +56,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     NodeState,
     NodeTemplate,
     covers,
+    dot,
     estimate,
     every,
     row_sums,
@@ -515,7 +516,7 @@ def _shed_order(loose: list[PodInfo], deficit: np.ndarray, t: NodeTemplate, orde
     def key(p: PodInfo) -> tuple[float, float, str]:
         need = t.rows.estimate_of(p) / unit  # type: ignore[operator]  # a pod the greedy placed has a row
         total = float(need.sum())
-        return (-float(need @ weight) / total if total > 0 else 0.0, total, p.key)
+        return (-dot(need, weight) / total if total > 0 else 0.0, total, p.key)
 
     return sorted(loose, key=key)
 

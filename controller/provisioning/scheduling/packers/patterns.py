@@ -22,6 +22,8 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, milp
 
+from karpy.controller.provisioning.scheduling.nodes import dot
+
 MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern per type
 EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
 MIP_NODE_LIMIT = 2000            # branch-and-bound nodes for the integral master, at most...
@@ -142,7 +144,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             for density in (duals / np.maximum(weight.max(axis=1), 1e-12), duals / np.maximum(weight.sum(axis=1), 1e-12)):
                 order = [c for c in sorted(range(m), key=lambda c: (-density[c], c)) if duals[c] > 1e-12 and fits[c, j]]
                 pattern = fill(order, room, need, count)
-                value = float(duals @ pattern)
+                value = dot(duals, pattern)
                 if value > best_value + 1e-12:
                     best, best_value = pattern, value
             candidates.append(((cost(j, best) if best is not None else price[j]) - best_value, j, best))
@@ -155,7 +157,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         # many pods as fit, is already exact)
         for _, j, _ in candidates[:EXACT_PRICING if m > 1 else 0]:
             exact = knapsack(duals, alloc[j].astype(float), need, count, seconds=seconds)
-            if exact is not None and cost(j, exact) - float(duals @ exact) < -1e-9 and add(j, exact):
+            if exact is not None and cost(j, exact) - dot(duals, exact) < -1e-9 and add(j, exact):
                 added += 1
         if not added:
             break
