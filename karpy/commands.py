@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import gc
 import ipaddress
 import json
 import logging
@@ -93,7 +94,30 @@ def native_stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+PLAN_GC_THRESHOLD = 50_000    # allocations between the collector's youngest passes in `karpy plan` (Python's default: 700)
+
+
 def plan(args: argparse.Namespace) -> int:
+    with batch_garbage_collection():
+        return _plan(args)
+
+
+@contextlib.contextmanager
+def batch_garbage_collection() -> Iterator[None]:
+    """A plan is one batch whose objects nearly all live until it prints: at the collector's default pace, passes
+    that find next to no garbage took about 2 s of a 20,000-pod plan. Within the block the youngest objects are
+    collected every PLAN_GC_THRESHOLD allocations, and what gc.freeze() set aside (the input, which stays to the
+    end) is not walked again; both are undone on leaving (tests plan in their own process)."""
+    before = gc.get_threshold()
+    gc.set_threshold(PLAN_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
+def _plan(args: argparse.Namespace) -> int:
     from karpy.controller.consolidation.decisions import Consolidator
     from karpy.controller.provisioning.scheduling.packers import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
@@ -108,6 +132,7 @@ def plan(args: argparse.Namespace) -> int:
         for problem in e.problems:
             print(f"karpy plan: {problem}", file=sys.stderr)
         return 2
+    gc.freeze()                 # the input stays to the end (see batch_garbage_collection)
     for warning in loaded.warnings:
         print(f"karpy plan: {warning}", file=sys.stderr)
     if args.consolidate:

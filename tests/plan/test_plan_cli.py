@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 import yaml
 
+from karpy.commands import PLAN_GC_THRESHOLD
+from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
 from karpy.plan.inputs import read_documents
 from tests.builders import catalog, deployment, instance_type, pod, provisioner
 from tests.plan.conftest import Plan, PlanRun
@@ -155,3 +158,22 @@ def test_json_documents_read_as_their_yaml_would(tmp_path: Path, separator: str)
     read = read_documents([str(as_json)])
     assert [d.body for d in read] == [d.body for d in read_documents([str(as_yaml)])] == docs
     assert [d.index for d in read] == [1, 2, 3]
+
+
+
+def test_plan_collects_garbage_in_large_steps_and_puts_the_collector_back_as_it_was(
+        plan: Plan, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = gc.get_threshold()
+    seen: list[tuple[tuple[int, int, int], int]] = []
+    solve = Scheduler.solve
+
+    def watched(self: Scheduler, **kwargs: Any) -> Results:
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return solve(self, **kwargs)
+
+    monkeypatch.setattr(Scheduler, "solve", watched)
+    run = plan(provisioner("default"), pod("web", cpu="1"))
+    assert run.code == 0 and run.json["summary"]["scheduled"] == 1
+    [(threshold, frozen)] = seen
+    assert threshold[0] == PLAN_GC_THRESHOLD and frozen > 0                # while planning: large steps, the input set aside
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0     # after: as it was
