@@ -102,8 +102,8 @@ def first_in_order(first: np.ndarray, second: np.ndarray, count: int) -> np.ndar
         ranked: np.ndarray = np.lexsort((second, first))
         return ranked
     cut = np.partition(first, count - 1)[count - 1]
-    below = np.flatnonzero(first < cut)                  # fewer than `count`: all come before the ties
-    tied = np.flatnonzero(first == cut)
+    below = (first < cut).nonzero()[0]                  # fewer than `count`: all come before the ties
+    tied = (first == cut).nonzero()[0]
     wanted = count - len(below)
     if len(tied) > wanted:
         tied = tied[second[tied] <= np.partition(second[tied], wanted - 1)[wanted - 1]]

@@ -200,7 +200,7 @@ class Rooms:
             entry = self._rejected.get(kind)
             if entry is not None and entry[0] == stamp:
                 ok &= ~entry[1][:self._count]
-        return np.flatnonzero(ok)
+        return ok.nonzero()[0]
 
     def holds(self, i: int, need: np.ndarray) -> bool:
         """True when node `i`'s room holds `need` as it is."""
@@ -227,7 +227,7 @@ class Rooms:
             entry.versions = versions
             entry.values = tuple(np.concatenate([values, np.zeros(capacity - len(values), dtype=values.dtype)])
                                  for values in entry.values)
-        stale = np.flatnonzero(entry.versions[:count] != self._versions[:count])
+        stale = (entry.versions[:count] != self._versions[:count]).nonzero()[0]
         if len(stale):
             fresh = work_out(self._columns[:, stale])
             if not entry.values:

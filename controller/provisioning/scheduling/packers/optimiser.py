@@ -295,17 +295,19 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         fresh += placed
     out = [n for n in anchored + fresh if n.pods]
     movable = {id(e.pod) for e in loose}
-    _shrink(out, movable, topology, deadline=deadline)
+    staying: dict[int, np.ndarray] = {}     # see _shrink
+    _shrink(out, movable, topology, deadline=deadline, staying=staying)
     trades_left = [SWAP_ATTEMPTS]
     unevened: set[tuple[str, float]] = set()
     for grow_round in range(GROW_ROUNDS + 1):
-        if grow_round and not any(_grow_lopsided(out, movable, topology, deadline=deadline, scarce_only=scarce_only)
+        if grow_round and not any(_grow_lopsided(out, movable, topology, deadline=deadline, scarce_only=scarce_only,
+                                                 staying=staying)
                                   for scarce_only in (False, True)):
             break
         for _ in range(SWAP_ROUNDS):
             if not _swap(out, movable, topology, deadline=deadline, budget=trades_left, unevened=unevened):
                 break
-            _shrink(out, movable, topology, deadline=deadline)
+            _shrink(out, movable, topology, deadline=deadline, staying=staying)
     for node in out:
         if not node.pods:
             node.release()
@@ -457,7 +459,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
             rest.append(e)
             continue
         done = False
-        found = np.flatnonzero(fits_free)
+        found = fits_free.nonzero()[0]
         if len(found):
             left = _leftover((bins.free[found] - need) / bins.unit)
             for i in found[smallest(left, FIT_TRIES)].tolist():
@@ -470,7 +472,7 @@ def _fill_anchored(anchored: list[NewNode], loose: list[_Loose], topology: Topol
                 rejected.add((kind, i))
         if not done:
             alone = e.template.cheapest_price_for(e.template.rows.of(e.pod))  # type: ignore[arg-type]  # a pod the greedy placed has a row
-            found = np.flatnonzero(fits_grow & ~fits_free)
+            found = (fits_grow & ~fits_free).nonzero()[0]
             if alone is not None and len(found):
                 excess = row_sums(np.maximum(need - bins.free[found], 0) / bins.unit)
                 best, best_growth, best_stranded, tried = None, alone + 1e-9, np.inf, 0
@@ -589,7 +591,8 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     return True
 
 
-def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None) -> None:
+def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
+            staying: dict[int, np.ndarray] | None = None) -> None:
     """Local search: a node sheds loose pods into room other nodes pay for anyway when that lets it
     take a cheaper instance type; passes over the nodes, roomiest first, until one changes nothing.
     A shrink usually opens room that lets one more node shrink, so the search runs many passes:
@@ -597,11 +600,15 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
     if len(nodes) < 2:
         return
     bins = _Bins(nodes, [p for n in nodes for p in n.pods if id(p) in movable], topology)
-    # what the pods that stay put need: it never changes, nor do the types that hold it
-    fixed = [n.used - sum((row for p in n.pods if id(p) in movable and (row := n.template.rows.of(p)) is not None),
-                          np.zeros_like(n.used))
-             for n in nodes]
-    holds = [covers(n.template.allocatable, f) for n, f in zip(nodes, fixed)]
+    # per node, the types that hold what its pods that stay put need: that does not change while `movable` is the
+    # same, so `staying` keeps it (by node) from one search over these nodes to the next
+    staying = {} if staying is None else staying
+    for n in nodes:
+        if id(n) not in staying:
+            fixed = n.used - sum((row for p in n.pods if id(p) in movable and (row := n.template.rows.of(p)) is not None),
+                                 np.zeros_like(n.used))
+            staying[id(n)] = covers(n.template.allocatable, fixed)
+    holds = [staying[id(n)] for n in nodes]
     prices: dict[int, np.ndarray] = {}
     attempts = 0
     # a node that failed to shrink can succeed later only through room that opened since: the nodes that shed
@@ -632,7 +639,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
                 continue
             since = failed_at.get(a)
             if since is not None:
-                others = np.flatnonzero(last_opened >= since)
+                others = (last_opened >= since).nonzero()[0]
                 others = others[others != a]
                 if not len(others) or not covers(bins.free[others], least_need(a)).any():
                     continue
@@ -646,7 +653,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
             price = prices.get(id(offers))
             if price is None:                 # the least each type can cost (no credits): it may be cheaper
                 price = prices[id(offers)] = t.list_prices(node.requirements) + t.costs.fixed
-            cheaper = np.flatnonzero(mask & holds[a] & (price < bins.price[a] - 1e-12))
+            cheaper = (mask & holds[a] & (price < bins.price[a] - 1e-12)).nonzero()[0]
             if not len(cheaper):
                 settled[a] = int(bins.version[a])
                 continue
@@ -668,7 +675,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
 
 
 def _grow_lopsided(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
-                   scarce_only: bool) -> bool:
+                   scarce_only: bool, staying: dict[int, np.ndarray] | None = None) -> bool:
     """Let lopsided nodes grow so that others may shrink into them: a node that idles at least as much cpu or
     memory as its next larger type adds takes that type, and the others shed loose pods into the room it then
     has (_shrink). A node full of memory with much cpu idle takes no cpu-heavy pod while its memory is full, and
@@ -703,7 +710,7 @@ def _grow_lopsided(nodes: list[NewNode], movable: set[int], topology: Topology, 
             grown.append(node)
     if not grown:
         return False
-    _shrink(nodes, movable, topology, deadline=deadline)
+    _shrink(nodes, movable, topology, deadline=deadline, staying=staying)
     for node in grown:
         node.refit()
     live = [n for n in nodes if n.pods]
