@@ -747,6 +747,7 @@ class _Swaps:
                     self.held[i].append(len(self.pods))
                     self.pods.append(p)
         self.need = np.array([self.row(p) for p in self.pods]).reshape(len(self.pods), width)
+        self.shapes = [tuple(row) for row in self.need.tolist()]   # each pod's row as a key: pods alike share one
         self.owners = np.array([i for i, held in enumerate(self.held) for _ in held], dtype=np.int64)
         # what pods ask differently (all alike, as the one pod slot each takes, trading evens nothing out)
         self.varies = self.need.max(axis=0) > self.need.min(axis=0) if len(self.pods) else np.zeros(width, dtype=bool)
@@ -829,7 +830,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         over = short > 0
         firsts: dict[tuple[float, ...], int] = {}
         for k in sorted(mine):
-            firsts.setdefault(tuple(swaps.need[k].tolist()), k)
+            firsts.setdefault(swaps.shapes[k], k)
         given = np.array(list(firsts.values()), dtype=np.int64)
         budget[0] -= len(given)
         # one pod of another node for one of a's; failing that, on a node with much room idle, two of one node's
@@ -840,7 +841,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         room[smallest(-roomiest, EVEN_OUT_PARTNERS)] = True
         room &= roomiest > 0
         single = np.flatnonzero(room[owners])
-        for theirs in (single[:, None], _pairs(owners, room, swaps.need) if pairs else np.zeros((0, 2), dtype=np.int64)):
+        for theirs in (single[:, None], _pairs(owners, room, swaps.shapes) if pairs else np.zeros((0, 2), dtype=np.int64)):
             if not len(theirs):
                 return False
             diff = swaps.need[given][:, None, :] - swaps.need[theirs].sum(axis=1)[None, :, :]
@@ -886,7 +887,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
     return False
 
 
-def _pairs(owners: np.ndarray, room: np.ndarray, need: np.ndarray) -> np.ndarray:
+def _pairs(owners: np.ndarray, room: np.ndarray, shapes: list[tuple[float, ...]]) -> np.ndarray:
     """Two loose pods of one node that has `room` (of different requests, or the first two alike): what a node may
     take back for one of its own, so a large pod can go for two smaller ones."""
     out: list[list[int]] = []
@@ -896,7 +897,7 @@ def _pairs(owners: np.ndarray, room: np.ndarray, need: np.ndarray) -> np.ndarray
     for b in sorted(by_owner):
         firsts: dict[tuple[float, ...], list[int]] = {}
         for k in by_owner[b]:
-            firsts.setdefault(tuple(need[k].tolist()), []).append(k)
+            firsts.setdefault(shapes[k], []).append(k)
         distinct = list(firsts.values())
         out += [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + [ks[:2] for ks in distinct if len(ks) > 1]
     return np.array(out, dtype=np.int64).reshape(len(out), 2)
@@ -916,7 +917,7 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
         return False
     firsts: dict[tuple[float, ...], list[int]] = {}
     for k in mine[np.lexsort((mine, -row_sums(swaps.need[mine] / swaps.unit)))].tolist():
-        firsts.setdefault(tuple(swaps.need[k].tolist()), []).append(k)
+        firsts.setdefault(swaps.shapes[k], []).append(k)
     distinct = list(firsts.values())
     offers = [[ks[0]] for ks in distinct] + [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + \
         [ks[:2] for ks in distinct if len(ks) > 1]
