@@ -378,6 +378,10 @@ class _Bins:
             kept = self._holders[key] = (self.changes, np.flatnonzero(covers(self.free, need)))
         return kept[1]
 
+    def held_elsewhere(self, need: np.ndarray, a: int) -> bool:
+        """Whether some node other than `a` has free room for `need`."""
+        return bool((self.holders(need) != a).any())
+
     def need(self, pod: PodInfo) -> np.ndarray | None:
         row = self.nodes[0].template.rows.estimate_of(pod)
         return None if row is None else row[self.columns]
@@ -552,7 +556,7 @@ def _may_shed(a: int, loose: list[PodInfo], deficit: np.ndarray, bins: _Bins) ->
     together. Otherwise every set that covers it holds a pod with nowhere to go, which _move_out turns down: most
     nodes that try to shrink are such, and this tells them without ordering and choosing their pods three times.
     The rows are whole amounts as floats, so their sums are exact in any order."""
-    rows = [row for p in loose if (bins.holders(bins.need(p)) != a).any()  # type: ignore[arg-type]  # loose pods have rows
+    rows = [row for p in loose if bins.held_elsewhere(bins.need(p), a)  # type: ignore[arg-type]  # loose pods have rows
             and (row := bins.nodes[a].template.rows.estimate_of(p)) is not None]
     return bool(rows) and bool((np.add.reduce(np.array(rows), axis=0) >= deficit).all())
 
@@ -562,7 +566,7 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     all or none."""
     node = bins.nodes[a]
     needs = [need for p in shed if (need := bins.need(p)) is not None]
-    if len(needs) < len(shed) or not all((bins.holders(need) != a).any() for need in needs):
+    if len(needs) < len(shed) or not all(bins.held_elsewhere(need, a) for need in needs):
         return False                                     # some pod has no room anywhere else: not worth trying
     saved = bins.free[a].copy()
     bins.free[a] = -1.0                                  # not into the node it leaves
