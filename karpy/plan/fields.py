@@ -28,6 +28,10 @@ def model_of(api_version: Any, kind: Any) -> str | None:
     return name if _fields(name) is not None else None
 
 
+def _field_path(at: str, key: object) -> str:
+    return f"{at}.{key}" if at else str(key)
+
+
 def unknown_fields(body: Mapping[str, Any], model: str, path: str = "") -> list[str]:
     """The path of every field in `body` that the model (a client model's name, `V1Pod`) does not have,
     e.g. `spec.containers[0].resources.requets`; a wrongly typed value is left to the reader of the field."""
@@ -43,9 +47,9 @@ def unknown_fields(body: Mapping[str, Any], model: str, path: str = "") -> list[
             for key, item in value.items():
                 field = fields.get(key)
                 if field is None:
-                    unknown.append(f"{at}.{key}" if at else str(key))
+                    unknown.append(_field_path(at, key))
                 elif _shape(field)[0]:            # a path is spelled only for fields that have fields of their own
-                    stack.append((item, field, f"{at}.{key}" if at else str(key)))
+                    stack.append((item, field, _field_path(at, key)))
         elif container == "list" and isinstance(value, list):
             stack += [(item, inner, f"{at}[{i}]") for i, item in enumerate(value)]
         elif container == "map" and isinstance(value, dict):
