@@ -355,3 +355,19 @@ def test_a_templates_answers_to_which_types_hold_an_amount_are_kept_and_stay_rig
     assert template.holding(amounts[0]) is template.holding(amounts[0].copy())   # equal amounts share one answer
     huge = np.array([10**30] * columns, dtype=object)                # Python integers: worked out, never kept
     assert not template.holding(huge).any()
+
+
+def test_taking_pods_off_a_node_leaves_it_as_if_only_the_others_had_come(tmp_path: Path) -> None:
+    ported = [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "1"}},
+               "ports": [{"containerPort": 80, "hostPort": 8080}]}]
+    pods = [pod("a", cpu="1", memory="1Gi"), pod("b", cpu="500m", memory="3Gi"), pod("c", cpu="1500m"),
+            pod("d", containers=ported)]
+    scheduler, by_name, (whole, only_b) = planned(tmp_path, pods, {"whole": ("a", "b", "c", "d"), "only-b": ("b",)})
+    assert whole.host_ports and whole.options.tolist() != only_b.options.tolist()
+    whole.remove([by_name["d"], by_name["a"], by_name["c"]])
+    assert [p.name for p in whole.pods] == ["b"]
+    assert whole.used.tolist() == only_b.used.tolist()
+    assert whole.options.tolist() == only_b.options.tolist() and whole.price() == only_b.price()
+    assert whole.host_ports == only_b.host_ports == frozenset()
+    whole.remove([by_name["b"]])
+    assert whole.pods == [] and not whole.used.any()

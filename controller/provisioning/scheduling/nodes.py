@@ -556,15 +556,20 @@ class NewNode:
         else:
             del self.pods[pods:]
 
-    def keep_only(self, pods: Sequence[PodInfo]) -> None:
-        """Drop every other pod (they are planned elsewhere); what the node requests and its options follow.
-        Its requirements stay as narrowed, so the pods that stay keep every promise made to them."""
+    def remove(self, pods: Sequence[PodInfo]) -> None:
+        """Take `pods` (some of the node's) off it: they are planned elsewhere. What the node requests and its
+        options follow; its requirements stay as narrowed, so the pods that stay keep every promise made to them."""
         t = self.template
-        self.pods = list(pods)
-        rows = [t.rows.of(pod) for pod in self.pods]
-        # exact sums (integers, or Python integers where a row holds them), in one call rather than one per pod
-        self.used = np.add.reduce(np.array(rows), axis=0) if rows else np.zeros(len(t.rows.index), dtype=np.int64)
-        self.host_ports = frozenset().union(*(pod.host_ports for pod in self.pods))
+        gone = {id(p) for p in pods}
+        self.pods = [p for p in self.pods if id(p) not in gone]
+        if not self.pods:
+            self.used = np.zeros(len(t.rows.index), dtype=np.int64)
+        elif pods:
+            # whole amounts (integers, or Python integers where a row holds them): taking away what leaves gives
+            # the very sums of what stays, and reads only the rows of the few pods that leave a node of hundreds
+            self.used = self.used - np.add.reduce(np.array([t.rows.of(p) for p in pods]), axis=0)
+        if any(p.host_ports for p in pods):
+            self.host_ports = frozenset().union(*(p.host_ports for p in self.pods))
         self.refit()
 
     def next_larger(self) -> int | None:

@@ -267,7 +267,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         if keep:
             twin = n.clone()
             twin.reserved = type(n.reserved)()
-            twin.keep_only(keep)
+            twin.remove([e.pod for e in lift])
             anchored.append(twin)
         loose += lift
     if not loose:
@@ -589,8 +589,7 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
             bins.undo(b, before)
         bins.free[a] = saved
         return False
-    gone = {id(p) for p in shed}
-    node.keep_only([p for p in node.pods if id(p) not in gone])
+    node.remove(shed)
     bins.refresh(a)
     return True
 
@@ -954,9 +953,8 @@ def _make_trade(swaps: _Swaps, a: int, given: list[int], q: int | list[int], top
     out = [swaps.pods[k] for k in given]
     back = [swaps.pods[k] for k in taken]
     saved = [n.snapshot(whole=True) for n in (first, second)]
-    gone, returned = {id(p) for p in out}, {id(p) for p in back}
-    first.keep_only([p for p in first.pods if id(p) not in gone])
-    second.keep_only([p for p in second.pods if id(p) not in returned])
+    first.remove(out)
+    second.remove(back)
     if all(first.add(p, topology) is None for p in back) and all(second.add(p, topology) is None for p in out) and \
             first.price() < swaps.worth[a] + (1e-9 if not cheaper else -1e-9) and second.price() <= swaps.worth[b] + 1e-9:
         for k in given:
