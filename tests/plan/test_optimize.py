@@ -371,3 +371,27 @@ def test_taking_pods_off_a_node_leaves_it_as_if_only_the_others_had_come(tmp_pat
     assert whole.host_ports == only_b.host_ports == frozenset()
     whole.remove([by_name["b"]])
     assert whole.pods == [] and not whole.used.any()
+
+
+def test_rooms_kept_from_one_search_to_the_next_catch_up_with_every_node_changed_in_between(tmp_path: Path) -> None:
+    scheduler, pods, (a, b, c) = planned(tmp_path, [
+        pod("anchor-a", cpu="100m", memory="100Mi"), pod("x", cpu="900m", memory="1Gi"), pod("y", cpu="1", memory="2Gi"),
+        pod("anchor-b", cpu="1", memory="100Mi"), pod("anchor-c", cpu="2", memory="1Gi")],
+        {"node-a": ("anchor-a", "x"), "node-b": ("anchor-b",), "node-c": ("anchor-c",)})
+    loose = [pods["x"], pods["y"]]
+    kept = _Bins([a, b, c], loose, scheduler.topology)
+
+    def assert_as_new() -> None:
+        kept.catch_up()
+        fresh = _Bins([a, b, c], loose, scheduler.topology)
+        assert (kept.free.tolist(), kept.grow.tolist(), kept.price.tolist()) == \
+            (fresh.free.tolist(), fresh.grow.tolist(), fresh.price.tolist())
+
+    before = b.snapshot(whole=True)
+    assert b.add(pods["y"], scheduler.topology) is None          # b grows past its type: its room and price change
+    assert_as_new()
+    a.remove([pods["x"]])
+    assert_as_new()
+    b.restore(before)                                             # put back as it was: the same objects again
+    assert_as_new()
+    assert kept.free[1].tolist() != kept.free[0].tolist()

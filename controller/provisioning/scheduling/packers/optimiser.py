@@ -295,19 +295,19 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
         fresh += placed
     out = [n for n in anchored + fresh if n.pods]
     movable = {id(e.pod) for e in loose}
-    staying: dict[int, np.ndarray] = {}     # see _shrink
-    _shrink(out, movable, topology, deadline=deadline, staying=staying)
+    kept = _Shrinking()
+    _shrink(out, movable, topology, deadline=deadline, kept=kept)
     trades_left = [SWAP_ATTEMPTS]
     unevened: set[tuple[str, float]] = set()
     for grow_round in range(GROW_ROUNDS + 1):
         if grow_round and not any(_grow_lopsided(out, movable, topology, deadline=deadline, scarce_only=scarce_only,
-                                                 staying=staying)
+                                                 kept=kept)
                                   for scarce_only in (False, True)):
             break
         for _ in range(SWAP_ROUNDS):
             if not _swap(out, movable, topology, deadline=deadline, budget=trades_left, unevened=unevened):
                 break
-            _shrink(out, movable, topology, deadline=deadline, staying=staying)
+            _shrink(out, movable, topology, deadline=deadline, kept=kept)
     for node in out:
         if not node.pods:
             node.release()
@@ -357,11 +357,21 @@ class _Bins:
         self.changes = 0                                      # bumped whenever any node changes
         self._holders: dict[bytes, tuple[int, np.ndarray]] = {}
         self._pinned: dict[tuple[tuple[str, str | None], ...], np.ndarray] = {}
+        self._seen: list[tuple[object, ...]] = [()] * len(nodes)  # what each node was made of at its last refresh
         for i in range(len(nodes)):
             self.refresh(i)
 
+    def catch_up(self) -> None:
+        """Refresh the nodes changed by hands other than this one's since (a node's requirements, requests and
+        options are replaced, never edited, so a node made of the same objects is as it was)."""
+        for i, node in enumerate(self.nodes):
+            seen = self._seen[i]
+            if not (seen[0] is node.requirements and seen[1] is node.used and seen[2] is node.options):
+                self.refresh(i)
+
     def refresh(self, i: int) -> None:
         node = self.nodes[i]
+        self._seen[i] = (node.requirements, node.used, node.options)
         self.free[i] = estimate(node.free_room())[self.columns]
         self.grow[i] = estimate(node.grow_room())[self.columns]
         self.price[i] = node.price()
@@ -556,8 +566,17 @@ def _may_shed(a: int, loose: list[PodInfo], deficit: np.ndarray, bins: _Bins) ->
     together. Otherwise every set that covers it holds a pod with nowhere to go, which _move_out turns down: most
     nodes that try to shrink are such, and this tells them without ordering and choosing their pods three times.
     The rows are whole amounts as floats, so their sums are exact in any order."""
-    rows = [row for p in loose if bins.held_elsewhere(bins.need(p), a)  # type: ignore[arg-type]  # loose pods have rows
-            and (row := bins.nodes[a].template.rows.estimate_of(p)) is not None]
+    elsewhere: dict[bytes, bool] = {}                    # per shape of pod: many of a node's pods are alike
+    rows = []
+    for p in loose:
+        need = bins.need(p)
+        if need is None:
+            continue
+        key = need.tobytes()
+        if key not in elsewhere:
+            elsewhere[key] = bins.held_elsewhere(need, a)
+        if elsewhere[key] and (row := bins.nodes[a].template.rows.estimate_of(p)) is not None:
+            rows.append(row)
     return bool(rows) and bool((np.add.reduce(np.array(rows), axis=0) >= deficit).all())
 
 
@@ -594,18 +613,30 @@ def _move_out(a: int, shed: list[PodInfo], bins: _Bins) -> bool:
     return True
 
 
+@dataclasses.dataclass
+class _Shrinking:
+    """What one repacking's shrinking searches over the same nodes and loose pods keep from one to the next: the
+    rooms (brought up to date with what changed in between), and per node the types that hold what its pods that
+    stay put need (which does not change while the loose pods are the same)."""
+    bins: _Bins | None = None
+    staying: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+
+
 def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
-            staying: dict[int, np.ndarray] | None = None) -> None:
+            kept: _Shrinking | None = None) -> None:
     """Local search: a node sheds loose pods into room other nodes pay for anyway when that lets it
     take a cheaper instance type; passes over the nodes, roomiest first, until one changes nothing.
     A shrink usually opens room that lets one more node shrink, so the search runs many passes:
     a node that failed is tried again only when room opened since holds one of its loose pods."""
     if len(nodes) < 2:
         return
-    bins = _Bins(nodes, [p for n in nodes for p in n.pods if id(p) in movable], topology)
-    # per node, the types that hold what its pods that stay put need: that does not change while `movable` is the
-    # same, so `staying` keeps it (by node) from one search over these nodes to the next
-    staying = {} if staying is None else staying
+    kept = _Shrinking() if kept is None else kept
+    if kept.bins is None:
+        kept.bins = _Bins(nodes, [p for n in nodes for p in n.pods if id(p) in movable], topology)
+    else:
+        kept.bins.catch_up()
+    bins, staying = kept.bins, kept.staying
+    # per node, the types that hold what its pods that stay put need
     for n in nodes:
         if id(n) not in staying:
             fixed = n.used - sum((row for p in n.pods if id(p) in movable and (row := n.template.rows.of(p)) is not None),
@@ -678,7 +709,7 @@ def _shrink(nodes: list[NewNode], movable: set[int], topology: Topology, *, dead
 
 
 def _grow_lopsided(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
-                   scarce_only: bool, staying: dict[int, np.ndarray] | None = None) -> bool:
+                   scarce_only: bool, kept: _Shrinking | None = None) -> bool:
     """Let lopsided nodes grow so that others may shrink into them: a node that idles at least as much cpu or
     memory as its next larger type adds takes that type, and the others shed loose pods into the room it then
     has (_shrink). A node full of memory with much cpu idle takes no cpu-heavy pod while its memory is full, and
@@ -713,7 +744,7 @@ def _grow_lopsided(nodes: list[NewNode], movable: set[int], topology: Topology, 
             grown.append(node)
     if not grown:
         return False
-    _shrink(nodes, movable, topology, deadline=deadline, staying=staying)
+    _shrink(nodes, movable, topology, deadline=deadline, kept=kept)
     for node in grown:
         node.refit()
     live = [n for n in nodes if n.pods]
