@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 from unittest import mock
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +26,8 @@ from karpy.controller.provisioning.scheduling.packers.optimiser import (
     _may_shed,
     _shrink,
     _swap,
+    _Swaps,
+    pins_of,
 )
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
@@ -335,9 +338,7 @@ def test_of_two_anchored_nodes_whose_growth_costs_the_same_the_fill_can_grow_the
     assert fill("tightest") == {"node-x": ["anchor-x", "loose"], "node-y": ["anchor-y"]}   # the first of equals
     assert fill("stranded") == {"node-x": ["anchor-x"], "node-y": ["anchor-y", "loose"]}
 
-
 def test_a_templates_answers_to_which_types_hold_an_amount_are_kept_and_stay_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import numpy as np
 
     from karpy.controller.provisioning.scheduling import nodes
     scheduler, _, _ = planned(tmp_path, [pod("p", cpu="1")], {})
@@ -395,3 +396,26 @@ def test_rooms_kept_from_one_search_to_the_next_catch_up_with_every_node_changed
     b.restore(before)                                             # put back as it was: the same objects again
     assert_as_new()
     assert kept.free[1].tolist() != kept.free[0].tolist()
+
+
+def test_swaps_work_out_each_nodes_room_and_shortfall_as_one_node_alone_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all([provisioner("default"), *diverse_pods(300, 3)], sort_keys=False))
+    scheduler = Scheduler(load([str(path)], catalog="fake-400").snapshot)
+    scheduler._place_all(list(scheduler.pending), {}, {})
+    nodes = [n for n in scheduler.new_nodes if n.pods]
+    movable = {id(p) for n in nodes for p in n.pods if pins_of(p, n, scheduler.topology) is not None}
+    monkeypatch.setattr(optimiser, "REFRESH_BLOCK", 7)             # several blocks, the last one short
+    swaps = _Swaps(nodes, movable)
+    assert len(nodes) > 7 and len(nodes) % 7
+    shortfalls = 0
+    for i, n in enumerate(nodes):
+        used = estimate(n.used).astype(float)
+        fixed = used - sum((swaps.need[k] for k in swaps.held[i]), np.zeros_like(used))
+        cheaper = [j for j in swaps.by_price.tolist() if swaps.price[j] < n.price() - 1e-12 and (swaps.alloc[j] >= fixed).all()]
+        assert swaps.worth[i] == n.price()
+        assert swaps.spare[i].tolist() == (swaps.alloc[n.cheapest()] - used).tolist()
+        expected = used - swaps.alloc[cheaper[-1]] if cheaper else np.full(len(used), np.inf)
+        assert swaps.short[i].tolist() == expected.tolist()
+        shortfalls += bool(cheaper)
+    assert 0 < shortfalls < len(nodes)

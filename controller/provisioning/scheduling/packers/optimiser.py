@@ -82,6 +82,7 @@ SWAP_ATTEMPTS = 40000            # the swapping's work bound (pods looked for a 
 GROW_ROUNDS = 3                  # rounds of growing lopsided nodes (_grow_lopsided), each followed by swaps and shrinks
 EVEN_OUT_TRADES = 64             # trades a node may make towards a cheaper type before they are undone
 EVEN_OUT_PARTNERS = 128          # the nodes with the most room in what it sheds that a node trades with, per trade
+REFRESH_BLOCK = 512               # nodes _Swaps works out at once (bounds its matrices of nodes by types)
 EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this many times more room idle than it must shed
 
 
@@ -785,8 +786,7 @@ class _Swaps:
         self.owners = np.array([i for i, held in enumerate(self.held) for _ in held], dtype=np.int64)
         # what pods ask differently (all alike, as the one pod slot each takes, trading evens nothing out)
         self.varies = self.need.max(axis=0) > self.need.min(axis=0) if len(self.pods) else np.zeros(width, dtype=bool)
-        for i in range(len(nodes)):
-            self.refresh(i)
+        self.refresh(*range(len(nodes)))
 
     def row(self, pod: PodInfo) -> np.ndarray:
         return self.nodes[0].template.rows.estimate_of(pod)  # type: ignore[return-value]  # placed pods have rows
@@ -796,15 +796,24 @@ class _Swaps:
         self.held[to].append(k)
         self.owners[k] = to
 
-    def refresh(self, i: int) -> None:
-        node = self.nodes[i]
-        used = estimate(node.used).astype(np.float64)
-        current = node.cheapest()
-        self.worth[i] = node.price()
-        self.spare[i] = self.alloc[current] - used
-        fixed = used - self.need[self.held[i]].sum(axis=0)
-        cheaper = self.by_price[(self._by_price_price < self.worth[i] - 1e-12) & covers(self._by_price_alloc, fixed)]
-        self.short[i] = used - self.alloc[cheaper[-1]] if len(cheaper) else np.inf
+    def refresh(self, *which: int) -> None:
+        """Work out again what nodes `which` are worth, have left, and must shed for their next cheaper type:
+        a block of nodes at a time (the first time, every node)."""
+        for start in range(0, len(which), REFRESH_BLOCK):
+            rows = list(which[start:start + REFRESH_BLOCK])
+            nodes = [self.nodes[i] for i in rows]
+            used = np.array([estimate(n.used) for n in nodes], dtype=np.float64)
+            worth = np.array([n.price() for n in nodes])
+            self.worth[rows] = worth
+            self.spare[rows] = self.alloc[[n.cheapest() for n in nodes]] - used
+            # what stays put; whole amounts as floats, so the sum is exact in any order
+            fixed = used - np.array([self.need[self.held[i]].sum(axis=0) for i in rows]).reshape(used.shape)
+            cheaper = (self._by_price_price < worth[:, None] - 1e-12) & \
+                every(self._by_price_alloc[None, :, :] >= fixed[:, None, :])
+            if not cheaper.shape[1]:
+                continue                                  # no type allowed: nothing cheaper (short stays infinite)
+            last = self.by_price[cheaper.shape[1] - 1 - cheaper[:, ::-1].argmax(axis=1)]   # the dearest of them
+            self.short[rows] = np.where(cheaper.any(axis=1)[:, None], used - self.alloc[last], np.inf)
 
 
 def _swap(nodes: list[NewNode], movable: set[int], topology: Topology, *, deadline: float | None,
