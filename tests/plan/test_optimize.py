@@ -338,8 +338,8 @@ def test_of_two_anchored_nodes_whose_growth_costs_the_same_the_fill_can_grow_the
     assert fill("tightest") == {"node-x": ["anchor-x", "loose"], "node-y": ["anchor-y"]}   # the first of equals
     assert fill("stranded") == {"node-x": ["anchor-x"], "node-y": ["anchor-y", "loose"]}
 
-def test_a_templates_answers_to_which_types_hold_an_amount_are_kept_and_stay_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
+def test_a_templates_answers_to_which_types_hold_an_amount_are_kept_and_stay_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from karpy.controller.provisioning.scheduling import nodes
     scheduler, _, _ = planned(tmp_path, [pod("p", cpu="1")], {})
     template = scheduler.templates[0]
