@@ -80,6 +80,26 @@ def test_topology_picks_the_least_crowded_zone() -> None:
     assert domains is None and "maxSkew=1" in str(why)
 
 
+def test_a_moving_pod_is_asked_only_about_others_anti_affinity_not_its_own_spread() -> None:
+    zone = "topology.kubernetes.io/zone"
+    spread = [{"maxSkew": 1, "topologyKey": zone, "labelSelector": {"matchLabels": {"app": "w"}}}]
+    keep_away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": zone}]}}
+    w = PodInfo.parse(pod("w", labels={"app": "w"}, topologySpreadConstraints=spread))
+    guard = PodInfo.parse(pod("guard", labels={"app": "guard"}, affinity=keep_away))
+    topology = Topology({zone: {"a", "b"}})
+    for p in (w, guard):
+        topology.register(p)
+    topology.record(w, {zone: "a"})
+    topology.record(w, {zone: "a"})
+    in_a = Requirements([Requirement.of(zone, "In", ["a"])])
+    assert topology.domain_for(w, in_a, hostname="n1", existing_labels=None)[0] is None        # its spread: skew 2
+    assert topology.domain_for(w, in_a, hostname="n1", existing_labels=None, own=False) == ({}, None)
+    topology.record(guard, {zone: "a"})
+    chosen, why = topology.domain_for(w, in_a, hostname="n1", existing_labels=None, own=False)
+    assert chosen is None and "anti-affinity" in str(why)                                      # the guard's, still
+
+
 def test_aws_catalog_specialises_per_kubelet_configuration() -> None:
     aws = built_in("aws")
     prov = decode_provisioner(provisioner("default", kubeletConfiguration={"maxPods": 10, "systemReserved": {"cpu": "1"}}))[0]

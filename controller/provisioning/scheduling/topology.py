@@ -180,7 +180,7 @@ class Topology:
 
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
                    existing_labels: Mapping[str, str] | None,
-                   narrowed: dict[str, list[str]] | None = None) -> tuple[dict[str, str] | None, Reason | None]:
+                   narrowed: dict[str, list[str]] | None = None, own: bool = True) -> tuple[dict[str, str] | None, Reason | None]:
         """The domain per topology key the node must take for `pod`, or (None, why not).
 
         `existing_labels` fixes every domain of an existing node; a new node has
@@ -188,11 +188,12 @@ class Topology:
         requirements. Anti-affinity (the pod's own, or another's that selects it) does
         not choose one domain of a new node, as Karpenter: it narrows the node to every
         domain still free, given in `narrowed` (when asked for); the node's domain is
-        chosen at launch."""
+        chosen at launch. With `own` False only others' anti-affinity is asked, not the
+        pod's own spreads and affinities (a pod that moves keeps the domains they chose)."""
         chosen: dict[str, str] = {}
         open_: dict[str, list[str]] = {}
         inverse = [g for g in self._groups_selecting(pod) if g.kind == ANTI and g.owners]
-        for g in self.groups_of(pod) + inverse:
+        for g in (self.groups_of(pod) if own else []) + inverse:
             candidates = self._candidates(g.key, chosen, node_requirements, hostname, existing_labels, open_)
             if not candidates:
                 return None, Reason(Why.TOPOLOGY, f"no {g.key} domain for {g.describe()}")

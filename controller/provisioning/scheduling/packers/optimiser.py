@@ -189,16 +189,12 @@ class _Moving:
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
         self.pins: dict[int, Requirements] = {}
-        self._bare: dict[int, PodInfo] = {}
 
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, **kwargs: object) -> tuple[dict[str, str] | None, Reason | None]:
         pins = self.pins.get(id(pod))
         if pins is None or not (pod.spreads or pod.affinities):
             return self.topology.domain_for(pod, node_requirements, **kwargs)  # type: ignore[arg-type]  # passed through unchanged to Topology.domain_for
-        bare = self._bare.get(id(pod))
-        if bare is None:
-            bare = self._bare[id(pod)] = dataclasses.replace(pod, spreads=(), affinities=())
-        chosen, why = self.topology.domain_for(bare, node_requirements, **kwargs)  # type: ignore[arg-type]  # passed through unchanged to Topology.domain_for
+        chosen, why = self.topology.domain_for(pod, node_requirements, own=False, **kwargs)  # type: ignore[arg-type]  # passed through unchanged to Topology.domain_for
         if chosen is None:
             return None, why
         for key in [s.key for s in pod.spreads] + [t.key for t in pod.affinities]:
