@@ -419,3 +419,19 @@ def test_swaps_work_out_each_nodes_room_and_shortfall_as_one_node_alone_would(tm
         assert swaps.short[i].tolist() == expected.tolist()
         shortfalls += bool(cheaper)
     assert 0 < shortfalls < len(nodes)
+
+
+def test_a_templates_most_allocatable_per_mask_of_options_is_kept_and_stays_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from karpy.controller.provisioning.scheduling import nodes
+    scheduler, _, (node,) = planned(tmp_path, [pod("p", cpu="1")], {"n": ("p",)})
+    template = scheduler.templates[0]
+    monkeypatch.setattr(nodes, "HOLDING_KEPT", 3)
+    rng = np.random.default_rng(5)
+    masks = [rng.integers(0, 2, len(template.instance_types)).astype(bool) | np.eye(1, len(template.instance_types), i, dtype=bool)[0]
+             for i in range(4)]
+    for mask in masks * 3:
+        most = template.most_allocatable(mask)
+        assert most.tolist() == template.allocatable[mask].max(axis=0).tolist() and not most.flags.writeable
+    assert len(template._most) <= 3
+    assert node.grow_room().tolist() == (template.allocatable[node.options].max(axis=0) - node.used).tolist()
+    assert node.offering(node.cheapest()) == template.compatible(node.requirements)[2][node.cheapest()]

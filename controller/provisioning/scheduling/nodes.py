@@ -151,7 +151,7 @@ def cheapest_offering(t: InstanceType, reqs: Requirements) -> Offering | None:
     return best
 
 
-HOLDING_KEPT = 65536                # amounts a template keeps holding()'s answers for (past it, it starts again)
+HOLDING_KEPT = 65536                # answers a template keeps for holding() and most_allocatable() (past it, it starts again)
 
 
 class ResourceRows:
@@ -239,6 +239,7 @@ class NodeTemplate:
         self.allocatable = amounts([rows.row(room).tolist() for room in rooms], width=len(rows.index))
         self._allocatable_columns = np.ascontiguousarray(self.allocatable.T)   # a row per resource (holding)
         self._holding: dict[tuple[str, bytes], np.ndarray] = {}                 # holding's answers, by amounts
+        self._most: dict[bytes, np.ndarray] = {}                                # most_allocatable's, by mask
         # a typical type's allocatable (the median, at least 1 of each resource): the unit resources are weighed in
         self.typical = (np.maximum(np.median(estimate(self.allocatable).astype(float), axis=0), 1.0) if len(rooms)
                         else np.ones(len(rows.index)))
@@ -300,6 +301,19 @@ class NodeTemplate:
             if len(self._holding) >= HOLDING_KEPT:
                 self._holding.clear()
             found = self._holding[key] = covers(self._allocatable_columns.T, used)
+            found.flags.writeable = False
+        return found
+
+    def most_allocatable(self, options: np.ndarray) -> np.ndarray:
+        """Per resource, the most any of the types in `options` (a mask, not empty) has, read-only. Nodes' options
+        go through few masks (a 20,000-pod plan: 400 distinct of some 20,000 asked), so the answers are kept, up to
+        HOLDING_KEPT of them."""
+        key = options.tobytes()
+        found = self._most.get(key)
+        if found is None:
+            if len(self._most) >= HOLDING_KEPT:
+                self._most.clear()
+            found = self._most[key] = self.allocatable[options].max(axis=0)
             found.flags.writeable = False
         return found
 
@@ -389,9 +403,8 @@ class NewNode:
         self.template = template
         self.hostname = hostname
         self._ranked_for: Requirements | None = None
-        self._ranked_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
+        self._ranked_cache: tuple[np.ndarray, np.ndarray, list[Offering | None]] = (np.zeros(0, dtype=np.int64), np.zeros(0), [])
         self._now_cache: tuple[tuple[object, object, object], tuple[int, float] | None] | None = None
-        self._largest_cache: tuple[np.ndarray, np.ndarray] | None = None    # the options, and their most allocatable
         self.requirements = template.requirements.copy()
         # held as Python integers when the types' sizes are: then no sum of requests can wrap
         self.used = np.zeros(len(template.rows.index), dtype=template.allocatable.dtype)
@@ -402,12 +415,14 @@ class NewNode:
         self.pods: list[PodInfo] = []
         self.domains: dict[str, str] = {wk.HOSTNAME: hostname}
 
-    def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
-        """The types the node's requirements allow, in compatible()'s order, and each type's list price;
-        kept while the requirements stay the same object (they are replaced, never edited, as pods come)."""
+    def _ranked(self) -> tuple[np.ndarray, np.ndarray, list[Offering | None]]:
+        """The types the node's requirements allow, in compatible()'s order, each type's list price and its
+        cheapest allowed offering; kept while the requirements stay the same object (they are replaced, never
+        edited, as pods come)."""
         if self._ranked_for is not self.requirements:
             t = self.template
-            self._ranked_cache = (t.compatible(self.requirements)[1], t.list_prices(self.requirements))
+            _, order, offers = t.compatible(self.requirements)
+            self._ranked_cache = (order, t.list_prices(self.requirements), offers)
             self._ranked_for = self.requirements
         return self._ranked_cache
 
@@ -433,6 +448,10 @@ class NewNode:
         found = self._least(candidates, self.used) if len(candidates) else None
         self._now_cache = (state, found)
         return found
+
+    def offering(self, index: int) -> Offering | None:
+        """The cheapest offering of type `index` the node's requirements allow (None: they allow none)."""
+        return self._ranked()[2][index]
 
     def cheapest(self) -> int:
         """Index of the option that costs least with the node's pods."""
@@ -469,10 +488,7 @@ class NewNode:
 
     def grow_room(self) -> np.ndarray:
         """Per resource, the most any option has left (a pod beyond it fits no option)."""
-        kept = self._largest_cache
-        if kept is None or kept[0] is not self.options:
-            kept = self._largest_cache = (self.options, self.template.allocatable[self.options].max(axis=0))
-        room: np.ndarray = kept[1] - self.used
+        room: np.ndarray = self.template.most_allocatable(self.options) - self.used
         return room
 
     def add(self, pod: PodInfo, topology: Topology) -> Reason | None:

@@ -427,7 +427,7 @@ def _stranded(node: NewNode, row: np.ndarray, i: int) -> float:
     other is full, if each resource paid its share). Of two growths that cost the same, the one stranding
     less leaves room later pods can use."""
     t = node.template
-    offer = t.compatible(node.requirements)[2][i]
+    offer = node.offering(i)
     if offer is None or CPU not in t.resource_index or MEMORY not in t.resource_index:
         return 0.0
     used, alloc = node.used + row, t.allocatable[i]
