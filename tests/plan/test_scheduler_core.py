@@ -278,7 +278,7 @@ def test_nodes_in_a_zone_the_pods_topology_shuts_are_not_asked() -> None:
     topology.register(w)
     assert topology.keys() == topology.keys_of(w) == [zone]
     topology.record(w, {zone: "a"})
-    assert not topology.admits(w, zone, "a") and topology.admits(w, zone, "b")
+    assert topology.admitted(w, zone, ["a", "b"]) == {"b"} and topology.admitted(w, "another-key", ["a"]) == {"a"}
     rooms = Rooms(1)
     for _ in range(4):
         rooms.append(np.array([1]))
@@ -286,8 +286,8 @@ def test_nodes_in_a_zone_the_pods_topology_shuts_are_not_asked() -> None:
     rooms.settle(1, {zone: "b"}, [zone])
     rooms.settle(2, {}, [zone])                           # its zone is chosen at launch: it may still take the pod
     found = np.arange(4)
-    assert rooms.in_domains(found, zone, lambda d: topology.admits(w, zone, d)).tolist() == [1, 2, 3]
-    assert rooms.in_domains(found, "another-key", lambda d: False).tolist() == [0, 1, 2, 3]
+    assert rooms.in_domains(found, zone, lambda domains: topology.admitted(w, zone, domains)).tolist() == [1, 2, 3]
+    assert rooms.in_domains(found, "another-key", lambda domains: set()).tolist() == [0, 1, 2, 3]
 
 
 def test_every_and_some_reduce_the_last_axis_as_numpy_does() -> None:

@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import functools
 import hashlib
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -163,12 +163,14 @@ class Rooms:
                 names.append(domain)
             codes[i] = names.index(domain)
 
-    def in_domains(self, found: np.ndarray, key: str, admits: Callable[[str], bool]) -> np.ndarray:
-        """Of `found`, the nodes whose domain for `key` is not decided yet or `admits` lets in."""
+    def in_domains(self, found: np.ndarray, key: str, admitted: Callable[[Sequence[str]], Collection[str]]) -> np.ndarray:
+        """Of `found`, the nodes whose domain for `key` is not decided yet or one of those `admitted(domains)` lets in."""
         codes = self._domains.get(key)
         if codes is None or not len(found):
             return found
-        shut = np.array([not admits(name) for name in self._domain_names[key]] + [False])   # -1 (undecided): the last
+        names = self._domain_names[key]
+        let_in = admitted(names)
+        shut = np.array([name not in let_in for name in names] + [False])   # -1 (undecided): the last
         return found[~shut[codes[found]]] if shut.any() else found
 
     def set(self, i: int, row: np.ndarray) -> None:
@@ -601,7 +603,7 @@ class Scheduler:
             self._existing_rooms.reject(kinds[why.kind is Why.TOPOLOGY], stamp, i)
         found = self._grow_rooms.candidates(need, kinds, stamp)
         for key in self.topology.keys_of(pod):          # nodes in a domain the pod's topology shuts are not asked
-            found = self._grow_rooms.in_domains(found, key, functools.partial(self.topology.admits, pod, key))
+            found = self._grow_rooms.in_domains(found, key, functools.partial(self.topology.admitted, pod, key))
         order = self._free_rooms.cheapest_growth_first(found, need, self._price) if need is not None else iter(found.tolist())
         fresh: float | None = None                     # what a new node for this pod alone would cost
         priced = 0

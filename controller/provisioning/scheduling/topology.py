@@ -12,7 +12,7 @@ node must take, or why none will do. Pure.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from karpy.apis.labels import HOSTNAME
 from karpy.apis.requirements import Requirements
@@ -173,10 +173,14 @@ class Topology:
         """The keys other than hostname that `pod`'s own spreads and affinities read."""
         return sorted({g.key for g in self.groups_of(pod) if g.key != HOSTNAME})
 
-    def admits(self, pod: PodInfo, key: str, domain: str) -> bool:
-        """Whether `pod`'s own spreads and affinities over `key` let it into `domain` as the counts stand: a node
-        whose `key` is `domain` turns the pod away when they do not (and may, for other reasons, when they do)."""
-        return all(self._allowed(g, pod, [domain], owned=False) for g in self.groups_of(pod) if g.key == key)
+    def admitted(self, pod: PodInfo, key: str, domains: Sequence[str]) -> set[str]:
+        """The `domains` that `pod`'s own spreads and affinities over `key` let it into as the counts stand: a node
+        whose `key` is another turns the pod away (and one whose `key` is one of them may, for other reasons)."""
+        admitted = set(domains)
+        for g in self.groups_of(pod):
+            if g.key == key:
+                admitted.intersection_update(self._allowed(g, pod, list(domains), owned=False))
+        return admitted
 
     def domain_for(self, pod: PodInfo, node_requirements: Requirements, *, hostname: str | None,
                    existing_labels: Mapping[str, str] | None,
