@@ -114,7 +114,12 @@ def first_in_order(first: np.ndarray, second: np.ndarray, count: int) -> np.ndar
 
 def smallest(values: np.ndarray, count: int) -> np.ndarray:
     """Indices of the `count` smallest `values`, smallest first (ties by index: deterministic)."""
-    return first_in_order(values, np.zeros(len(values)), count)[:count]
+    if len(values) <= 4 * count:
+        return np.argsort(values, kind="stable")[:count]
+    cut = np.partition(values, count - 1)[count - 1]
+    head = (values <= cut).nonzero()[0]                 # the smaller ones and every tie, in order of index
+    ranked: np.ndarray = head[np.argsort(values[head], kind="stable")][:count]
+    return ranked
 
 
 def holds_exactly(requirement: Requirement | None, values: Sequence[str]) -> bool:

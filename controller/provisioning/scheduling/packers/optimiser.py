@@ -82,8 +82,8 @@ SWAP_ATTEMPTS = 40000            # the swapping's work bound (pods looked for a 
 GROW_ROUNDS = 3                  # rounds of growing lopsided nodes (_grow_lopsided), each followed by swaps and shrinks
 EVEN_OUT_TRADES = 64             # trades a node may make towards a cheaper type before they are undone
 EVEN_OUT_PARTNERS = 128          # the nodes with the most room in what it sheds that a node trades with, per trade
-REFRESH_BLOCK = 512               # nodes _Swaps works out at once (bounds its matrices of nodes by types)
 EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this many times more room idle than it must shed
+REFRESH_BLOCK = 512              # nodes _Swaps works out at once (bounds its matrices of nodes by types)
 
 
 def total_cost(nodes: Sequence[NewNode]) -> float:
