@@ -779,6 +779,8 @@ class _Swaps:
                     self.pods.append(p)
         self.need = np.array([self.row(p) for p in self.pods]).reshape(len(self.pods), width)
         self.shapes = [tuple(row) for row in self.need.tolist()]   # each pod's row as a key: pods alike share one
+        numbered: dict[tuple[float, ...], int] = {}
+        self.shape_ids = np.array([numbered.setdefault(shape, len(numbered)) for shape in self.shapes], dtype=np.int64)
         self.owners = np.array([i for i, held in enumerate(self.held) for _ in held], dtype=np.int64)
         # what pods ask differently (all alike, as the one pod slot each takes, trading evens nothing out)
         self.varies = self.need.max(axis=0) > self.need.min(axis=0) if len(self.pods) else np.zeros(width, dtype=bool)
@@ -867,10 +869,8 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         if len(plan) >= EVEN_OUT_TRADES or budget[0] <= 0 or not mine:
             return False
         over = short > 0
-        firsts: dict[tuple[float, ...], int] = {}
-        for k in sorted(mine):
-            firsts.setdefault(swaps.shapes[k], k)
-        given = np.array(list(firsts.values()), dtype=np.int64)
+        ks = np.sort(np.array(mine, dtype=np.int64))
+        given = ks[np.sort(np.unique(swaps.shape_ids[ks], return_index=True)[1])]   # the first pod of each shape
         budget[0] -= len(given)
         # one pod of another node for one of a's; failing that, on a node with much room idle, two of one node's
         # the nodes with the most room in what a sheds (only they can take any of it)
