@@ -778,9 +778,10 @@ class _Swaps:
                     self.held[i].append(len(self.pods))
                     self.pods.append(p)
         self.need = np.array([self.row(p) for p in self.pods]).reshape(len(self.pods), width)
-        self.shapes = [tuple(row) for row in self.need.tolist()]   # each pod's row as a key: pods alike share one
+        # each pod's shape (its row) as a number: pods alike share one
         numbered: dict[tuple[float, ...], int] = {}
-        self.shape_ids = np.array([numbered.setdefault(shape, len(numbered)) for shape in self.shapes], dtype=np.int64)
+        self.shape_ids = np.array([numbered.setdefault(tuple(row), len(numbered)) for row in self.need.tolist()],
+                                  dtype=np.int64)
         self.owners = np.array([i for i, held in enumerate(self.held) for _ in held], dtype=np.int64)
         # what pods ask differently (all alike, as the one pod slot each takes, trading evens nothing out)
         self.varies = self.need.max(axis=0) > self.need.min(axis=0) if len(self.pods) else np.zeros(width, dtype=bool)
@@ -880,7 +881,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         room[smallest(-roomiest, EVEN_OUT_PARTNERS)] = True
         room &= roomiest > 0
         single = np.flatnonzero(room[owners])
-        for theirs in (single[:, None], _pairs(owners, room, swaps.shapes) if pairs else np.zeros((0, 2), dtype=np.int64)):
+        for theirs in (single[:, None], _pairs(owners, room, swaps.shape_ids) if pairs else np.zeros((0, 2), dtype=np.int64)):
             if not len(theirs):
                 return False
             diff = swaps.need[given][:, None, :] - swaps.need[theirs].sum(axis=1)[None, :, :]
@@ -926,7 +927,7 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
     return False
 
 
-def _pairs(owners: np.ndarray, room: np.ndarray, shapes: list[tuple[float, ...]]) -> np.ndarray:
+def _pairs(owners: np.ndarray, room: np.ndarray, shape_ids: np.ndarray) -> np.ndarray:
     """Two loose pods of one node that has `room` (of different requests, or the first two alike): what a node may
     take back for one of its own, so a large pod can go for two smaller ones."""
     out: list[list[int]] = []
@@ -934,9 +935,9 @@ def _pairs(owners: np.ndarray, room: np.ndarray, shapes: list[tuple[float, ...]]
     for k in np.flatnonzero(room[owners]).tolist():
         by_owner.setdefault(int(owners[k]), []).append(k)
     for b in sorted(by_owner):
-        firsts: dict[tuple[float, ...], list[int]] = {}
+        firsts: dict[int, list[int]] = {}
         for k in by_owner[b]:
-            firsts.setdefault(shapes[k], []).append(k)
+            firsts.setdefault(int(shape_ids[k]), []).append(k)
         distinct = list(firsts.values())
         out += [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + [ks[:2] for ks in distinct if len(ks) > 1]
     return np.array(out, dtype=np.int64).reshape(len(out), 2)
@@ -954,9 +955,9 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     mine = np.array(swaps.held[a], dtype=np.int64)
     if not len(theirs) or not len(mine):
         return False
-    firsts: dict[tuple[float, ...], list[int]] = {}
+    firsts: dict[int, list[int]] = {}
     for k in mine[np.lexsort((mine, -row_sums(swaps.need[mine] / swaps.unit)))].tolist():
-        firsts.setdefault(swaps.shapes[k], []).append(k)
+        firsts.setdefault(int(swaps.shape_ids[k]), []).append(k)
     distinct = list(firsts.values())
     offers = [[ks[0]] for ks in distinct] + [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + \
         [ks[:2] for ks in distinct if len(ks) > 1]
