@@ -563,17 +563,8 @@ def _may_shed(a: int, loose: list[PodInfo], deficit: np.ndarray, bins: _Bins) ->
     together. Otherwise every set that covers it holds a pod with nowhere to go, which _move_out turns down: most
     nodes that try to shrink are such, and this tells them without ordering and choosing their pods three times.
     The rows are whole amounts as floats, so their sums are exact in any order."""
-    elsewhere: dict[bytes, bool] = {}                    # per shape of pod: many of a node's pods are alike
-    rows = []
-    for p in loose:
-        need = bins.need(p)
-        if need is None:
-            continue
-        key = need.tobytes()
-        if key not in elsewhere:
-            elsewhere[key] = bins.held_elsewhere(need, a)
-        if elsewhere[key] and (row := bins.nodes[a].template.rows.estimate_of(p)) is not None:
-            rows.append(row)
+    rows = [row for p in loose if (need := bins.need(p)) is not None and bins.held_elsewhere(need, a)
+            and (row := bins.nodes[a].template.rows.estimate_of(p)) is not None]
     return bool(rows) and bool((np.add.reduce(np.array(rows), axis=0) >= deficit).all())
 
 
