@@ -6,10 +6,18 @@ against the implicit types' patterns. Inputs of thousands of manifests repeat th
 (`apiVersion: v1`, `name: app`...) and hold nothing but maps, lists, strings, numbers, booleans and
 nulls. So here a scalar's type is resolved once per distinct spelling, and such plain trees are built
 in one recursive pass. A document holding anything else (a merge key, a timestamp, a custom tag, a
-self-referencing alias) is built by PyYAML's own constructor, with its own errors."""
+self-referencing alias) is built by PyYAML's own constructor, with its own errors.
+
+A long text is cut at document starts into one part per core, and the parts are read at once, each in a
+process of its own (forked). A `---` line ends whatever was open (a block scalar; a quoted one is an
+error) and an anchor names a node of its own document, so the parts' documents, in order, are the text's. Whatever goes wrong there, the whole text is read again
+here, so an error names its line in the text."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import re
 from typing import Any
 
 import yaml
@@ -80,6 +88,79 @@ class _Loader(_BaseLoader):
         return out
 
 
-def load_all(text: str) -> list[Any]:
-    """Every document of `text`, as PyYAML's safe loader gives them; raises yaml.YAMLError as it does."""
+PARALLEL_CHARS = 1_000_000       # a shorter text is read in this process alone: starting others costs more than it saves
+MAX_PARTS = 8
+_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)   # a `---` line: a document starts
+_DIRECTIVE = re.compile(r"^%", re.MULTILINE)                      # `%YAML`, `%TAG`: they apply to the next document
+
+
+def load_all(text: str, *, parts: int | None = None) -> list[Any]:
+    """Every document of `text`, as PyYAML's safe loader gives them; raises yaml.YAMLError as it does. `parts`:
+    how many processes read it at once (default: one per core for a long text, else one)."""
+    if parts is None:
+        parts = min(_cores(), MAX_PARTS) if len(text) >= PARALLEL_CHARS else 1
+    pieces = split_documents(text, parts) if parts > 1 and "fork" in multiprocessing.get_all_start_methods() else [text]
+    if len(pieces) > 1:
+        try:
+            return _load_in_parts(pieces)
+        except Exception:  # a part that fails to read (or a process that fails to start): read whole, below
+            pass
+    return _load(text)
+
+
+def _load_in_parts(pieces: list[str]) -> list[Any]:
+    """The documents of `pieces`, in order: the first read here, each other in a forked process of its own (which
+    shares the text with this one, and sends back only what it read)."""
+    context = multiprocessing.get_context("fork")
+    readers = []
+    try:
+        for piece in pieces[1:]:
+            receiving, sending = context.Pipe(duplex=False)
+            process = context.Process(target=_send_documents, args=(piece, sending), daemon=True)
+            process.start()
+            sending.close()
+            readers.append((process, receiving))
+        loaded = _load(pieces[0])
+        for _, receiving in readers:
+            part = receiving.recv()                  # EOFError when the reader died
+            if part is None:
+                raise ValueError("a part of the text did not read")
+            loaded += part
+        return loaded
+    finally:
+        for process, receiving in readers:
+            receiving.close()
+            process.terminate()                      # done already, unless this process failed first
+            process.join()
+
+
+def _send_documents(piece: str, sending: Any) -> None:
+    try:
+        documents = _load(piece)
+    except Exception:  # the whole text is read again, by the process that asked, which reports the error
+        documents = None
+    sending.send(documents)
+
+
+def split_documents(text: str, parts: int) -> list[str]:
+    """`text` cut into at most `parts` pieces of about equal length, each cut where a document starts (a `---`
+    line); the text whole when it has directives (they belong to the document after them) or no such line."""
+    if parts <= 1 or _DIRECTIVE.search(text):
+        return [text]
+    cuts = [0]
+    for k in range(1, parts):
+        found = _DOCUMENT_START.search(text, max(cuts[-1] + 1, len(text) * k // parts))
+        if found is None:
+            break
+        cuts.append(found.start())
+    return [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
+
+
+def _load(text: str) -> list[Any]:
     return list(yaml.load_all(text, Loader=_Loader))
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1

@@ -102,3 +102,39 @@ def test_errors_are_pyyamls(text):
     with pytest.raises(yaml.YAMLError) as fast:
         yaml_reader.load_all(text)
     assert type(fast.value) is type(safe.value) and str(fast.value) == str(safe.value)
+
+
+MANY = "".join(f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, labels: &l{i} {{app: a{i % 3}}}}}\n"
+               f"spec: {{x: *l{i}, n: {i}}}\n" for i in range(40))
+
+
+def test_a_text_is_cut_into_parts_where_documents_start():
+    pieces = yaml_reader.split_documents(MANY, 3)
+    assert len(pieces) == 3 and "".join(pieces) == MANY
+    assert all(piece.startswith("---\n") for piece in pieces)
+    assert max(map(len, pieces)) < len(MANY) // 2
+    assert yaml_reader.split_documents("%YAML 1.1\n" + MANY, 3) == ["%YAML 1.1\n" + MANY]   # a directive: whole
+    assert yaml_reader.split_documents("a: 1\nb: ---\n", 2) == ["a: 1\nb: ---\n"]           # no document start
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_parts_read_in_processes_of_their_own_give_what_the_whole_gives(parts):
+    loaded = yaml_reader.load_all(MANY, parts=parts)
+    assert loaded == safe_load_all(MANY)
+    assert loaded[39]["spec"]["x"] is loaded[39]["metadata"]["labels"]     # aliases still share one object
+
+
+def test_an_error_in_a_later_part_names_its_line_in_the_whole_text():
+    text = MANY + "---\na: [1, 2\n"
+    with pytest.raises(yaml.YAMLError) as safe:
+        safe_load_all(text)
+    with pytest.raises(yaml.YAMLError) as parts:
+        yaml_reader.load_all(text, parts=2)
+    assert str(parts.value) == str(safe.value) and "line 203" in str(parts.value)
+
+
+def test_a_cut_at_a_document_start_ends_no_document_early():
+    text = MANY + "a: |\n  kept\n---\n  next\n" + MANY     # the `---` line ends the block scalar before it
+    pieces = yaml_reader.split_documents(text, 2)
+    assert pieces[1].startswith("---\n  next\n")
+    assert yaml_reader.load_all(text, parts=2) == safe_load_all(text)
