@@ -296,9 +296,11 @@ def _price_per_unit(types: Sequence[InstanceType], resource_index: Mapping[str, 
     return weights
 
 
-def placement_kind(pod: PodInfo) -> tuple[object, ...]:
-    """What decides where `pod` may go: pods of one kind are turned away by the same nodes."""
-    return ("placement", tuple(sorted(pod.requests.items())), repr(pod.tolerations), pod.host_ports) + topology_kind(pod)
+def placement_kinds(pod: PodInfo) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """What decides where `pod` may go (pods of one such kind are turned away by the same nodes), and its
+    topology_kind, which is part of it."""
+    topology = topology_kind(pod)
+    return ("placement", tuple(sorted(pod.requests.items())), repr(pod.tolerations), pod.host_ports) + topology, topology
 
 
 def topology_kind(pod: PodInfo) -> tuple[object, ...]:
@@ -592,7 +594,7 @@ class Scheduler:
         """Existing nodes first; then the planned node that takes the pod for the least extra cost
         (nothing, when it fits in what the node's cheapest option has left); then a new node from
         the heaviest provisioner that takes it."""
-        kinds = (placement_kind(pod), topology_kind(pod))
+        kinds = placement_kinds(pod)
         stamp = self.topology.widenings(pod)
         need = self.rows.of(pod)
         for i in self._existing_rooms.candidates(need, kinds, stamp).tolist():
