@@ -3,6 +3,7 @@ decided, never changed afterwards, and every pod is planned once, as the whole-b
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import pytest
@@ -123,3 +124,24 @@ def test_a_record_is_reread_for_a_new_status_and_parsed_again_for_a_new_spec() -
     assert record.reread({**raw, "spec": {**raw["spec"], "priority": 5}}) is None
     leaving = record.reread({**raw, "metadata": {**raw["metadata"], "deletionTimestamp": "2024-01-01T00:00:00Z"}})
     assert leaving is not None and leaving.deleting and not record.deleting
+
+
+@pytest.mark.slow      # plans 151 pods in four chunks, each optimised (seconds)
+def test_a_spread_holds_across_chunks_whose_pods_the_optimiser_moved() -> None:
+    # the optimiser tries each loose pod on many nodes; the counts a later chunk's spread reads must be where the pods
+    # ended, not everywhere they were tried
+    zone = "topology.kubernetes.io/zone"
+    spread = [{"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    pods = [pod(f"web-{i:03d}", cpu=f"{250 * (i % 4 + 1)}m", memory=f"{256 * (i % 3 + 1)}Mi", labels={"app": "web"},
+                topologySpreadConstraints=spread) for i in range(151)]
+    handed: list[PlannedNode] = []
+
+    def on_decided(nodes: list[PlannedNode]) -> bool:
+        handed.extend(nodes)
+        return True
+
+    results = scheduler(pods).solve(on_decided=on_decided, first_chunk=50)
+    assert not results.unschedulable
+    per_zone = collections.Counter(n.labels[zone] for n in handed for _ in n.pods)
+    assert sum(per_zone.values()) == 151 and max(per_zone.values()) - min(per_zone.values()) <= 1, per_zone

@@ -100,6 +100,34 @@ def test_a_moving_pod_is_asked_only_about_others_anti_affinity_not_its_own_sprea
     assert chosen is None and "anti-affinity" in str(why)                                      # the guard's, still
 
 
+def test_forgetting_a_pod_takes_back_exactly_what_recording_it_counted() -> None:
+    zone = "topology.kubernetes.io/zone"
+    spread = [{"maxSkew": 1, "topologyKey": zone, "labelSelector": {"matchLabels": {"app": "w"}}}]
+    keep_away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": zone}]}}
+    w = PodInfo.parse(pod("w", labels={"app": "w"}, topologySpreadConstraints=spread))
+    twin = PodInfo.parse(pod("w2", labels={"app": "w"}, topologySpreadConstraints=spread))
+    guard = PodInfo.parse(pod("guard", labels={"app": "guard"}, affinity=keep_away))
+    topology = Topology({zone: {"a", "b", "c"}})
+    for p in (w, twin, guard):
+        topology.register(p)
+    in_a, in_b, in_c = (Requirements([Requirement.of(zone, "In", [z])]) for z in ("a", "b", "c"))
+    topology.record(twin, {zone: "a"})
+    topology.record(w, {zone: "b"})
+    topology.record(guard, {}, Requirements([Requirement.of(zone, "In", ["b", "c"])]))   # owns both zones it may take
+    assert topology.domain_for(w, in_a, hostname="n1", existing_labels=None)[0] is None   # a and b hold one, c none
+    assert topology.domain_for(w, in_c, hostname="n1", existing_labels=None, own=False)[0] is None    # the guard's
+    stamp = topology.widenings(w)
+    topology.forget(twin)
+    topology.forget(guard)
+    assert topology.widenings(w) > stamp                  # rooms that turned w away must ask again
+    assert topology.domain_for(w, in_a, hostname="n1", existing_labels=None) == ({zone: "a"}, None)
+    assert topology.domain_for(w, in_b, hostname="n1", existing_labels=None)[0] is None   # w's own count stays
+    assert topology.domain_for(w, in_c, hostname="n1", existing_labels=None, own=False) == ({}, None)
+    topology.forget(twin)                                 # nothing left to take back
+    assert topology.domain_for(w, in_a, hostname="n1", existing_labels=None) == ({zone: "a"}, None)
+
+
 def test_aws_catalog_specialises_per_kubelet_configuration() -> None:
     aws = built_in("aws")
     prov = decode_provisioner(provisioner("default", kubeletConfiguration={"maxPods": 10, "systemReserved": {"cpu": "1"}}))[0]

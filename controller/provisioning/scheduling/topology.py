@@ -57,6 +57,8 @@ class Topology:
         self._selecting: dict[tuple[str, frozenset[tuple[str, str]]], list[Group]] = {}
         self._selecting_pod: dict[int, tuple[PodInfo, list[Group]]] = {}     # the same, by pod
         self._keys: list[str] | None = None
+        # per pod, what record() counted for it (group, domain, and whether as an owner): forget() takes it back
+        self._counted: dict[int, tuple[PodInfo, list[tuple[Group, str, bool]]]] = {}
 
     # --- building -------------------------------------------------------------
     def add_domain(self, key: str, value: str) -> None:
@@ -136,11 +138,14 @@ class Topology:
         A new node's `requirements` say which domains it may still take where `domains` names none (its
         zone is chosen at launch). As Karpenter, anti-affinity counts the pod in every one of them, so no
         pod it keeps away lands where it may turn out to be; spreads and affinity count only a known domain."""
+        held = self._counted.get(id(pod))            # (holding the pod keeps its id its own)
+        counted = held[1] if held is not None else []
         for g in self._groups_selecting(pod):
             for domain in self._recorded_domains(g, domains, requirements):
                 before = g.counts.get(domain, 0)
                 lowest = self._minimum(g) if g.kind == SPREAD and domain in g.eligible else None
                 g.counts[domain] = before + 1
+                counted.append((g, domain, False))
                 if (g.kind == AFFINITY and not before) or (before == lowest and self._minimum(g) > lowest):
                     g.widened += 1
         for t in pod.affinities:
@@ -148,6 +153,20 @@ class Topology:
                 g = self._affinity_group(t)
                 for domain in self._recorded_domains(g, domains, requirements):
                     g.owners[domain] = g.owners.get(domain, 0) + 1
+                    counted.append((g, domain, True))
+        if counted and held is None:
+            self._counted[id(pod)] = (pod, counted)
+
+    def forget(self, pod: PodInfo) -> None:
+        """Take back whatever record() counted for `pod` (it is to be counted where it has moved). A group it
+        leaves may now take pods it turned away: it widens."""
+        held = self._counted.pop(id(pod), None)
+        for g, domain, as_owner in held[1] if held is not None else []:
+            tally = g.owners if as_owner else g.counts
+            tally[domain] -= 1
+            if not tally[domain]:
+                del tally[domain]
+            g.widened += 1
 
     def _recorded_domains(self, g: Group, domains: Mapping[str, str], requirements: Requirements | None) -> list[str]:
         domain = domains.get(g.key)

@@ -110,8 +110,8 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     """A cheaper set of nodes for the pods on `nodes`, or `nodes` itself when none is found.
 
     `open_node(template)` makes an empty new node (naming it). The nodes passed in are left as
-    they are (the nodes returned are copies or new); the templates' remaining limits end up
-    matching whichever set is returned."""
+    they are (the nodes returned are copies or new); the templates' remaining limits and the topology's
+    counts end up matching whichever set is returned."""
     nodes = list(nodes)
     if not nodes:
         return Repacked(nodes)
@@ -130,13 +130,14 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     if PORTFOLIO_PODS[0] <= pods <= PORTFOLIO_PODS[1] and any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
         fills = [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
     cut_short = None
+    moved: set[int] = set()
     for tried, (order, tie) in enumerate(fills):
         for key, t in templates.items():
             t.remaining = saved[key]
-        candidate = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, tie=tie,
-                            started=started)
-        if candidate is not None and better(total_cost(candidate), len(candidate), best_cost, len(best)):
-            best, best_cost = candidate, total_cost(candidate)
+        repacked = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, tie=tie,
+                           started=started)
+        if repacked is not None and better(total_cost(repacked[0]), len(repacked[0]), best_cost, len(best)):
+            (best, moved), best_cost = repacked, total_cost(repacked[0])
             best_remaining = {key: t.remaining for key, t in templates.items()}
         if options.max_seconds is not None and time.monotonic() - started > options.max_seconds:
             kept = "the first-fit plan kept" if best is nodes else "the cheapest plan found so far kept"
@@ -145,6 +146,7 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
             break
     for key, t in templates.items():
         t.remaining = best_remaining[key]
+    recount(best, moved, topology)
     return Repacked(best, cut_short)
 
 
@@ -201,8 +203,22 @@ class _Moving:
             chosen[key] = pins[key].any_value()  # type: ignore[assignment]  # a pin names one value of the domain
         return chosen, None
 
+    def record(self, pod: PodInfo, domains: object, requirements: object = None) -> None:
+        """Count nothing: a moving pod is tried on many nodes before the plan is chosen; recount() then counts it
+        where it ends (the search reads no count a moving pod changes: its pins keep its own groups' counts)."""
+
     def __getattr__(self, name: str) -> object:
         return getattr(self.topology, name)
+
+
+def recount(nodes: Sequence[NewNode], moved: set[int], topology: Topology) -> None:
+    """Count the pods `moved` (by id) where they are on `nodes`, no longer where the first fit put them, so the
+    counts a later chunk's placements read are the plan's."""
+    for n in nodes:
+        for pod in n.pods:
+            if id(pod) in moved:
+                topology.forget(pod)
+                topology.record(pod, n.domains, n.requirements)
 
 
 def _order(pod: PodInfo) -> tuple[int, int, str]:
@@ -243,7 +259,8 @@ def _fill_order(loose: Sequence[_Loose], order: str) -> Callable[[_Loose], tuple
 
 
 def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-            options: PackingOptions, order: str, tie: str, started: float) -> list[NewNode] | None:
+            options: PackingOptions, order: str, tie: str, started: float) -> tuple[list[NewNode], set[int]] | None:
+    """One fill's plan for the pods on `nodes`, and the pods it lifted to place again (by id); None when it found none."""
     # 1. lift the loose pods; the rest stay, on copies shrunk to what they still hold
     anchored: list[NewNode] = []
     loose: list[_Loose] = []
@@ -308,7 +325,7 @@ def _repack(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[No
     for node in out:
         if not node.pods:
             node.release()
-    return [n for n in out if n.pods]
+    return [n for n in out if n.pods], movable
 
 
 def _fits_pins(node: NewNode, pins: Requirements) -> bool:
