@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import yaml
 
 from bench.bound import lower_bound, pattern_bound
-from karpy.controller.provisioning.scheduling.packers import PackingOptions
+from karpy.controller.provisioning.scheduling.packers import PackingOptions, patterns
 from karpy.controller.provisioning.scheduling.packers.patterns import cover
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.plan.inputs import load
@@ -72,6 +74,29 @@ def test_patterns_cover_every_pod_within_each_type() -> None:
 
 def test_patterns_are_none_when_no_type_holds_a_class() -> None:
     assert cover(np.array([[9.0]]), np.array([1.0]), np.array([[4.0], [8.0]]), np.array([1.0, 2.0])) is None
+
+
+def test_past_its_safety_cap_the_search_stops_between_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each solve keeps to the cap by itself; a search of many rounds of them must stop too, not run them all
+    rng = np.random.default_rng(7)
+    need = rng.integers(1, 9, size=(12, 2)).astype(float)
+    count = rng.integers(5, 40, size=12).astype(float)
+    alloc = np.array([[8.0 * s, 8.0 * s * r] for s in (1, 2, 4) for r in (0.5, 1.0, 2.0)])
+    price = np.array([float(a.sum()) ** 0.9 for a in alloc])
+    solves: list[float] = []                  # each master solve, and how long it is made to take
+    real = patterns._master
+
+    def counted_master(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(solves[-1] if solves else 0.0)
+        solves.append(solves[-1] if solves else 0.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(patterns, "_master", counted_master)
+    assert cover(need, count, alloc, price) is not None
+    rounds = len(solves)
+    solves[:] = [0.05]                        # now each solve takes 50 ms: four fit in the cap
+    assert cover(need, count, alloc, price, seconds=0.2) is None
+    assert rounds > 8 and len(solves) - 1 <= 6
 
 
 LOPSIDED = catalog(   # one type rich in cpu, one in memory, both cheap; the balanced one dearer

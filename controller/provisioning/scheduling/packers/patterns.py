@@ -16,6 +16,7 @@ by the clock unless the caller passes a safety cap (`seconds`). Pure: numbers in
 from __future__ import annotations
 
 import dataclasses
+import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -106,8 +107,9 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     `alloc[j]` and `price[j]` describe type j (`price[j]`: the most a node of it costs); `pattern_cost(j,
     pattern)`, when given, what a node of type j holding `pattern` costs (else `price[j]`). `caps[j]` is its
     capacity in the limited resources, `left` what the limits still allow (both None: no limits). `seconds`: a
-    safety cap on the solver's time (None: none, the plan depends on the input alone). None when no pattern
-    mix covers every class (a class no type holds, or the limits)."""
+    safety cap on the whole search's time (None: none, the plan depends on the input alone). None when no pattern
+    mix covers every class (a class no type holds, or the limits), or when the cap cuts the search short."""
+    until = None if seconds is None else time.monotonic() + seconds
     m, k = len(need), len(alloc)
 
     def cost(j: int, pattern: np.ndarray) -> float:
@@ -138,6 +140,8 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
                 add(j, fill([c] + [d for d in by_size if d != c], alloc[j].astype(float), need, count))
     duals = np.zeros(m)
     for _ in range(MAX_ROUNDS):
+        if until is not None and time.monotonic() > until:
+            return None                 # each solve keeps to the cap; the rounds of them must too
         solved = _master(columns, costs, need, count, caps, left, integral=False, seconds=seconds)
         if solved is None:
             return None
@@ -167,6 +171,8 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
                 added += 1
         if not added:
             break
+    if until is not None and time.monotonic() > until:
+        return None
     solved = _master(columns, costs, need, count, caps, left, integral=True, seconds=seconds)
     if solved is None:
         return None
