@@ -11,7 +11,7 @@ import pytest
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import fake_catalog
 from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, chunk_end
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, take_evenly
 from tests.builders import node, pod, provisioner
 
 
@@ -25,18 +25,20 @@ def layout(nodes: list[PlannedNode]) -> list[tuple[str, tuple[str, ...]]]:
     return [(n.name, tuple(p.key for p in n.pods)) for n in nodes]
 
 
-def test_a_rest_smaller_than_its_chunk_joins_it() -> None:
-    assert chunk_end(0, 2, 10) == 2
-    assert chunk_end(2, 4, 10) == 6
-    assert chunk_end(6, 8, 10) == 10
-    assert chunk_end(3, 6, 10) == 10                 # a rest of one joins the chunk before
-    assert chunk_end(0, 5, 0) == 0
+def test_a_chunk_takes_its_pods_evenly_across_the_queue_and_a_small_rest_joins_it() -> None:
+    queue = [PodInfo.parse(pod(f"p-{i}")) for i in range(10)]
+    chunk, rest = take_evenly(queue, 3)
+    assert chunk == [queue[0], queue[3], queue[6]] and rest == [p for p in queue if p not in chunk]
+    chunk, rest = take_evenly(rest, 4)                # a rest of three would be smaller than a chunk: it joins
+    assert len(chunk) == 7 and rest == []
+    assert take_evenly(queue[:4], 2) == ([queue[0], queue[2]], [queue[1], queue[3]])
+    assert take_evenly([], 5) == ([], [])
 
 
 def test_chunks_double_only_after_one_needed_new_nodes() -> None:
     # the first ten pods fit the existing node; the chunk after them is as small as the first
-    existing = node("existing", allocatable={"cpu": "3", "memory": "16Gi", "pods": "110"})
-    pods = [pod(f"a-{i}", cpu="300m") for i in range(10)] + [pod(f"b-{i}", cpu="100m") for i in range(30)]
+    existing = node("existing", allocatable={"cpu": "1", "memory": "16Gi", "pods": "110"})
+    pods = [pod(f"p-{i:02d}", cpu="100m") for i in range(40)]
     snapshot = ClusterSnapshot([decode_provisioner(provisioner("default"))[0]], fake_catalog(10),  # type: ignore[list-item]  # a valid Provisioner: decoded
                                nodes=[existing], pods=[PodInfo.parse(p) for p in pods])
     sizes: list[int] = []
@@ -60,7 +62,7 @@ def test_each_chunk_is_handed_over_once_decided_and_never_changed() -> None:
 
     results = scheduler(pods).solve(on_decided=on_decided, first_chunk=10)
     assert len(handed) > 2
-    assert sum(len(pods) for _, pods in handed[0]) <= 10            # the first chunk: its first pods only
+    assert sum(len(pods) for _, pods in handed[0]) <= 10            # the first chunk: its own pods only
     assert [entry for chunk in handed for entry in chunk] == layout(results.new_nodes)   # as handed over, in order
     placed = [key for _, keys in layout(results.new_nodes) for key in keys]
     assert sorted(placed) == sorted(f"default/p-{i:03d}" for i in range(120))          # each pod once
@@ -100,7 +102,7 @@ def test_the_plan_ends_where_on_decided_says_stop() -> None:
     results = scheduler(pods).solve(on_decided=only_the_first, first_chunk=4)
     assert len(handed) == 1
     assert layout(results.new_nodes) == layout(handed[0])
-    assert sorted(p.name for n in results.new_nodes for p in n.pods) == [f"p-{i:02d}" for i in range(4)]
+    assert sorted(p.name for n in results.new_nodes for p in n.pods) == ["p-00", "p-05", "p-10", "p-15"]   # evenly
     assert results.unschedulable == {}                    # the pods not planned are not called unschedulable
 
 

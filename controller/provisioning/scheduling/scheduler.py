@@ -310,10 +310,15 @@ def topology_kind(pod: PodInfo) -> tuple[object, ...]:
             tuple(pod.affinities), len(pod.relaxations))
 
 
-def chunk_end(at: int, size: int, total: int) -> int:
-    """Where the chunk of `size` pods starting at `at` of a queue of `total` ends: a rest smaller than the
-    chunk joins it."""
-    return at + size if total - (at + size) >= size else total
+def take_evenly(queue: list[PodInfo], size: int) -> tuple[list[PodInfo], list[PodInfo]]:
+    """A chunk of `size` pods spread evenly over `queue` (in its order) and the rest of the queue; the whole queue
+    when the rest would be smaller than a chunk (it joins it). Chunks cut off the front of a queue ordered largest
+    first held only large pods, then only small ones, and their nodes packed each apart: on ten draws of 1,000 pods of
+    Karpenter's diverse benchmark, 26-32% dearer than the whole batch planned at once."""
+    if len(queue) - size < size:
+        return queue, []
+    picked = {len(queue) * i // size for i in range(size)}
+    return [p for i, p in enumerate(queue) if i in picked], [p for i, p in enumerate(queue) if i not in picked]
 
 
 def first_chunk_packing(packing: PackingOptions) -> PackingOptions:
@@ -490,8 +495,10 @@ class Scheduler:
         """Place every pending pod or give the reason it fits nowhere.
 
         Without `on_decided` the whole batch is planned at once (`karpy plan`). With it (the controller) the queue
-        is planned in chunks: the first `first_chunk` pods, then twice as many after each chunk that needed new
-        nodes (a chunk that fit on existing nodes hands over nothing, so the next is as small). Each chunk's new nodes
+        is planned in chunks: `first_chunk` pods, then twice as many after each chunk that needed new nodes (a chunk
+        that fit on existing nodes hands over nothing, so the next is as small). Each chunk takes its pods evenly
+        across the queue (take_evenly), so it holds large and small pods as the whole batch does and its nodes pack
+        as the whole plan's would. Each chunk's new nodes
         are optimised and handed to `on_decided` as soon as they are decided, so a large batch's first launch does
         not wait for its whole plan; later chunks never add pods to nodes already handed over. A pod that fits
         nowhere in its chunk is tried again after the last chunk's pods, as the whole-batch queue would try it
@@ -507,18 +514,17 @@ class Scheduler:
                 except Exception as e:  # confined to the pod, as below
                     broken[pod.key] = failed(failure(e))
         errors.update(broken)
-        queue = [pod for _, pod in sorted(keyed, key=lambda kp: kp[0])]
-        size = len(queue) if on_decided is None else max(1, first_chunk)
+        rest = [pod for _, pod in sorted(keyed, key=lambda kp: kp[0])]
+        size = len(rest) if on_decided is None else max(1, first_chunk)
         decided: list[PlannedNode] = []
         cut_short: list[str] = []
         waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
-        at = 0
         while True:
-            end = chunk_end(at, size, len(queue))
-            if end < len(queue):
-                waiting += self._place_in_turn(queue[at:end], errors, broken)
+            chunk, rest = take_evenly(rest, size)
+            if rest:
+                waiting += self._place_in_turn(chunk, errors, broken)
             else:
-                self._place_all(queue[at:end] + waiting, errors, broken)
+                self._place_all(chunk + waiting, errors, broken)
             # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
             repacked = packer_for(packing).pack(self.new_nodes, topology=self.topology, options=packing,
@@ -534,9 +540,9 @@ class Scheduler:
             if on_decided is not None and planned and not on_decided(planned):
                 errors = {}
                 break
-            if end >= len(queue):
+            if not rest:
                 break
-            at, size = end, size * 2 if planned else size
+            size = size * 2 if planned else size
         return Results(
             new_nodes=decided,
             existing_nodes=[n for n in self.existing if n.pods],
