@@ -41,6 +41,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scheduling import PROVISIONER, bound_of, diverse_pods
+from karpy.commands import native_stdout_to_stderr
 from karpy.controller.provisioning.scheduling.packers import PackingOptions
 from karpy.controller.provisioning.scheduling.scheduler import PlannedNode, Scheduler
 from karpy.plan.inputs import load
@@ -167,10 +168,11 @@ def chunks(seeds: int) -> None:
             for seed in range(1, seeds + 1):
                 path = Path(tmp) / "pods.yaml"
                 path.write_text(yaml.safe_dump_all(draw(seed), sort_keys=False))
-                whole = Scheduler(load([str(path)], catalog=catalog).snapshot).solve()
                 handed: list[list[PlannedNode]] = []
-                chunked = Scheduler(load([str(path)], catalog=catalog).snapshot).solve(
-                    on_decided=functools.partial(hand_over, handed))
+                with native_stdout_to_stderr():          # HiGHS's stray debug line (see karpy plan)
+                    whole = Scheduler(load([str(path)], catalog=catalog).snapshot).solve()
+                    chunked = Scheduler(load([str(path)], catalog=catalog).snapshot).solve(
+                        on_decided=functools.partial(hand_over, handed))
                 assert not whole.unschedulable and not chunked.unschedulable
                 at_once = sum(n.cost_per_hour for n in whole.new_nodes)
                 in_chunks = sum(n.cost_per_hour for n in chunked.new_nodes)
