@@ -18,12 +18,10 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from scipy.optimize import OptimizeResult
+from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, milp
 
 from karpy.controller.provisioning.scheduling.nodes import dot
 
@@ -45,9 +43,6 @@ _HIGHS_MIP_OPTIONS = {"mip_heuristic_run_feasibility_jump": False}
 def _milp(c: np.ndarray, *, options: dict[str, Any], **program: Any) -> OptimizeResult:
     """scipy's milp with `_HIGHS_MIP_OPTIONS`, which scipy passes to HiGHS as they are (with a warning it
     gives for every option it does not list itself, silenced here)."""
-    # imported when first needed: scipy.optimize takes a few tenths of a second to import, which a plan whose
-    # pods all fit on nodes the first fit opened (most large ones) never needs
-    from scipy.optimize import milp
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Unrecognized options detected", category=RuntimeWarning)
         return milp(c, options={**options, **_HIGHS_MIP_OPTIONS}, **program)
@@ -88,7 +83,6 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
     limits: dict[str, float] = {"mip_rel_gap": 0.0} if exact else {"node_limit": KNAPSACK_NODE_LIMIT}
     if seconds is not None:
         limits["time_limit"] = seconds
-    from scipy.optimize import Bounds, LinearConstraint
     result = _milp(-value[useful], integrality=np.ones(len(useful)), bounds=Bounds(0, cap[useful]),
                   constraints=LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
                   options={**limits, "disp": False, "presolve": False})
@@ -199,7 +193,6 @@ def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.
         blocks_a.append(use), blocks_lo.append(np.full(len(left), -np.inf)), blocks_hi.append(np.maximum(left, 0) / scale)
     matrix = np.vstack(blocks_a)
     lo, hi = np.concatenate(blocks_lo), np.concatenate(blocks_hi)
-    from scipy.optimize import Bounds, LinearConstraint, linprog  # see _milp
     if not integral:
         # as A_ub x <= b_ub: -a x <= -count, use x <= left
         result = linprog(cost, A_ub=np.vstack([-a] + blocks_a[1:]), b_ub=np.concatenate([-blocks_lo[0]] + blocks_hi[1:]),
