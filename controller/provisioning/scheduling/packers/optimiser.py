@@ -943,12 +943,21 @@ def _pairs(owners: np.ndarray, room: np.ndarray, shape_ids: np.ndarray) -> np.nd
     for k in np.flatnonzero(room[owners]).tolist():
         by_owner.setdefault(int(owners[k]), []).append(k)
     for b in sorted(by_owner):
-        firsts: dict[int, list[int]] = {}
-        for k in by_owner[b]:
-            firsts.setdefault(int(shape_ids[k]), []).append(k)
-        distinct = list(firsts.values())
-        out += [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + [ks[:2] for ks in distinct if len(ks) > 1]
+        out += _twos(_by_shape(by_owner[b], shape_ids))
     return np.array(out, dtype=np.int64).reshape(len(out), 2)
+
+
+def _by_shape(pods: list[int], shape_ids: np.ndarray) -> list[list[int]]:
+    """`pods` (indices) grouped by shape, each group and the groups in the order of their pods in `pods`."""
+    groups: dict[int, list[int]] = {}
+    for k in pods:
+        groups.setdefault(int(shape_ids[k]), []).append(k)
+    return list(groups.values())
+
+
+def _twos(groups: list[list[int]]) -> list[list[int]]:
+    """Two pods of groups of pods alike: the first of each of two groups, then the first two of each group."""
+    return [[x[0], y[0]] for i, x in enumerate(groups) for y in groups[i + 1:]] + [ks[:2] for ks in groups if len(ks) > 1]
 
 
 def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> bool:
@@ -963,12 +972,8 @@ def _trade_one(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> 
     mine = np.array(swaps.held[a], dtype=np.int64)
     if not len(theirs) or not len(mine):
         return False
-    firsts: dict[int, list[int]] = {}
-    for k in mine[np.lexsort((mine, -row_sums(swaps.need[mine] / swaps.unit)))].tolist():
-        firsts.setdefault(int(swaps.shape_ids[k]), []).append(k)
-    distinct = list(firsts.values())
-    offers = [[ks[0]] for ks in distinct] + [[x[0], y[0]] for i, x in enumerate(distinct) for y in distinct[i + 1:]] + \
-        [ks[:2] for ks in distinct if len(ks) > 1]
+    distinct = _by_shape(mine[np.lexsort((mine, -row_sums(swaps.need[mine] / swaps.unit)))].tolist(), swaps.shape_ids)
+    offers = [[ks[0]] for ks in distinct] + _twos(distinct)
     giving = np.array([swaps.need[given].sum(axis=0) for given in offers])
     useful = np.flatnonzero(covers(giving, swaps.short[a]))   # a pod taken back only adds to the shortfall
     if not len(useful):
