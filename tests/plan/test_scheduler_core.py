@@ -80,16 +80,24 @@ def test_topology_picks_the_least_crowded_zone() -> None:
     assert domains is None and "maxSkew=1" in str(why)
 
 
-def test_a_moving_pod_is_asked_only_about_others_anti_affinity_not_its_own_spread() -> None:
+def spreading_pods_and_guard(names: list[str], zones: set[str]) -> tuple[Topology, list[PodInfo], PodInfo]:
+    """Pods `names` (app=w) spread over zones with maxSkew 1, and a guard whose anti-affinity keeps app=w pods out
+    of its zone, all registered in a topology of `zones`."""
     zone = "topology.kubernetes.io/zone"
     spread = [{"maxSkew": 1, "topologyKey": zone, "labelSelector": {"matchLabels": {"app": "w"}}}]
     keep_away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": zone}]}}
-    w = PodInfo.parse(pod("w", labels={"app": "w"}, topologySpreadConstraints=spread))
+    spreading = [PodInfo.parse(pod(name, labels={"app": "w"}, topologySpreadConstraints=spread)) for name in names]
     guard = PodInfo.parse(pod("guard", labels={"app": "guard"}, affinity=keep_away))
-    topology = Topology({zone: {"a", "b"}})
-    for p in (w, guard):
+    topology = Topology({zone: zones})
+    for p in spreading + [guard]:
         topology.register(p)
+    return topology, spreading, guard
+
+
+def test_a_moving_pod_is_asked_only_about_others_anti_affinity_not_its_own_spread() -> None:
+    zone = "topology.kubernetes.io/zone"
+    topology, (w,), guard = spreading_pods_and_guard(["w"], {"a", "b"})
     topology.record(w, {zone: "a"})
     topology.record(w, {zone: "a"})
     in_a = Requirements([Requirement.of(zone, "In", ["a"])])
@@ -102,15 +110,7 @@ def test_a_moving_pod_is_asked_only_about_others_anti_affinity_not_its_own_sprea
 
 def test_forgetting_a_pod_takes_back_exactly_what_recording_it_counted() -> None:
     zone = "topology.kubernetes.io/zone"
-    spread = [{"maxSkew": 1, "topologyKey": zone, "labelSelector": {"matchLabels": {"app": "w"}}}]
-    keep_away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": zone}]}}
-    w = PodInfo.parse(pod("w", labels={"app": "w"}, topologySpreadConstraints=spread))
-    twin = PodInfo.parse(pod("w2", labels={"app": "w"}, topologySpreadConstraints=spread))
-    guard = PodInfo.parse(pod("guard", labels={"app": "guard"}, affinity=keep_away))
-    topology = Topology({zone: {"a", "b", "c"}})
-    for p in (w, twin, guard):
-        topology.register(p)
+    topology, (w, twin), guard = spreading_pods_and_guard(["w", "w2"], {"a", "b", "c"})
     in_a, in_b, in_c = (Requirements([Requirement.of(zone, "In", [z])]) for z in ("a", "b", "c"))
     topology.record(twin, {zone: "a"})
     topology.record(w, {zone: "b"})
