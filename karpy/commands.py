@@ -119,6 +119,7 @@ def batch_garbage_collection() -> Iterator[None]:
 
 def _plan(args: argparse.Namespace) -> int:
     from karpy.controller.consolidation.decisions import Consolidator
+    from karpy.controller.provisioning.scheduling import forked
     from karpy.controller.provisioning.scheduling.packers import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
     from karpy.plan.inputs import PlanInputError, load
@@ -158,7 +159,9 @@ def _plan(args: argparse.Namespace) -> int:
             print(consolidation_table(consolidation))
         return 0
     with native_stdout_to_stderr():
-        scheduler = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour))
+        # `karpy plan` runs no other threads, so a large batch's parts may be optimised in processes of their own
+        scheduler = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
+                                                                      processes=forked.cores()))
         results = scheduler.solve()
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)

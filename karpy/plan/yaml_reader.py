@@ -15,13 +15,14 @@ here, so an error names its line in the text."""
 
 from __future__ import annotations
 
-import multiprocessing
-import os
+import functools
 import re
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from karpy.controller.provisioning.scheduling import forked
 
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -98,8 +99,8 @@ def load_all(text: str, *, parts: int | None = None) -> list[Any]:
     """Every document of `text`, as PyYAML's safe loader gives them; raises yaml.YAMLError as it does. `parts`:
     how many processes read it at once (default: one per core for a long text, else one)."""
     if parts is None:
-        parts = min(_cores(), MAX_PARTS) if len(text) >= PARALLEL_CHARS else 1
-    pieces = split_documents(text, parts) if parts > 1 and "fork" in multiprocessing.get_all_start_methods() else [text]
+        parts = min(forked.cores(), MAX_PARTS) if len(text) >= PARALLEL_CHARS else 1
+    pieces = split_documents(text, parts) if parts > 1 and forked.can_fork() else [text]
     if len(pieces) > 1:
         try:
             return _load_in_parts(pieces)
@@ -111,35 +112,10 @@ def load_all(text: str, *, parts: int | None = None) -> list[Any]:
 def _load_in_parts(pieces: list[str]) -> list[Any]:
     """The documents of `pieces`, in order: the first read here, each other in a forked process of its own (which
     shares the text with this one, and sends back only what it read)."""
-    context = multiprocessing.get_context("fork")
-    readers = []
-    try:
-        for piece in pieces[1:]:
-            receiving, sending = context.Pipe(duplex=False)
-            process = context.Process(target=_send_documents, args=(piece, sending), daemon=True)
-            process.start()
-            sending.close()
-            readers.append((process, receiving))
-        loaded = _load(pieces[0])
-        for _, receiving in readers:
-            part = receiving.recv()                  # EOFError when the reader died
-            if part is None:
-                raise ValueError("a part of the text did not read")
-            loaded += part
-        return loaded
-    finally:
-        for process, receiving in readers:
-            receiving.close()
-            process.terminate()                      # done already, unless this process failed first
-            process.join()
-
-
-def _send_documents(piece: str, sending: Any) -> None:
-    try:
-        documents = _load(piece)
-    except Exception:  # the whole text is read again, by the process that asked, which reports the error
-        documents = None
-    sending.send(documents)
+    loaded: list[Any] = []
+    for part in forked.run_forked([functools.partial(_load, piece) for piece in pieces], processes=len(pieces)):
+        loaded += part
+    return loaded
 
 
 def split_documents(text: str, parts: int) -> list[str]:
@@ -158,9 +134,3 @@ def split_documents(text: str, parts: int) -> list[str]:
 
 def _load(text: str) -> list[Any]:
     return list(yaml.load_all(text, Loader=_Loader))
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1

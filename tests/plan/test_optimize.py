@@ -435,3 +435,38 @@ def test_a_templates_most_allocatable_per_mask_of_options_is_kept_and_stays_righ
     assert len(template._most) <= 3
     assert node.grow_room().tolist() == (template.allocatable[node.options].max(axis=0) - node.used).tolist()
     assert node.offering(node.cheapest()) == template.compatible(node.requirements)[2][node.cheapest()]
+
+
+@pytest.mark.slow      # plans a batch of a few hundred pods four times
+def test_a_large_batch_is_optimised_in_parts_to_the_same_plan_wherever_each_part_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
+            *diverse_pods(300)]
+    greedy = solve(tmp_path, *docs, optimize=False, catalog_name="fake-400")
+    monkeypatch.setattr(optimiser, "PART_PODS", 100)             # 300 pods: three parts
+    parted = []
+    for processes in (1, 2, 3):
+        path = tmp_path / "input.yaml"
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        scheduler = Scheduler(load([str(path)], catalog="fake-400").snapshot, packing=PackingOptions(processes=processes))
+        parted.append(scheduler.solve())
+    best = parted[0]
+    assert plan_json(parted[1]) == plan_json(best) == plan_json(parted[2])   # here, in two processes, in three
+    assert price(best) < price(greedy) and placed(best) == placed(greedy) and not best.unschedulable
+    assert_nodes_hold_their_pods(best)
+    names = [n.name for n in best.new_nodes]
+    assert len(names) == len(set(names)) and not any(optimiser.PROVISIONAL in name for name in names)
+    apart = [n.name for n in best.new_nodes for p in n.pods if p.labels.get("app") == "nginx"]
+    assert len(apart) == 60 == len(set(apart))                       # hostname anti-affinity: one per node
+    monkeypatch.setattr(optimiser, "PART_PODS", 10_000)
+    assert plan_json(solve(tmp_path, *docs, catalog_name="fake-400")) != plan_json(best)   # whole, it plans otherwise
+
+
+def test_a_batch_is_split_only_when_large_and_unbounded_by_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scheduler, _, nodes = planned(tmp_path, [pod(f"p-{i}", cpu="1") for i in range(6)],
+                                  {f"n-{k}": (f"p-{2 * k}", f"p-{2 * k + 1}") for k in range(3)})
+    assert optimiser.split_parts(nodes) == [nodes]                   # 6 pods: far fewer than twice PART_PODS
+    monkeypatch.setattr(optimiser, "PART_PODS", 3)
+    assert optimiser.split_parts(nodes) == [[nodes[0], nodes[2]], [nodes[1]]]   # dealt in turn
+    scheduler.templates[0].remaining = Resources({"cpu": 100})
+    assert optimiser.split_parts(nodes) == [nodes]                   # limits the parts would share: whole

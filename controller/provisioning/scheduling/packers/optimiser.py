@@ -43,6 +43,7 @@ Pure: no I/O, no logging.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Callable, Sequence
 
@@ -51,6 +52,7 @@ import numpy as np
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
 from karpy.apis.resources import CPU, MEMORY
+from karpy.controller.provisioning.scheduling import forked
 from karpy.controller.provisioning.scheduling.nodes import (
     NewNode,
     NodeState,
@@ -83,6 +85,7 @@ GROW_ROUNDS = 3                  # rounds of growing lopsided nodes (_grow_lopsi
 EVEN_OUT_TRADES = 64             # trades a node may make towards a cheaper type before they are undone
 EVEN_OUT_PARTNERS = 128          # the nodes with the most room in what it sheds that a node trades with, per trade
 EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this many times more room idle than it must shed
+PART_PODS = 8000                 # a batch of twice as many pods or more is optimised in parts of about this many
 REFRESH_BLOCK = 512              # nodes _Swaps works out at once (bounds its matrices of nodes by types)
 
 
@@ -109,9 +112,9 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
            options: PackingOptions = PackingOptions()) -> Repacked:
     """A cheaper set of nodes for the pods on `nodes`, or `nodes` itself when none is found.
 
-    `open_node(template)` makes an empty new node (naming it). The nodes passed in are left as
-    they are (the nodes returned are copies or new); the templates' remaining limits and the topology's
-    counts end up matching whichever set is returned."""
+    `open_node(template)` makes an empty new node (naming it). The nodes passed in are left as they are (the
+    nodes returned are copies or new); the templates' remaining limits and the topology's counts end up matching
+    whichever set is returned."""
     nodes = list(nodes)
     if not nodes:
         return Repacked(nodes)
@@ -119,13 +122,37 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     # such batches keep the greedy's exact plan
     if any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object for n in nodes):
         return Repacked(nodes)
+    parts = split_parts(nodes)
+    if len(parts) == 1:
+        best, moved, cut_short = _best_fill(nodes, topology=topology, open_node=open_node, options=options,
+                                            started=time.monotonic())
+    else:
+        best, moved, cut_short = _repack_parts(parts, topology=topology, open_node=open_node, options=options)
+    recount(best, moved, topology)
+    return Repacked(best, cut_short)
+
+
+def split_parts(nodes: list[NewNode]) -> list[list[NewNode]]:
+    """`nodes` dealt in turn into parts of about PART_PODS pods each, or whole: a batch of fewer than twice
+    PART_PODS pods, or one a template's limits bound (the parts would share them)."""
+    count = sum(len(n.pods) for n in nodes) // PART_PODS
+    if count < 2 or any(n.template.remaining is not None for n in nodes):
+        return [nodes]
+    return [nodes[k::count] for k in range(count)]
+
+
+def _best_fill(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
+               options: PackingOptions, started: float, batch: int | None = None) -> tuple[list[NewNode], set[int], str | None]:
+    """The cheapest plan the fills find for `nodes` (or `nodes` itself), the pods it moved (by id), and what the
+    safety cap left undone; the topology's counts are left to the caller (recount). `batch`: how many pods the batch
+    `nodes` are part of has (the fills are those of its size), when not all of them."""
     templates = {id(n.template): n.template for n in nodes}
     saved = {key: t.remaining for key, t in templates.items()}
-    started = time.monotonic()
     best, best_cost, best_remaining = nodes, total_cost(nodes), saved
     # the fill is a heuristic whose outcome turns on the order pods come in: batches of PORTFOLIO_PODS try several
     # (the order matters only where loose pods fill nodes that keep other pods)
-    pods = sum(len(n.pods) for n in nodes)
+    held = sum(len(n.pods) for n in nodes)
+    pods = held if batch is None else batch
     fills: Sequence[tuple[str, str]] = [LARGE_BATCH_FILL if pods > PORTFOLIO_PODS[1] else (FILL_ORDERS[0], FILL_TIES[0])]
     if PORTFOLIO_PODS[0] <= pods <= PORTFOLIO_PODS[1] and any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
         fills = [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
@@ -141,13 +168,81 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
             best_remaining = {key: t.remaining for key, t in templates.items()}
         if options.max_seconds is not None and time.monotonic() - started > options.max_seconds:
             kept = "the first-fit plan kept" if best is nodes else "the cheapest plan found so far kept"
-            cut_short = (f"optimising {pods} pod(s) on {len(nodes)} node(s) stopped at its {options.max_seconds:g} s cap "
+            cut_short = (f"optimising {held} pod(s) on {len(nodes)} node(s) stopped at its {options.max_seconds:g} s cap "
                          f"in fill {tried + 1} of {len(fills)}, {kept}")
             break
     for key, t in templates.items():
         t.remaining = best_remaining[key]
-    recount(best, moved, topology)
-    return Repacked(best, cut_short)
+    return best, moved, cut_short
+
+
+@dataclasses.dataclass
+class _PartPlan:
+    """One part's plan as plain data, so that it comes back the same from a process of its own: per node, the part's
+    node it was made from (None: a new one) and its state, with pods as indices into the part's pods; the pods moved,
+    as such indices; and what the safety cap left undone."""
+
+    nodes: list[tuple[int | None, int, list[int], NodeState]]   # (the node it was, its template's index, its pods, its state)
+    moved: list[int]
+    cut_short: str | None
+
+
+PROVISIONAL = "provisional:"   # names the new nodes of a part while it is optimised (no node name has a colon)
+
+
+def _plan_part(part: list[NewNode], templates: list[NodeTemplate], *, topology: Topology, options: PackingOptions,
+               started: float, number: int, batch: int) -> _PartPlan:
+    """Optimise one part on its own. Its new nodes take provisional names, so that a part names its nodes the same
+    wherever it runs; the caller names them in turn (_adopt)."""
+    opened = iter(range(1 << 62))
+    best, moved, cut_short = _best_fill(
+        part, topology=topology, open_node=lambda t: NewNode(t, f"{PROVISIONAL}{number}:{next(opened)}"),
+        options=options, started=started, batch=batch)
+    pods = [p for n in part for p in n.pods]
+    at = {id(p): k for k, p in enumerate(pods)}
+    which = {n.hostname: i for i, n in enumerate(part)}     # a node kept is a copy, under the same name
+    template_at = {id(t): i for i, t in enumerate(templates)}
+    planned = []
+    for node in best:
+        state = node.snapshot(whole=True)._replace(pods=[], remaining=None)     # its pods as indices, beside it
+        planned.append((which.get(node.hostname), template_at[id(node.template)], [at[id(p)] for p in node.pods], state))
+    return _PartPlan(planned, sorted(at[k] for k in moved), cut_short)
+
+
+def _repack_parts(parts: list[list[NewNode]], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
+                  options: PackingOptions) -> tuple[list[NewNode], set[int], str | None]:
+    """Each part optimised on its own, up to `options.processes` at once (forked.py): a part's loose pods stay on its
+    nodes. Each part is large, so little is lost, and its searches cover fewer nodes."""
+    templates = list({id(n.template): n.template for part in parts for n in part}.values())
+    started = time.monotonic()
+    batch = sum(len(n.pods) for part in parts for n in part)
+    calls = [functools.partial(_plan_part, part, templates, topology=topology, options=options, started=started,
+                               number=k, batch=batch) for k, part in enumerate(parts)]
+    try:
+        plans = forked.run_forked(calls, processes=options.processes)
+    except forked.ForkFailed:
+        plans = [call() for call in calls]            # the same plans, here
+    best: list[NewNode] = []
+    moved: set[int] = set()
+    for part, plan in zip(parts, plans):
+        best += _adopt(part, plan, templates, open_node)
+        pods = [p for n in part for p in n.pods]
+        moved |= {id(pods[k]) for k in plan.moved}
+    cut_short = [plan.cut_short for plan in plans if plan.cut_short is not None]
+    return best, moved, "; ".join(cut_short) if cut_short else None
+
+
+def _adopt(part: list[NewNode], plan: _PartPlan, templates: list[NodeTemplate],
+           open_node: Callable[[NodeTemplate], NewNode]) -> list[NewNode]:
+    """The nodes of `plan`: copies of the part's nodes, and new ones named by `open_node`, each as the plan left it."""
+    pods = [p for n in part for p in n.pods]
+    out = []
+    for was, template, held, state in plan.nodes:
+        node = part[was].clone() if was is not None else open_node(templates[template])
+        domains = dict(state.domains, **{wk.HOSTNAME: node.hostname})
+        node.restore(state._replace(pods=[pods[k] for k in held], domains=domains, remaining=node.template.remaining))
+        out.append(node)
+    return out
 
 
 @dataclasses.dataclass

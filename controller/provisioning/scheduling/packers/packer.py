@@ -27,6 +27,9 @@ class PackingOptions:
     # the best plan found so far stands, so a burst never waits on the optimiser (the controller sets one,
     # `karpy plan` does not)
     max_seconds: float | None = None
+    # how many processes a large batch's parts (optimiser.PART_PODS) may be optimised in at once, this one included;
+    # the plan is the same whichever (forked.py): only `karpy plan`, which runs no other threads, sets more than one
+    processes: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,44 @@
+"""Calls run in forked processes: their results in order, the same as run here, and a failure reported."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable
+
+import pytest
+
+from karpy.controller.provisioning.scheduling import forked
+
+
+def where(k: int) -> tuple[int, int]:
+    return k, os.getpid()
+
+
+def fails() -> None:
+    raise ValueError("no")
+
+
+def calls(*each: Callable[[], object]) -> list[Callable[[], object]]:
+    return list(each)
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3])
+def test_results_come_back_in_order_the_first_of_each_wave_computed_here(processes: int) -> None:
+    each: list[Callable[[], tuple[int, int]]] = [functools.partial(where, k) for k in range(5)]
+    results = forked.run_forked(each, processes=processes)
+    assert [k for k, _ in results] == [0, 1, 2, 3, 4]
+    here = [k for k, pid in results if pid == os.getpid()]
+    assert here == list(range(0, 5, processes))          # one per wave here, the others elsewhere
+
+
+def test_a_call_that_fails_in_its_own_process_is_reported_and_one_that_fails_here_raises_as_it_is() -> None:
+    with pytest.raises(forked.ForkFailed, match="ValueError: no"):
+        forked.run_forked(calls(functools.partial(where, 0), fails), processes=2)
+    with pytest.raises(ValueError, match="no"):
+        forked.run_forked(calls(fails, functools.partial(where, 1)), processes=2)
+
+
+def test_a_process_that_dies_before_sending_is_reported() -> None:
+    with pytest.raises(forked.ForkFailed, match="died"):
+        forked.run_forked(calls(functools.partial(where, 0), functools.partial(os._exit, 3)), processes=2)
