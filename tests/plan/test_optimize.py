@@ -470,3 +470,20 @@ def test_a_batch_is_split_only_when_large_and_unbounded_by_limits(tmp_path: Path
     assert optimiser.split_parts(nodes) == [[nodes[0], nodes[2]], [nodes[1]]]   # dealt in turn
     scheduler.templates[0].remaining = Resources({"cpu": 100})
     assert optimiser.split_parts(nodes) == [nodes]                   # limits the parts would share: whole
+
+
+@pytest.mark.slow      # plans a batch of a few hundred pods three times, eight fills each
+def test_a_mid_sized_batchs_fills_made_in_processes_of_their_own_give_the_plan_made_here(tmp_path: Path) -> None:
+    docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
+            *diverse_pods(300)]
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    plans = {processes: Scheduler(load([str(path)], catalog="fake-400").snapshot,
+                                  packing=PackingOptions(processes=processes)).solve() for processes in (None, 1, 2)}
+    assert plan_json(plans[1]) == plan_json(plans[2])               # here, or in two processes: the same plan
+
+    def contents(results: Results) -> list[tuple[str, list[str]]]:
+        return sorted((n.instance_type.name, sorted(p.key for p in n.pods)) for n in results.new_nodes)
+
+    # one fill after another, new nodes named as they open: the same nodes (a new one may be named otherwise)
+    assert contents(plans[None]) == contents(plans[1])

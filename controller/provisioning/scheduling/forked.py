@@ -1,9 +1,9 @@
-"""Calls run at once, each in a process of its own forked from this one.
+"""Calls shared out among this process and others forked from it, so that they run at once.
 
 A forked process shares this one's memory as it was at the fork (copied only where either writes), so a call
 reads whatever it needs without it being sent; only its result comes back, pickled. What a call computes must
-not depend on where it runs: run here or in a process of its own, it gives the same result, and a caller that
-cannot fork (or whose process failed) runs it here instead.
+not depend on where it runs nor on the calls run before it: run here or in a process of its own, it gives the
+same result, and a caller that cannot fork (or whose process failed) runs it here instead.
 
 Only for processes that run no other threads (`karpy plan`): a fork copies one thread, and a lock another
 thread held stays held in the copy. Pure: no I/O but the pipes to the processes it starts, no logging.
@@ -33,40 +33,41 @@ def cores() -> int:
 
 
 def run_forked(calls: Sequence[Callable[[], T]], *, processes: int) -> list[T]:
-    """What `calls` return, in order, at most `processes` computing at once: of each such wave the first call here,
-    the others each in a forked process (all here where this platform cannot fork). Raises ForkFailed when one of
-    them does not send its result; an exception raised here is raised as it is."""
-    wave = max(1, processes) if can_fork() else 1
-    context = multiprocessing.get_context("fork") if wave > 1 else None
-    results: list[T] = []
-    for start in range(0, len(calls), wave):
-        batch = calls[start:start + wave]
-        started = []
-        try:
-            for call in batch[1:]:
-                started.append(_start(context, call))
-            results.append(batch[0]())
-            for _, receiving in started:
-                try:
-                    ok, result = receiving.recv()
-                except (EOFError, OSError) as e:
-                    raise ForkFailed(f"a forked process died: {e}") from e
-                if not ok:
-                    raise ForkFailed(f"a forked process failed: {result}")
-                results.append(result)
-        finally:
-            for process, receiving in started:
-                receiving.close()
-                process.terminate()                        # done already, unless this process failed first
-                process.join()
-    return results
+    """What `calls` return, in order. They are dealt in turn to `processes` processes (all to this one where this
+    platform cannot fork): this one computes the first and every processes-th after it, each other one, forked, its
+    share, one call after another. Raises ForkFailed when a process does not send its results; an exception raised
+    here is raised as it is."""
+    count = min(max(1, processes) if can_fork() else 1, len(calls))
+    if count <= 1:
+        return [call() for call in calls]
+    context = multiprocessing.get_context("fork")
+    shares: list[list[T]] = [[] for _ in range(count)]
+    started = []
+    try:
+        for k in range(1, count):
+            started.append(_start(context, calls[k::count]))
+        shares[0] = [call() for call in calls[::count]]
+        for k, (_, receiving) in enumerate(started, start=1):
+            try:
+                ok, result = receiving.recv()
+            except (EOFError, OSError) as e:
+                raise ForkFailed(f"a forked process died: {e}") from e
+            if not ok:
+                raise ForkFailed(f"a forked process failed: {result}")
+            shares[k] = result
+    finally:
+        for process, receiving in started:
+            receiving.close()
+            process.terminate()                            # done already, unless this process failed first
+            process.join()
+    return [shares[k % count][k // count] for k in range(len(calls))]
 
 
-def _start(context: Any, call: Callable[[], Any]) -> tuple[Any, Any]:
-    """A forked process computing `call`, and the end of the pipe its result comes back on."""
+def _start(context: Any, calls: Sequence[Callable[[], Any]]) -> tuple[Any, Any]:
+    """A forked process computing `calls` one after another, and the end of the pipe their results come back on."""
     try:
         receiving, sending = context.Pipe(duplex=False)
-        process = context.Process(target=_send_result, args=(call, sending), daemon=True)
+        process = context.Process(target=_send_results, args=(calls, sending), daemon=True)
         process.start()
     except OSError as e:                                   # out of processes or memory
         raise ForkFailed(f"could not fork: {e}") from e
@@ -74,9 +75,10 @@ def _start(context: Any, call: Callable[[], Any]) -> tuple[Any, Any]:
     return process, receiving
 
 
-def _send_result(call: Callable[[], Any], sending: Any) -> None:
+def _send_results(calls: Sequence[Callable[[], Any]], sending: Any) -> None:
+    outcome: tuple[bool, object]
     try:
-        outcome = (True, call())
+        outcome = (True, [call() for call in calls])
     except Exception as e:  # reported to the process that asked, which raises ForkFailed
         outcome = (False, f"{type(e).__name__}: {e}")
     sending.send(outcome)

@@ -30,6 +30,9 @@ group counting it took, so every count a spread or affinity read stays as it was
 
 The fill (2) turns on the order loose pods come in: batches of a few hundred to a
 few thousand pods with anchored nodes run 1-6 with several orders and keep the cheapest.
+A batch of many thousands is dealt into parts, each run through 1-6 on its own. Fills and
+parts may be worked out in processes of their own at once (`PackingOptions.processes`,
+forked.py), as plain data (_PartPlan) adopted here, so the plan is the same wherever.
 
 Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
@@ -51,7 +54,7 @@ import numpy as np
 
 from karpy.apis import labels as wk
 from karpy.apis.requirements import Requirement, Requirements
-from karpy.apis.resources import CPU, MEMORY
+from karpy.apis.resources import CPU, MEMORY, Resources
 from karpy.controller.provisioning.scheduling import forked
 from karpy.controller.provisioning.scheduling.nodes import (
     NewNode,
@@ -123,11 +126,15 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     if any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object for n in nodes):
         return Repacked(nodes)
     parts = split_parts(nodes)
-    if len(parts) == 1:
-        best, moved, cut_short = _best_fill(nodes, topology=topology, open_node=open_node, options=options,
-                                            started=time.monotonic())
+    fills = fills_for(nodes, topology)
+    started = time.monotonic()
+    if len(parts) > 1:
+        best, moved, cut_short = _repack_parts(parts, fills, topology=topology, open_node=open_node, options=options)
+    elif len(fills) > 1 and options.processes is not None:
+        best, moved, cut_short = _race_fills(nodes, fills, topology=topology, open_node=open_node, options=options)
     else:
-        best, moved, cut_short = _repack_parts(parts, topology=topology, open_node=open_node, options=options)
+        best, moved, cut_short = _best_fill(nodes, fills, topology=topology, open_node=open_node, options=options,
+                                            started=started)
     recount(best, moved, topology)
     return Repacked(best, cut_short)
 
@@ -141,21 +148,26 @@ def split_parts(nodes: list[NewNode]) -> list[list[NewNode]]:
     return [nodes[k::count] for k in range(count)]
 
 
-def _best_fill(nodes: list[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-               options: PackingOptions, started: float, batch: int | None = None) -> tuple[list[NewNode], set[int], str | None]:
-    """The cheapest plan the fills find for `nodes` (or `nodes` itself), the pods it moved (by id), and what the
-    safety cap left undone; the topology's counts are left to the caller (recount). `batch`: how many pods the batch
-    `nodes` are part of has (the fills are those of its size), when not all of them."""
+Fill = tuple[str, str]          # the order loose pods come in (FILL_ORDERS) and the tie-break (FILL_TIES)
+
+
+def fills_for(nodes: list[NewNode], topology: Topology) -> list[Fill]:
+    """The fills a batch's re-packing tries. The fill is a heuristic whose outcome turns on the order pods come in:
+    batches of PORTFOLIO_PODS try several (the order matters only where loose pods fill nodes that keep others)."""
+    pods = sum(len(n.pods) for n in nodes)
+    if PORTFOLIO_PODS[0] <= pods <= PORTFOLIO_PODS[1] and any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
+        return [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
+    return [LARGE_BATCH_FILL if pods > PORTFOLIO_PODS[1] else (FILL_ORDERS[0], FILL_TIES[0])]
+
+
+def _best_fill(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topology,
+               open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions,
+               started: float) -> tuple[list[NewNode], set[int], str | None]:
+    """The cheapest plan `fills` find for `nodes` (or `nodes` itself), the pods it moved (by id), and what the
+    safety cap left undone; the topology's counts are left to the caller (recount)."""
     templates = {id(n.template): n.template for n in nodes}
     saved = {key: t.remaining for key, t in templates.items()}
     best, best_cost, best_remaining = nodes, total_cost(nodes), saved
-    # the fill is a heuristic whose outcome turns on the order pods come in: batches of PORTFOLIO_PODS try several
-    # (the order matters only where loose pods fill nodes that keep other pods)
-    held = sum(len(n.pods) for n in nodes)
-    pods = held if batch is None else batch
-    fills: Sequence[tuple[str, str]] = [LARGE_BATCH_FILL if pods > PORTFOLIO_PODS[1] else (FILL_ORDERS[0], FILL_TIES[0])]
-    if PORTFOLIO_PODS[0] <= pods <= PORTFOLIO_PODS[1] and any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
-        fills = [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
     cut_short = None
     moved: set[int] = set()
     for tried, (order, tie) in enumerate(fills):
@@ -168,8 +180,8 @@ def _best_fill(nodes: list[NewNode], *, topology: Topology, open_node: Callable[
             best_remaining = {key: t.remaining for key, t in templates.items()}
         if options.max_seconds is not None and time.monotonic() - started > options.max_seconds:
             kept = "the first-fit plan kept" if best is nodes else "the cheapest plan found so far kept"
-            cut_short = (f"optimising {held} pod(s) on {len(nodes)} node(s) stopped at its {options.max_seconds:g} s cap "
-                         f"in fill {tried + 1} of {len(fills)}, {kept}")
+            cut_short = (f"optimising {sum(len(n.pods) for n in nodes)} pod(s) on {len(nodes)} node(s) stopped at its "
+                         f"{options.max_seconds:g} s cap in fill {tried + 1} of {len(fills)}, {kept}")
             break
     for key, t in templates.items():
         t.remaining = best_remaining[key]
@@ -178,71 +190,106 @@ def _best_fill(nodes: list[NewNode], *, topology: Topology, open_node: Callable[
 
 @dataclasses.dataclass
 class _PartPlan:
-    """One part's plan as plain data, so that it comes back the same from a process of its own: per node, the part's
-    node it was made from (None: a new one) and its state, with pods as indices into the part's pods; the pods moved,
-    as such indices; and what the safety cap left undone."""
+    """A plan of some nodes' pods as plain data, so that it comes back the same from a process of its own: per node,
+    the node it was made from (None: a new one) and its state, with pods as indices into the pods of the nodes
+    planned; the pods moved, as such indices; each template's remaining limits; what the plan costs; and what the
+    safety cap left undone."""
 
     nodes: list[tuple[int | None, int, list[int], NodeState]]   # (the node it was, its template's index, its pods, its state)
     moved: list[int]
+    remaining: list[Resources | None]
+    cost: float
     cut_short: str | None
 
 
-PROVISIONAL = "provisional:"   # names the new nodes of a part while it is optimised (no node name has a colon)
+PROVISIONAL = "provisional:"   # names a plan's new nodes while it is made in a process of its own (no node name has a colon)
 
 
-def _plan_part(part: list[NewNode], templates: list[NodeTemplate], *, topology: Topology, options: PackingOptions,
-               started: float, number: int, batch: int) -> _PartPlan:
-    """Optimise one part on its own. Its new nodes take provisional names, so that a part names its nodes the same
-    wherever it runs; the caller names them in turn (_adopt)."""
+def _plan_apart(nodes: list[NewNode], fills: Sequence[Fill], templates: list[NodeTemplate], *, topology: Topology,
+                options: PackingOptions, started: float, number: int) -> _PartPlan:
+    """The best plan `fills` find for `nodes`, as plain data. Its new nodes take provisional names, so that it names
+    them the same wherever it runs; the caller names them in turn (_adopt)."""
     opened = iter(range(1 << 62))
+    saved = [t.remaining for t in templates]
     best, moved, cut_short = _best_fill(
-        part, topology=topology, open_node=lambda t: NewNode(t, f"{PROVISIONAL}{number}:{next(opened)}"),
-        options=options, started=started, batch=batch)
-    pods = [p for n in part for p in n.pods]
+        nodes, fills, topology=topology, open_node=lambda t: NewNode(t, f"{PROVISIONAL}{number}:{next(opened)}"),
+        options=options, started=started)
+    pods = [p for n in nodes for p in n.pods]
     at = {id(p): k for k, p in enumerate(pods)}
-    which = {n.hostname: i for i, n in enumerate(part)}     # a node kept is a copy, under the same name
+    which = {n.hostname: i for i, n in enumerate(nodes)}     # a node kept is a copy, under the same name
     template_at = {id(t): i for i, t in enumerate(templates)}
     planned = []
     for node in best:
         state = node.snapshot(whole=True)._replace(pods=[], remaining=None)     # its pods as indices, beside it
         planned.append((which.get(node.hostname), template_at[id(node.template)], [at[id(p)] for p in node.pods], state))
-    return _PartPlan(planned, sorted(at[k] for k in moved), cut_short)
+    remaining = [t.remaining for t in templates]
+    for t, left in zip(templates, saved):
+        t.remaining = left                           # as it was: the caller adopts the plan's, or another plan's
+    return _PartPlan(planned, sorted(at[k] for k in moved), remaining, total_cost(best), cut_short)
 
 
-def _repack_parts(parts: list[list[NewNode]], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
-                  options: PackingOptions) -> tuple[list[NewNode], set[int], str | None]:
-    """Each part optimised on its own, up to `options.processes` at once (forked.py): a part's loose pods stay on its
-    nodes. Each part is large, so little is lost, and its searches cover fewer nodes."""
-    templates = list({id(n.template): n.template for part in parts for n in part}.values())
+def _plan_each(jobs: list[tuple[list[NewNode], Sequence[Fill]]], templates: list[NodeTemplate], *, topology: Topology,
+               options: PackingOptions) -> list[_PartPlan]:
+    """A plan per job (nodes, fills), made up to `options.processes` at once (forked.py), each as it would be alone."""
     started = time.monotonic()
-    batch = sum(len(n.pods) for part in parts for n in part)
-    calls = [functools.partial(_plan_part, part, templates, topology=topology, options=options, started=started,
-                               number=k, batch=batch) for k, part in enumerate(parts)]
+    calls = [functools.partial(_plan_apart, nodes, fills, templates, topology=topology, options=options,
+                               started=started, number=k) for k, (nodes, fills) in enumerate(jobs)]
     try:
-        plans = forked.run_forked(calls, processes=options.processes)
+        return forked.run_forked(calls, processes=options.processes or 1)
     except forked.ForkFailed:
-        plans = [call() for call in calls]            # the same plans, here
+        return [call() for call in calls]            # the same plans, here
+
+
+def _repack_parts(parts: list[list[NewNode]], fills: Sequence[Fill], *, topology: Topology,
+                  open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions
+                  ) -> tuple[list[NewNode], set[int], str | None]:
+    """Each part optimised on its own with the batch's fills: a part's loose pods stay on its nodes. Each part is
+    large, so little is lost, and its searches cover fewer nodes."""
+    templates = _templates(parts)
+    plans = _plan_each([(part, fills) for part in parts], templates, topology=topology, options=options)
     best: list[NewNode] = []
     moved: set[int] = set()
     for part, plan in zip(parts, plans):
-        best += _adopt(part, plan, templates, open_node)
-        pods = [p for n in part for p in n.pods]
-        moved |= {id(pods[k]) for k in plan.moved}
+        nodes, ids = _adopt(part, plan, templates, open_node)
+        best += nodes
+        moved |= ids
     cut_short = [plan.cut_short for plan in plans if plan.cut_short is not None]
     return best, moved, "; ".join(cut_short) if cut_short else None
 
 
-def _adopt(part: list[NewNode], plan: _PartPlan, templates: list[NodeTemplate],
-           open_node: Callable[[NodeTemplate], NewNode]) -> list[NewNode]:
-    """The nodes of `plan`: copies of the part's nodes, and new ones named by `open_node`, each as the plan left it."""
-    pods = [p for n in part for p in n.pods]
+def _race_fills(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topology,
+                open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions
+                ) -> tuple[list[NewNode], set[int], str | None]:
+    """Each fill's plan made on its own, up to `options.processes` at once; the cheapest kept (of equal cost the one
+    with fewer nodes, then the earlier fill), as _best_fill keeps it."""
+    templates = _templates([nodes])
+    plans = _plan_each([(nodes, [fill]) for fill in fills], templates, topology=topology, options=options)
+    chosen = plans[0]
+    for plan in plans[1:]:
+        if better(plan.cost, len(plan.nodes), chosen.cost, len(chosen.nodes)):
+            chosen = plan
+    best, moved = _adopt(nodes, chosen, templates, open_node)
+    return best, moved, next((plan.cut_short for plan in plans if plan.cut_short is not None), None)
+
+
+def _templates(parts: list[list[NewNode]]) -> list[NodeTemplate]:
+    return list({id(n.template): n.template for part in parts for n in part}.values())
+
+
+def _adopt(nodes: list[NewNode], plan: _PartPlan, templates: list[NodeTemplate],
+           open_node: Callable[[NodeTemplate], NewNode]) -> tuple[list[NewNode], set[int]]:
+    """The nodes of `plan` (copies of `nodes`, and new ones named by `open_node`, each as the plan left it), and the
+    pods it moved (by id); the templates' remaining limits as the plan left them."""
+    pods = [p for n in nodes for p in n.pods]
     out = []
     for was, template, held, state in plan.nodes:
-        node = part[was].clone() if was is not None else open_node(templates[template])
+        node = nodes[was].clone() if was is not None else open_node(templates[template])
         domains = dict(state.domains, **{wk.HOSTNAME: node.hostname})
         node.restore(state._replace(pods=[pods[k] for k in held], domains=domains, remaining=node.template.remaining))
         out.append(node)
-    return out
+    for t, left in zip(templates, plan.remaining):
+        t.remaining = left
+    return out, {id(pods[k]) for k in plan.moved}
 
 
 @dataclasses.dataclass
