@@ -159,7 +159,7 @@ def _plan(args: argparse.Namespace) -> int:
             print(consolidation_table(consolidation))
         return 0
     with native_stdout_to_stderr():
-        # `karpy plan` runs no other threads, so a large batch's parts may be optimised in processes of their own
+        # `karpy plan` runs no other threads, so the optimiser may make its plans in processes of their own
         scheduler = Scheduler(loaded.snapshot, packing=PackingOptions(node_cost_per_hour=args.node_cost_per_hour,
                                                                       processes=forked.cores()))
         results = scheduler.solve()

@@ -32,7 +32,7 @@ The fill (2) turns on the order loose pods come in: batches of a few hundred to 
 few thousand pods with anchored nodes run 1-6 with several orders and keep the cheapest.
 A batch of many thousands is dealt into parts, each run through 1-6 on its own. Fills and
 parts may be worked out in processes of their own at once (`PackingOptions.processes`,
-forked.py), as plain data (_PartPlan) adopted here, so the plan is the same wherever.
+forked.py), as plain data (_PlanData) adopted here, so the plan is the same wherever.
 
 Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
@@ -40,7 +40,7 @@ Every cost is the true cost (cost.py); of two plans of equal cost the one with f
 Deterministic: inputs sorted, work bounded by counts (passes, attempts, pricing rounds, solver node
 limits), never by the clock, so the same input gives the same plan on any machine; the one exception
 is the controller's safety cap (`max_seconds`), and a plan it cut short says so (`Repacked.cut_short`).
-Pure: no I/O, no logging.
+Pure: no I/O but the pipes of the processes it may fork (forked.py), no logging.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def _best_fill(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topolog
 
 
 @dataclasses.dataclass
-class _PartPlan:
+class _PlanData:
     """A plan of some nodes' pods as plain data, so that it comes back the same from a process of its own: per node,
     the node it was made from (None: a new one) and its state, with pods as indices into the pods of the nodes
     planned; the pods moved, as such indices; each template's remaining limits; what the plan costs; and what the
@@ -206,7 +206,7 @@ PROVISIONAL = "provisional:"   # names a plan's new nodes while it is made in a 
 
 
 def _plan_apart(nodes: list[NewNode], fills: Sequence[Fill], templates: list[NodeTemplate], *, topology: Topology,
-                options: PackingOptions, started: float, number: int) -> _PartPlan:
+                options: PackingOptions, started: float, number: int) -> _PlanData:
     """The best plan `fills` find for `nodes`, as plain data. Its new nodes take provisional names, so that it names
     them the same wherever it runs; the caller names them in turn (_adopt)."""
     opened = iter(range(1 << 62))
@@ -225,11 +225,11 @@ def _plan_apart(nodes: list[NewNode], fills: Sequence[Fill], templates: list[Nod
     remaining = [t.remaining for t in templates]
     for t, left in zip(templates, saved):
         t.remaining = left                           # as it was: the caller adopts the plan's, or another plan's
-    return _PartPlan(planned, sorted(at[k] for k in moved), remaining, total_cost(best), cut_short)
+    return _PlanData(planned, sorted(at[k] for k in moved), remaining, total_cost(best), cut_short)
 
 
 def _plan_each(jobs: list[tuple[list[NewNode], Sequence[Fill]]], templates: list[NodeTemplate], *, topology: Topology,
-               options: PackingOptions) -> list[_PartPlan]:
+               options: PackingOptions) -> list[_PlanData]:
     """A plan per job (nodes, fills), made up to `options.processes` at once (forked.py), each as it would be alone."""
     started = time.monotonic()
     calls = [functools.partial(_plan_apart, nodes, fills, templates, topology=topology, options=options,
@@ -276,7 +276,7 @@ def _templates(parts: list[list[NewNode]]) -> list[NodeTemplate]:
     return list({id(n.template): n.template for part in parts for n in part}.values())
 
 
-def _adopt(nodes: list[NewNode], plan: _PartPlan, templates: list[NodeTemplate],
+def _adopt(nodes: list[NewNode], plan: _PlanData, templates: list[NodeTemplate],
            open_node: Callable[[NodeTemplate], NewNode]) -> tuple[list[NewNode], set[int]]:
     """The nodes of `plan` (copies of `nodes`, and new ones named by `open_node`, each as the plan left it), and the
     pods it moved (by id); the templates' remaining limits as the plan left them."""
