@@ -652,9 +652,16 @@ class NewNode:
     def option_costs(self) -> list[tuple[InstanceType, Offering, float]]:
         """option_types() with what the node would cost as each."""
         t = self.template
-        _, order, offers = t.compatible(self.requirements)
-        candidates = order[self.options[order]]
-        costs = t.costs_at(self.requirements, candidates, t.cpu_of(self.used))
-        ranked = np.lexsort((np.arange(len(candidates)), costs))          # by cost, ties in compatible()'s order
+        offers = t.compatible(self.requirements)[2]
+        which, costs = self.ranked_options()
         return [(t.instance_types[i], offers[i], c)                           # an offer is set for every option
-                for i, c in zip(candidates[ranked].tolist(), np.asarray(costs, dtype=float)[ranked].tolist())]
+                for i, c in zip(which.tolist(), costs.tolist())]
+
+    def ranked_options(self) -> tuple[np.ndarray, np.ndarray]:
+        """option_costs() as arrays: the options' indices and what the node would cost as each, in that order."""
+        t = self.template
+        order = t.compatible(self.requirements)[1]
+        candidates = order[self.options[order]]
+        costs = np.asarray(t.costs_at(self.requirements, candidates, t.cpu_of(self.used)), dtype=float)
+        ranked = np.lexsort((np.arange(len(candidates)), costs))          # by cost, ties in compatible()'s order
+        return candidates[ranked], costs[ranked]

@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import functools
 import hashlib
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -691,21 +691,26 @@ class Scheduler:
 
     def _finalize(self, node: NewNode) -> PlannedNode:
         t = node.template
-        options = node.option_costs()
+        which, costs = node.ranked_options()             # worked out as arrays: a node has hundreds of options
         if t.remaining is not None:
             budget = t.remaining + node.reserved
-            fitting = [(it, o, c) for it, o, c in options if all(it.capacity.get(n, 0) <= left for n, left in budget.items())]
-            options = fitting or options
-        chosen, offering, cost = options[0]
+            fitting = np.array([all(t.instance_types[i].capacity.get(n, 0) <= left for n, left in budget.items())
+                                for i in which.tolist()], dtype=bool)
+            if fitting.any():
+                which, costs = which[fitting], costs[fitting]
+        first = int(which[0])
+        chosen, cost = t.instance_types[first], float(costs[0])
+        offering = cast(Offering, t.compatible(node.requirements)[2][first])   # an offer is set for every option
         # a launch takes the option of the lowest list price it can get: options that list cheaper than the chosen
         # one but cost more with these pods (a burstable type's credits) must not be offered to it
-        options = [options[0]] + [opt for opt in options[1:] if opt[1].price_per_hour >= offering.price_per_hour]
-        kept = options[:MAX_INSTANCE_TYPE_OPTIONS]
-        if t.min_values and t.short_of_min_values([it for it, _, _ in kept], node.requirements):
-            kept = options                             # as v1: never truncate below a requirement's minValues
+        listed = t.list_prices(node.requirements)[which]
+        offered = which[listed >= listed[0]]
+        kept = [t.instance_types[i] for i in offered[:MAX_INSTANCE_TYPE_OPTIONS].tolist()]
+        if t.min_values and t.short_of_min_values(kept, node.requirements):
+            kept = [t.instance_types[i] for i in offered.tolist()]   # as v1: never truncate below a requirement's minValues
         return PlannedNode(
             name=node.hostname, provisioner=t.name, instance_type=chosen, offering=offering,
-            options=tuple(it for it, _, _ in kept), requirements=node.requirements,
+            options=tuple(kept), requirements=node.requirements,
             labels=node_labels(node.requirements, t, chosen, offering),
             taints=tuple(t.taints + t.startup_taints), pods=tuple(node.pods), cost_per_hour=round(cost, 6),
             annotations=dict(t.annotations),
