@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from bench.scheduling import diverse_pods, realistic_mix
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
+from karpy.controller.provisioning.scheduling import forked
 from karpy.controller.provisioning.scheduling.cost import node_costs
 from karpy.controller.provisioning.scheduling.nodes import NewNode, estimate
 from karpy.controller.provisioning.scheduling.packers import PackingOptions, optimiser
@@ -478,9 +479,17 @@ def test_a_mid_sized_batchs_fills_made_in_processes_of_their_own_give_the_plan_m
             *diverse_pods(300)]
     path = tmp_path / "input.yaml"
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    plans = {processes: Scheduler(load([str(path)], catalog="fake-400").snapshot,
-                                  packing=PackingOptions(processes=processes)).solve() for processes in (None, 1, 2)}
+    def solved(processes: int | None) -> Results:
+        return Scheduler(load([str(path)], catalog="fake-400").snapshot, packing=PackingOptions(processes=processes)).solve()
+
+    plans = {processes: solved(processes) for processes in (None, 1, 2)}
     assert plan_json(plans[1]) == plan_json(plans[2])               # here, or in two processes: the same plan
+
+    def cannot_fork(*_: object, **__: object) -> None:
+        raise forked.ForkFailed("no processes left")
+
+    with mock.patch.object(forked, "run_forked", cannot_fork):     # where no process starts, all are made here
+        assert plan_json(solved(2)) == plan_json(plans[2])
 
     def contents(results: Results) -> list[tuple[str, list[str]]]:
         return sorted((n.instance_type.name, sorted(p.key for p in n.pods)) for n in results.new_nodes)
