@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -124,3 +126,23 @@ def test_the_pattern_bound_is_never_above_a_plan(tmp_path: Path) -> None:
     bound = pattern_bound(s.templates[0], s.pending)
     assert lower_bound(s.templates[0], s.pending) <= bound + 1e-9
     assert bound <= sum(n.cost_per_hour for n in s.solve().new_nodes) + 1e-9
+
+
+@pytest.mark.parametrize("capped", [False, True])
+def test_the_solver_is_imported_when_first_used_or_before_a_capped_search_starts_its_clock(capped: bool,
+                                                                                            tmp_path: Path) -> None:
+    # a plan whose pods never reach the column generation pays no import; a capped search must not spend its cap
+    # importing (0.4 s, where the controller's first chunk has 0.2 s)
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all([provisioner("default")] + [
+        pod(f"db-{i}", cpu="1", labels={"app": "db"}, affinity=ANTI) for i in range(2)], sort_keys=False))
+    script = ("import sys\n"
+              "from karpy.controller.provisioning.scheduling.packers import PackingOptions\n"
+              "from karpy.controller.provisioning.scheduling.scheduler import Scheduler\n"
+              "from karpy.plan.inputs import load\n"
+              "loaded = 'scipy.optimize' in sys.modules\n"
+              f"options = PackingOptions(max_seconds={1.0 if capped else None})\n"
+              f"results = Scheduler(load([{str(path)!r}]).snapshot, packing=options).solve()\n"
+              "print(loaded, 'scipy.optimize' in sys.modules, len(results.new_nodes))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.stdout.split() == ["False", str(capped), "2"], out.stderr

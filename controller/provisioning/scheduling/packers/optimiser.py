@@ -69,7 +69,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     some,
 )
 from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
-from karpy.controller.provisioning.scheduling.packers.patterns import cover
+from karpy.controller.provisioning.scheduling.packers.patterns import cover, solver
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason
 from karpy.controller.provisioning.scheduling.topology import AFFINITY, Topology
@@ -125,6 +125,8 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     # such batches keep the greedy's exact plan
     if any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object for n in nodes):
         return Repacked(nodes)
+    if options.max_seconds is not None:
+        solver()                                  # imported before the cap's clock starts: its import is no search
     parts = split_parts(nodes)
     fills = fills_for(nodes, topology)
     started = time.monotonic()

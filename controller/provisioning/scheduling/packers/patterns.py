@@ -16,12 +16,13 @@ by the clock unless the caller passes a safety cap (`seconds`). Pure: numbers in
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
+import types
 import warnings
 from typing import Any, Callable
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, linprog, milp
 
 from karpy.controller.provisioning.scheduling.nodes import dot
 
@@ -40,12 +41,18 @@ TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cos
 _HIGHS_MIP_OPTIONS = {"mip_heuristic_run_feasibility_jump": False}
 
 
-def _milp(c: np.ndarray, *, options: dict[str, Any], **program: Any) -> OptimizeResult:
+def solver() -> types.ModuleType:
+    """scipy.optimize, imported on first use: a plan whose pods never reach the column generation does not pay for
+    its import (about 0.4 s). A search under a time cap imports it before its clock starts (optimiser.repack)."""
+    return importlib.import_module("scipy.optimize")
+
+
+def _milp(c: np.ndarray, *, options: dict[str, Any], **program: Any) -> Any:
     """scipy's milp with `_HIGHS_MIP_OPTIONS`, which scipy passes to HiGHS as they are (with a warning it
     gives for every option it does not list itself, silenced here)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Unrecognized options detected", category=RuntimeWarning)
-        return milp(c, options={**options, **_HIGHS_MIP_OPTIONS}, **program)
+        return solver().milp(c, options={**options, **_HIGHS_MIP_OPTIONS}, **program)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +90,8 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
     limits: dict[str, float] = {"mip_rel_gap": 0.0} if exact else {"node_limit": KNAPSACK_NODE_LIMIT}
     if seconds is not None:
         limits["time_limit"] = seconds
-    result = _milp(-value[useful], integrality=np.ones(len(useful)), bounds=Bounds(0, cap[useful]),
-                  constraints=LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
+    result = _milp(-value[useful], integrality=np.ones(len(useful)), bounds=solver().Bounds(0, cap[useful]),
+                  constraints=solver().LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
                   options={**limits, "disp": False, "presolve": False})
     if result.x is None or (exact and result.status != 0):
         return None
@@ -195,7 +202,7 @@ def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.
     lo, hi = np.concatenate(blocks_lo), np.concatenate(blocks_hi)
     if not integral:
         # as A_ub x <= b_ub: -a x <= -count, use x <= left
-        result = linprog(cost, A_ub=np.vstack([-a] + blocks_a[1:]), b_ub=np.concatenate([-blocks_lo[0]] + blocks_hi[1:]),
+        result = solver().linprog(cost, A_ub=np.vstack([-a] + blocks_a[1:]), b_ub=np.concatenate([-blocks_lo[0]] + blocks_hi[1:]),
                          bounds=(0, None), method="highs")
         if result.status != 0:
             return None
@@ -204,8 +211,8 @@ def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.
     # placement after it drops what the cover over-provides); fewer nodes for more patterns bounds the work
     node_limit = max(1, min(MIP_NODE_LIMIT, MIP_NODE_WORK // len(columns)))
     upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for _, p in columns])
-    result = _milp(cost, integrality=np.ones(len(columns)), bounds=Bounds(0, upper),
-                  constraints=LinearConstraint(matrix, lo, hi),
+    result = _milp(cost, integrality=np.ones(len(columns)), bounds=solver().Bounds(0, upper),
+                  constraints=solver().LinearConstraint(matrix, lo, hi),
                   options={"node_limit": node_limit, "mip_rel_gap": MIP_REL_GAP, "disp": False, "presolve": False,
                            **({"time_limit": seconds} if seconds is not None else {})})
     if result.x is None:
