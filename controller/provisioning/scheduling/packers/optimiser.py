@@ -131,9 +131,11 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     fills = fills_for(nodes, topology)
     started = time.monotonic()
     if len(parts) > 1:
-        best, moved, cut_short = _repack_parts(parts, fills, topology=topology, open_node=open_node, options=options)
+        best, moved, cut_short = _repack_parts(parts, fills, topology=topology, open_node=open_node, options=options,
+                                               started=started)
     elif len(fills) > 1 and options.processes is not None:
-        best, moved, cut_short = _race_fills(nodes, fills, topology=topology, open_node=open_node, options=options)
+        best, moved, cut_short = _race_fills(nodes, fills, topology=topology, open_node=open_node, options=options,
+                                             started=started)
     else:
         best, moved, cut_short = _best_fill(nodes, fills, topology=topology, open_node=open_node, options=options,
                                             started=started)
@@ -216,8 +218,7 @@ def _plan_apart(nodes: list[NewNode], fills: Sequence[Fill], templates: list[Nod
     best, moved, cut_short = _best_fill(
         nodes, fills, topology=topology, open_node=lambda t: NewNode(t, f"{PROVISIONAL}{number}:{next(opened)}"),
         options=options, started=started)
-    pods = [p for n in nodes for p in n.pods]
-    at = {id(p): k for k, p in enumerate(pods)}
+    at = {id(p): k for k, p in enumerate(_pods_of(nodes))}
     which = {n.hostname: i for i, n in enumerate(nodes)}     # a node kept is a copy, under the same name
     template_at = {id(t): i for i, t in enumerate(templates)}
     planned = []
@@ -230,10 +231,14 @@ def _plan_apart(nodes: list[NewNode], fills: Sequence[Fill], templates: list[Nod
     return _PlanData(planned, sorted(at[k] for k in moved), remaining, total_cost(best), cut_short)
 
 
+def _pods_of(nodes: list[NewNode]) -> list[PodInfo]:
+    """The pods of `nodes`, in the order a _PlanData of them numbers them."""
+    return [p for n in nodes for p in n.pods]
+
+
 def _plan_each(jobs: list[tuple[list[NewNode], Sequence[Fill]]], templates: list[NodeTemplate], *, topology: Topology,
-               options: PackingOptions) -> list[_PlanData]:
+               options: PackingOptions, started: float) -> list[_PlanData]:
     """A plan per job (nodes, fills), made up to `options.processes` at once (forked.py), each as it would be alone."""
-    started = time.monotonic()
     calls = [functools.partial(_plan_apart, nodes, fills, templates, topology=topology, options=options,
                                started=started, number=k) for k, (nodes, fills) in enumerate(jobs)]
     try:
@@ -243,12 +248,12 @@ def _plan_each(jobs: list[tuple[list[NewNode], Sequence[Fill]]], templates: list
 
 
 def _repack_parts(parts: list[list[NewNode]], fills: Sequence[Fill], *, topology: Topology,
-                  open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions
+                  open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions, started: float
                   ) -> tuple[list[NewNode], set[int], str | None]:
     """Each part optimised on its own with the batch's fills: a part's loose pods stay on its nodes. Each part is
     large, so little is lost, and its searches cover fewer nodes."""
     templates = _templates(parts)
-    plans = _plan_each([(part, fills) for part in parts], templates, topology=topology, options=options)
+    plans = _plan_each([(part, fills) for part in parts], templates, topology=topology, options=options, started=started)
     best: list[NewNode] = []
     moved: set[int] = set()
     for part, plan in zip(parts, plans):
@@ -260,12 +265,13 @@ def _repack_parts(parts: list[list[NewNode]], fills: Sequence[Fill], *, topology
 
 
 def _race_fills(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topology,
-                open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions
+                open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions, started: float
                 ) -> tuple[list[NewNode], set[int], str | None]:
     """Each fill's plan made on its own, up to `options.processes` at once; the cheapest kept (of equal cost the one
     with fewer nodes, then the earlier fill), as _best_fill keeps it."""
     templates = _templates([nodes])
-    plans = _plan_each([(nodes, [fill]) for fill in fills], templates, topology=topology, options=options)
+    plans = _plan_each([(nodes, [fill]) for fill in fills], templates, topology=topology, options=options,
+                       started=started)
     chosen = plans[0]
     for plan in plans[1:]:
         if better(plan.cost, len(plan.nodes), chosen.cost, len(chosen.nodes)):
@@ -282,7 +288,7 @@ def _adopt(nodes: list[NewNode], plan: _PlanData, templates: list[NodeTemplate],
            open_node: Callable[[NodeTemplate], NewNode]) -> tuple[list[NewNode], set[int]]:
     """The nodes of `plan` (copies of `nodes`, and new ones named by `open_node`, each as the plan left it), and the
     pods it moved (by id); the templates' remaining limits as the plan left them."""
-    pods = [p for n in nodes for p in n.pods]
+    pods = _pods_of(nodes)
     out = []
     for was, template, held, state in plan.nodes:
         node = nodes[was].clone() if was is not None else open_node(templates[template])
