@@ -1,8 +1,9 @@
 """What default plans cost under the cost model (docs/cost.md), and how near the bound the optimiser gets.
 
 Part 1, realistic inputs on the `aws` catalog with default flags: the seeds' `inflate` (10 pods of 1 cpu / 1Gi),
-a mix (a DaemonSet of 200m/256Mi, 30 zone-spread web pods, 3 anti-affine db pods, 2 GPU pods) and 10,000 pods
-of 100m/128Mi. Each is planned three ways and reported with nodes, list $/h and true $/h:
+a mix (a DaemonSet of 200m/256Mi, 30 zone-spread web pods, 3 anti-affine db pods, 2 GPU pods), 10,000 pods
+of 100m/128Mi and 500 pods of 71 distinct shapes (deployments of random requests). Each is planned three ways
+and reported with nodes, list $/h and true $/h:
 
 - default: `karpy plan` as shipped (the first fit, then the optimiser);
 - greedy: Karpenter v0.16's packing alone (the first fit, no optimiser);
@@ -82,6 +83,18 @@ def small_pods() -> list[dict[str, Any]]:
     return [PROVISIONER, workload("small", 10000, "100m", "128Mi")]
 
 
+def many_shapes(size: int = 500, seed: int = 1) -> list[dict[str, Any]]:
+    """`size` pods in deployments of 1 to 20 replicas, each of its own cpu (50m steps) and memory (64Mi steps): as
+    many distinct shapes as a real cluster's workloads have (500 pods: 71)."""
+    rng = random.Random(seed)
+    docs, left = [PROVISIONER], size
+    while left:
+        replicas = min(left, rng.choice([1, 2, 3, 5, 10, 20]))
+        docs.append(workload(f"w{len(docs)}", replicas, f"{rng.randrange(50, 4000, 50)}m", f"{rng.randrange(64, 8192, 64)}Mi"))
+        left -= replicas
+    return docs
+
+
 def plan(path: Path, *, optimize: bool = True, node_cost: float = 0.0) -> tuple[dict[str, Any], float]:
     loaded = load([str(path)], catalog="aws")
     started = time.perf_counter()
@@ -94,7 +107,7 @@ def mixes() -> bool:
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for name, docs in (("inflate (10 x 1 cpu)", inflate()), ("mix (35 pods + DS)", mix()),
-                           ("10,000 x 100m/128Mi", small_pods())):
+                           ("10,000 x 100m/128Mi", small_pods()), ("500 pods, 71 shapes", many_shapes())):
             path = Path(tmp) / "input.yaml"
             path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
             default, seconds = plan(path)

@@ -101,6 +101,54 @@ def test_past_its_safety_cap_the_search_stops_between_rounds(monkeypatch: pytest
     assert rounds > 8 and len(solves) - 1 <= 6
 
 
+def test_fill_takes_what_the_greedy_over_numpy_arrays_takes() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        need = rng.integers(0, 9, size=(12, 3)).astype(float) * rng.choice([0.25, 1.0, 1000.0], size=3)
+        cap = rng.integers(0, 20, size=12).astype(float)
+        room = rng.integers(1, 60, size=3).astype(float) * need.max(axis=0).clip(1.0)
+        order = rng.permutation(12).tolist()
+        counts, left = np.zeros(12, dtype=np.int64), room.copy()
+        for c in order:                       # the greedy, written over arrays
+            asked = need[c] > 0
+            most = int(np.floor((left[asked] / need[c][asked]).min() + 1e-9)) if asked.any() else int(cap[c])
+            take = max(0, min(most, int(cap[c])))
+            counts[c] = take
+            left = left - take * need[c]
+        assert patterns.fill(order, room, need, cap).tolist() == counts.tolist()
+
+
+def test_exact_pricing_runs_only_in_rounds_whose_greedy_pricing_adds_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each exact pricing is a MIP: run in every round, a batch of many shapes took minutes
+    rng = np.random.default_rng(11)
+    need = rng.integers(1, 16, size=(30, 2)).astype(float)
+    count = rng.integers(1, 12, size=30).astype(float)
+    alloc = np.array([[16.0 * s, 16.0 * s * r] for s in (1, 2, 4) for r in (0.5, 1.0, 2.0)])
+    price = np.array([float(a.sum()) ** 0.9 for a in alloc])
+    columns: list[Any] = []
+    at_round: list[int] = []                  # the patterns there were when each round's LP was solved
+    exact_calls: list[tuple[int, int]] = []   # (round, patterns added in the round before this exact pricing)
+    real_master, real_knapsack = patterns._master, patterns.knapsack
+
+    def master(found: list[Any], *args: Any, **kwargs: Any) -> Any:
+        columns[:] = [found]
+        at_round.append(len(found))
+        return real_master(found, *args, **kwargs)
+
+    def knapsack(*args: Any, **kwargs: Any) -> Any:
+        exact_calls.append((len(at_round), len(columns[0]) - at_round[-1]))
+        return real_knapsack(*args, **kwargs)
+
+    monkeypatch.setattr(patterns, "_master", master)
+    monkeypatch.setattr(patterns, "knapsack", knapsack)
+    assert cover(need, count, alloc, price) is not None
+    assert exact_calls, "the greedy alone found every pattern: the case tests nothing"
+    assert len(at_round) > 2
+    for i, (round_, added) in enumerate(exact_calls):   # only the round's earlier exact pricings added patterns
+        earlier = sum(1 for r, _ in exact_calls[:i] if r == round_)
+        assert added <= earlier, f"round {round_}: exact pricing after the greedy added {added} patterns"
+
+
 LOPSIDED = catalog(   # one type rich in cpu, one in memory, both cheap; the balanced one dearer
     instance_type("cpu-heavy", cpu="8", memory="4Gi", pods="20", price=1.0),
     instance_type("memory-heavy", cpu="2", memory="16Gi", pods="20", price=1.0),

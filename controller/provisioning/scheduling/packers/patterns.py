@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import time
 import types
 import warnings
@@ -33,9 +34,10 @@ MIP_NODE_WORK = 20_000           # ...and at most this many nodes x patterns: ea
 KNAPSACK_NODE_LIMIT = 200
 MIP_REL_GAP = 1e-4
 TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cost go to fewer nodes
-# HiGHS prints a debug line to stdout when it maps a solution back (ERGO-Code/HiGHS#2783), mostly after its
-# presolve: these programs are small enough to solve without it, and `karpy plan` sends what native code prints
-# to stderr while it plans (commands.native_stdout_to_stderr), so the line never corrupts `-o json`
+# HiGHS's presolve stays on: without it a knapsack of a dozen classes took up to thousands of branch-and-bound
+# nodes (tens of ms each, 100 s for a batch of 70 shapes), with it one. HiGHS prints a debug line to stdout now
+# and then when it maps a solution back (ERGO-Code/HiGHS#2783); `karpy plan` sends what native code prints to
+# stderr while it plans (commands.native_stdout_to_stderr), so the line never corrupts `-o json`
 # HiGHS runs its feasibility-jump heuristic before every MIP's root node, a fixed cost (tens of ms) that dwarfs
 # solving these small programs; the master and the knapsacks find feasible points without it
 _HIGHS_MIP_OPTIONS = {"mip_heuristic_run_feasibility_jump": False}
@@ -66,14 +68,22 @@ class Choice:
 
 def fill(order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """Greedily the most pods of each class in `order` that `room` holds, at most `cap` of each."""
-    counts = np.zeros(len(need), dtype=np.int64)
+    return np.array(_fill(order, room.tolist(), need.tolist(), cap.tolist()), dtype=np.int64)
+
+
+def _fill(order: list[int], room: list[float], need: list[list[float]], cap: list[float]) -> list[int]:
+    """fill on Python floats: a class at a time over a handful of resources, where numpy's per-call cost is most
+    of the work (the same arithmetic, so the same counts)."""
+    counts = [0] * len(need)
+    room = list(room)
     for c in order:
-        asked = need[c] > 0
-        most = int(np.floor((room[asked] / need[c][asked]).min() + 1e-9)) if asked.any() else int(cap[c])
+        row = need[c]
+        ratios = [room[r] / amount for r, amount in enumerate(row) if amount > 0]
+        most = math.floor(min(ratios) + 1e-9) if ratios else int(cap[c])
         take = max(0, min(most, int(cap[c])))
         if take:
             counts[c] = take
-            room = room - take * need[c]
+            room = [left - take * amount for left, amount in zip(room, row)]
     return counts
 
 
@@ -92,7 +102,7 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
         limits["time_limit"] = seconds
     result = _milp(-value[useful], integrality=np.ones(len(useful)), bounds=solver().Bounds(0, cap[useful]),
                   constraints=solver().LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
-                  options={**limits, "disp": False, "presolve": False})
+                  options={**limits, "disp": False})
     if result.x is None or (exact and result.status != 0):
         return None
     out = np.zeros(len(value), dtype=np.int64)
@@ -135,10 +145,11 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         return True
 
     by_size = sorted(range(m), key=lambda c: (-size[c], c))
+    need_rows, counts, rooms = need.tolist(), count.tolist(), alloc.astype(float).tolist()
     for j in range(k):
         for c in range(m):
             if fits[c, j]:
-                add(j, fill([c] + [d for d in by_size if d != c], alloc[j].astype(float), need, count))
+                add(j, np.array(_fill([c] + [d for d in by_size if d != c], rooms[j], need_rows, counts), dtype=np.int64))
     duals = np.zeros(m)
     for _ in range(MAX_ROUNDS):
         if until is not None and time.monotonic() > until:
@@ -154,7 +165,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             best, best_value = None, 0.0
             for density in (duals / np.maximum(weight.max(axis=1), 1e-12), duals / np.maximum(weight.sum(axis=1), 1e-12)):
                 order = [c for c in sorted(range(m), key=lambda c: (-density[c], c)) if duals[c] > 1e-12 and fits[c, j]]
-                pattern = fill(order, room, need, count)
+                pattern = np.array(_fill(order, rooms[j], need_rows, counts), dtype=np.int64)
                 value = dot(duals, pattern)
                 if value > best_value + 1e-12:
                     best, best_value = pattern, value
@@ -164,9 +175,9 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         for reduced, j, column in candidates:
             if reduced < -1e-9 and column is not None and add(j, column):
                 added += 1
-        # exact pricing for the types the greedy found most promising (with one class the greedy's pattern, as
-        # many pods as fit, is already exact)
-        for _, j, _ in candidates[:EXACT_PRICING if m > 1 else 0]:
+        # exact pricing for the types the greedy found most promising, once the greedy finds no pattern worth
+        # adding (with one class the greedy's pattern, as many pods as fit, is already exact)
+        for _, j, _ in candidates[:EXACT_PRICING if m > 1 and not added else 0]:
             exact = knapsack(duals, alloc[j].astype(float), need, count, seconds=seconds)
             if exact is not None and cost(j, exact) - dot(duals, exact) < -1e-9 and add(j, exact):
                 added += 1
@@ -213,7 +224,7 @@ def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.
     upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for _, p in columns])
     result = _milp(cost, integrality=np.ones(len(columns)), bounds=solver().Bounds(0, upper),
                   constraints=solver().LinearConstraint(matrix, lo, hi),
-                  options={"node_limit": node_limit, "mip_rel_gap": MIP_REL_GAP, "disp": False, "presolve": False,
+                  options={"node_limit": node_limit, "mip_rel_gap": MIP_REL_GAP, "disp": False,
                            **({"time_limit": seconds} if seconds is not None else {})})
     if result.x is None:
         return None
