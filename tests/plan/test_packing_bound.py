@@ -78,13 +78,20 @@ def test_patterns_are_none_when_no_type_holds_a_class() -> None:
     assert cover(np.array([[9.0]]), np.array([1.0]), np.array([[4.0], [8.0]]), np.array([1.0, 2.0])) is None
 
 
+def random_classes(seed: int, *, classes: int, largest: int, replicas: tuple[int, int],
+                   size: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Classes of random requests in two resources (need, count) and nine types of three sizes and three shapes
+    (alloc, price), priced a little under their size."""
+    rng = np.random.default_rng(seed)
+    need = rng.integers(1, largest, size=(classes, 2)).astype(float)
+    count = rng.integers(*replicas, size=classes).astype(float)
+    alloc = np.array([[size * s, size * s * r] for s in (1, 2, 4) for r in (0.5, 1.0, 2.0)])
+    return need, count, alloc, np.array([float(a.sum()) ** 0.9 for a in alloc])
+
+
 def test_past_its_safety_cap_the_search_stops_between_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     # each solve keeps to the cap by itself; a search of many rounds of them must stop too, not run them all
-    rng = np.random.default_rng(7)
-    need = rng.integers(1, 9, size=(12, 2)).astype(float)
-    count = rng.integers(5, 40, size=12).astype(float)
-    alloc = np.array([[8.0 * s, 8.0 * s * r] for s in (1, 2, 4) for r in (0.5, 1.0, 2.0)])
-    price = np.array([float(a.sum()) ** 0.9 for a in alloc])
+    need, count, alloc, price = random_classes(7, classes=12, largest=9, replicas=(5, 40), size=8.0)
     solves: list[float] = []                  # each master solve, and how long it is made to take
     real = patterns._master
 
@@ -120,11 +127,7 @@ def test_fill_takes_what_the_greedy_over_numpy_arrays_takes() -> None:
 
 def test_exact_pricing_runs_only_in_rounds_whose_greedy_pricing_adds_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
     # each exact pricing is a MIP: run in every round, a batch of many shapes took minutes
-    rng = np.random.default_rng(11)
-    need = rng.integers(1, 16, size=(30, 2)).astype(float)
-    count = rng.integers(1, 12, size=30).astype(float)
-    alloc = np.array([[16.0 * s, 16.0 * s * r] for s in (1, 2, 4) for r in (0.5, 1.0, 2.0)])
-    price = np.array([float(a.sum()) ** 0.9 for a in alloc])
+    need, count, alloc, price = random_classes(11, classes=30, largest=16, replicas=(1, 12), size=16.0)
     columns: list[Any] = []
     at_round: list[int] = []                  # the patterns there were when each round's LP was solved
     exact_calls: list[tuple[int, int]] = []   # (round, patterns added in the round before this exact pricing)
