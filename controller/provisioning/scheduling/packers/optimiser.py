@@ -169,26 +169,26 @@ def _best_fill(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topolog
                started: float) -> tuple[list[NewNode], set[int], str | None]:
     """The cheapest plan `fills` find for `nodes` (or `nodes` itself), the pods it moved (by id), and what the
     safety cap left undone; the topology's counts are left to the caller (recount)."""
-    templates = {id(n.template): n.template for n in nodes}
-    saved = {key: t.remaining for key, t in templates.items()}
+    templates = _templates([nodes])
+    saved = [t.remaining for t in templates]
     best, best_cost, best_remaining = nodes, total_cost(nodes), saved
     cut_short = None
     moved: set[int] = set()
     for tried, (order, tie) in enumerate(fills):
-        for key, t in templates.items():
-            t.remaining = saved[key]
+        for t, left in zip(templates, saved):
+            t.remaining = left
         repacked = _repack(nodes, topology=topology, open_node=open_node, options=options, order=order, tie=tie,
                            started=started)
         if repacked is not None and better(total_cost(repacked[0]), len(repacked[0]), best_cost, len(best)):
             (best, moved), best_cost = repacked, total_cost(repacked[0])
-            best_remaining = {key: t.remaining for key, t in templates.items()}
+            best_remaining = [t.remaining for t in templates]
         if options.max_seconds is not None and time.monotonic() - started > options.max_seconds:
             kept = "the first-fit plan kept" if best is nodes else "the cheapest plan found so far kept"
             cut_short = (f"optimising {sum(len(n.pods) for n in nodes)} pod(s) on {len(nodes)} node(s) stopped at its "
                          f"{options.max_seconds:g} s cap in fill {tried + 1} of {len(fills)}, {kept}")
             break
-    for key, t in templates.items():
-        t.remaining = best_remaining[key]
+    for t, left in zip(templates, best_remaining):
+        t.remaining = left
     return best, moved, cut_short
 
 

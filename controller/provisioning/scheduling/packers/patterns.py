@@ -75,7 +75,6 @@ def _fill(order: list[int], room: list[float], need: list[list[float]], cap: lis
     """fill on Python floats: a class at a time over a handful of resources, where numpy's per-call cost is most
     of the work (the same arithmetic, so the same counts)."""
     counts = [0] * len(need)
-    room = list(room)
     for c in order:
         row = need[c]
         ratios = [room[r] / amount for r, amount in enumerate(row) if amount > 0]
@@ -146,10 +145,13 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
 
     by_size = sorted(range(m), key=lambda c: (-size[c], c))
     need_rows, counts, rooms = need.tolist(), count.tolist(), alloc.astype(float).tolist()
+
+    def greedy(j: int, order: list[int]) -> np.ndarray:
+        return np.array(_fill(order, rooms[j], need_rows, counts), dtype=np.int64)
     for j in range(k):
         for c in range(m):
             if fits[c, j]:
-                add(j, np.array(_fill([c] + [d for d in by_size if d != c], rooms[j], need_rows, counts), dtype=np.int64))
+                add(j, greedy(j, [c] + [d for d in by_size if d != c]))
     duals = np.zeros(m)
     for _ in range(MAX_ROUNDS):
         if until is not None and time.monotonic() > until:
@@ -165,7 +167,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             best, best_value = None, 0.0
             for density in (duals / np.maximum(weight.max(axis=1), 1e-12), duals / np.maximum(weight.sum(axis=1), 1e-12)):
                 order = [c for c in sorted(range(m), key=lambda c: (-density[c], c)) if duals[c] > 1e-12 and fits[c, j]]
-                pattern = np.array(_fill(order, rooms[j], need_rows, counts), dtype=np.int64)
+                pattern = greedy(j, order)
                 value = dot(duals, pattern)
                 if value > best_value + 1e-12:
                     best, best_value = pattern, value
