@@ -230,6 +230,16 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                 _remember_parsers(child)
 
 
+def end_now(code: int) -> None:
+    """End this process with `code` once what it wrote is out, without freeing its objects one by one: a plan's
+    are millions, and freeing them took about a quarter of a second of a 20,000-pod plan. Only for a process
+    that has nothing else left to do (`karpy plan` run as a command)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     level = os.environ.get("KARPY_LOG_LEVEL", "info").upper()    # the chart's logLevel
     logging.basicConfig(level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO", format=LOG_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S", stream=sys.stdout)
@@ -240,7 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
-        return run(args)
+        code = run(args)
+        if argv is None and args.command == "plan":
+            end_now(code)
+        return code
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:  # `karpy plan ... | head`: the reader left; nothing more to say

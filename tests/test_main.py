@@ -1,13 +1,20 @@
 """The command line's own manners: `--version`, the command list when none is named, and a wrong flag answered
-with the usage of the command it was given to. Usage errors exit 2, as argparse's do."""
+with the usage of the command it was given to. Usage errors exit 2, as argparse's do; `karpy plan` run as a command
+ends with its code once all it wrote is out."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from karpy.main import main
+from tests.builders import pod, provisioner
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -46,3 +53,15 @@ def test_a_wrong_flag_shows_the_usage_of_its_own_command(capsys: pytest.CaptureF
     assert code == 2
     assert err.startswith(f"usage: {command} [-h]"), err
     assert err.rstrip().endswith(f"{command}: error: unrecognized arguments: --bogus"), err
+
+
+def test_plan_run_as_a_command_ends_with_its_code_after_all_it_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all([provisioner("default"), *[pod(f"p-{i}", cpu="1") for i in range(300)]]))
+    done = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "-f", str(path), "-o", "json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["summary"]["scheduled"] == 300      # every byte out before the process ended
+    missing = subprocess.run([sys.executable, "-m", "karpy.main", "plan", "-f", str(tmp_path / "none.yaml")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "none.yaml" in missing.stderr

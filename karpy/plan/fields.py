@@ -43,18 +43,24 @@ def unknown_fields(body: Mapping[str, Any], model: str, path: str = "") -> list[
         value, type_name, at = stack.pop()
         container, inner = _shape(type_name)
         if container == "model" and isinstance(value, dict):
-            fields = _fields(inner) or {}
-            for key, item in value.items():
-                field = fields.get(key)
-                if field is None:
-                    unknown.append(_field_path(at, key))
-                elif _shape(field)[0]:            # a path is spelled only for fields that have fields of their own
-                    stack.append((item, field, _field_path(at, key)))
+            known, nested = _keys(inner)
+            keys = value.keys()
+            if not keys <= known:                 # set operations: most objects' fields are all known
+                unknown += [_field_path(at, key) for key in keys - known]
+            for key in keys & nested.keys():      # a path is spelled only for fields that have fields of their own
+                stack.append((value[key], nested[key], _field_path(at, key)))
         elif container == "list" and isinstance(value, list):
             stack += [(item, inner, f"{at}[{i}]") for i, item in enumerate(value)]
         elif container == "map" and isinstance(value, dict):
             stack += [(item, inner, f"{at}[{key}]") for key, item in value.items()]
     return sorted(unknown)
+
+
+@functools.cache
+def _keys(model: str) -> tuple[frozenset[str], dict[str, str]]:
+    """A model's field names, and those of its fields that have fields of their own (their type names)."""
+    fields = _fields(model) or {}
+    return frozenset(fields), {key: field for key, field in fields.items() if _shape(field)[0]}
 
 
 @functools.cache

@@ -42,3 +42,22 @@ def test_a_call_that_fails_in_its_own_process_is_reported_and_one_that_fails_her
 def test_a_process_that_dies_before_sending_is_reported() -> None:
     with pytest.raises(forked.ForkFailed, match="died"):
         forked.run_forked(calls(functools.partial(where, 0), functools.partial(os._exit, 3)), processes=2)
+
+
+def test_a_started_call_runs_in_a_process_of_its_own_on_the_state_at_its_start() -> None:
+    state = {"k": 1}
+    elsewhere = forked.start(lambda: (state["k"], os.getpid()), fork=True)
+    here = forked.start(lambda: (state["k"], os.getpid()), fork=False)
+    state["k"] = 2                                       # changed after the start: neither sees it
+    assert elsewhere.result()[0] == 1 and elsewhere.result()[1] != os.getpid()
+    assert here.result() == (1, os.getpid())
+
+
+def test_a_started_call_whose_process_fails_or_dies_is_computed_here_when_its_result_is_asked() -> None:
+    failing = forked.start(fails, fork=True)
+    with pytest.raises(ValueError, match="no"):          # computed again here, raising as it does
+        failing.result()
+    state = {"dies": True}
+    dying = forked.start(lambda: os._exit(3) if state["dies"] else os.getpid(), fork=True)
+    state["dies"] = False
+    assert dying.result() == os.getpid()

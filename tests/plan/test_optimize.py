@@ -16,9 +16,10 @@ from bench.scheduling import diverse_pods, realistic_mix
 from karpy.apis.requirements import Requirements
 from karpy.apis.resources import Resources
 from karpy.controller.provisioning.scheduling import forked
+from karpy.controller.provisioning.scheduling import scheduler as scheduling
 from karpy.controller.provisioning.scheduling.cost import node_costs
 from karpy.controller.provisioning.scheduling.nodes import NewNode, estimate
-from karpy.controller.provisioning.scheduling.packers import PackingOptions, optimiser
+from karpy.controller.provisioning.scheduling.packers import Greedy, PackingOptions, optimiser
 from karpy.controller.provisioning.scheduling.packers.optimiser import (
     _Bins,
     _fill_anchored,
@@ -438,39 +439,77 @@ def test_a_templates_most_allocatable_per_mask_of_options_is_kept_and_stays_righ
     assert node.offering(node.cheapest()) == template.compatible(node.requirements)[2][node.cheapest()]
 
 
-@pytest.mark.slow      # plans a batch of a few hundred pods four times
-def test_a_large_batch_is_optimised_in_parts_to_the_same_plan_wherever_each_part_runs(
+@pytest.mark.slow      # plans a batch of a few hundred pods five times
+def test_a_large_batch_is_planned_in_chunks_to_the_same_plan_wherever_each_chunk_is_optimised(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"}, "spec": {}},
             *diverse_pods(300)]
     greedy = solve(tmp_path, *docs, optimize=False, catalog_name="fake-400")
-    monkeypatch.setattr(optimiser, "PART_PODS", 100)             # 300 pods: three parts
-    parted = []
-    for processes in (1, 2, 3):
-        path = tmp_path / "input.yaml"
-        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-        scheduler = Scheduler(load([str(path)], catalog="fake-400").snapshot, packing=PackingOptions(processes=processes))
-        parted.append(scheduler.solve())
-    best = parted[0]
-    assert plan_json(parted[1]) == plan_json(best) == plan_json(parted[2])   # here, in two processes, in three
+    monkeypatch.setattr(scheduling, "CHUNK_PODS", 100)             # 300 pods: three chunks
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    forks = []
+    fork = forked._start
+
+    def counted(*args: Any) -> Any:
+        forks.append(args)
+        return fork(*args)
+
+    def solved(processes: int) -> Results:
+        forks.clear()
+        with mock.patch.object(forked, "_start", counted):
+            return Scheduler(load([str(path)], catalog="fake-400").snapshot, packing=PackingOptions(processes=processes)).solve()
+
+    chunked = [solved(processes) for processes in (1, 2, 3)]
+    assert len(forks) == 2          # the first two chunks optimised in processes of their own, the last here
+    best = chunked[0]
+    assert plan_json(chunked[1]) == plan_json(best) == plan_json(chunked[2])   # here, or while the next is placed
+
+    def cannot_fork(*_: Any) -> None:
+        raise forked.ForkFailed("no processes left")
+
+    with mock.patch.object(forked, "_start", cannot_fork):        # where no process starts, each is made here
+        assert plan_json(Scheduler(load([str(path)], catalog="fake-400").snapshot,
+                                   packing=PackingOptions(processes=2)).solve()) == plan_json(best)
     assert price(best) < price(greedy) and placed(best) == placed(greedy) and not best.unschedulable
     assert_nodes_hold_their_pods(best)
     names = [n.name for n in best.new_nodes]
     assert len(names) == len(set(names)) and not any(optimiser.PROVISIONAL in name for name in names)
     apart = [n.name for n in best.new_nodes for p in n.pods if p.labels.get("app") == "nginx"]
     assert len(apart) == 60 == len(set(apart))                       # hostname anti-affinity: one per node
-    monkeypatch.setattr(optimiser, "PART_PODS", 10_000)
+    monkeypatch.setattr(scheduling, "CHUNK_PODS", 10_000)
     assert plan_json(solve(tmp_path, *docs, catalog_name="fake-400")) != plan_json(best)   # whole, it plans otherwise
 
 
-def test_a_batch_is_split_only_when_large_and_unbounded_by_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    scheduler, _, nodes = planned(tmp_path, [pod(f"p-{i}", cpu="1") for i in range(6)],
-                                  {f"n-{k}": (f"p-{2 * k}", f"p-{2 * k + 1}") for k in range(3)})
-    assert optimiser.split_parts(nodes) == [nodes]                   # 6 pods: far fewer than twice PART_PODS
-    monkeypatch.setattr(optimiser, "PART_PODS", 3)
-    assert optimiser.split_parts(nodes) == [[nodes[0], nodes[2]], [nodes[1]]]   # dealt in turn
-    scheduler.templates[0].remaining = Resources({"cpu": 100})
-    assert optimiser.split_parts(nodes) == [nodes]                   # limits the parts would share: whole
+def test_only_a_large_optimised_batch_without_limits_is_chunked_and_its_chunks_finish_after_the_last_is_placed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduling, "CHUNK_PODS", 3)
+    calls: list[tuple[str, int]] = []
+
+    def spy(packer: type, method: str) -> None:
+        real = getattr(packer, method)
+
+        def called(self: Any, nodes: Sequence[NewNode], **kwargs: Any) -> Any:
+            calls.append((f"{packer.__name__}.{method}", sum(len(n.pods) for n in nodes)))
+            return real(self, nodes, **kwargs)
+
+        monkeypatch.setattr(packer, method, called)
+
+    for packer in (optimiser.Optimiser, Greedy):
+        spy(packer, "pack")
+        spy(packer, "start")
+
+    def chunks(count: int, *, optimize: bool = True, **spec: Any) -> list[tuple[str, int]]:
+        calls.clear()
+        results = solve(tmp_path, provisioner("default", **spec), *[pod(f"p-{i}", cpu="1") for i in range(count)],
+                        optimize=optimize)
+        assert len(placed(results)) == count
+        return list(calls)
+
+    assert chunks(5) == [("Optimiser.pack", 5)]                    # fewer than twice CHUNK_PODS: whole
+    assert chunks(6) == [("Optimiser.start", 3)] * 2                # chunks, each finished after the last is placed
+    assert chunks(6, limits={"resources": {"cpu": "1000"}}) == [("Optimiser.pack", 6)]   # limits they'd share: whole
+    assert chunks(6, optimize=False) == [("Greedy.pack", 6)]       # Karpenter's greedy: whole, as Karpenter plans
 
 
 @pytest.mark.slow      # plans a batch of a few hundred pods three times, eight fills each

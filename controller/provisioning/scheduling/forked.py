@@ -1,4 +1,5 @@
-"""Calls shared out among this process and others forked from it, so that they run at once.
+"""Calls shared out among this process and others forked from it, so that they run at once (run_forked), or
+started in a process of their own while this one goes on (start).
 
 A forked process shares this one's memory as it was at the fork (copied only where either writes), so a call
 reads whatever it needs without it being sent; only its result comes back, pickled. What a call computes must
@@ -13,9 +14,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from typing import Any, Callable, Sequence, TypeVar
+import signal
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
 T = TypeVar("T")
+
+
+# a forked process runs at this much lower priority: where more processes run than there are cores (a plan's chunks
+# optimised while the next is placed), the one they all wait for keeps its core
+NICER = 10
 
 
 class ForkFailed(Exception):
@@ -63,6 +70,46 @@ def run_forked(calls: Sequence[Callable[[], T]], *, processes: int) -> list[T]:
     return [shares[k % count][k // count] for k in range(len(calls))]
 
 
+class Started(Generic[T]):
+    """A call started by `start`: running in a forked process, or already computed here."""
+
+    def __init__(self, call: Callable[[], T], *, fork: bool) -> None:
+        self._call = call
+        self._running: tuple[Any, Any] | None = None
+        self._done: tuple[T] | None = None
+        if fork and can_fork():
+            try:
+                self._running = _start(multiprocessing.get_context("fork"), [call])
+                return
+            except ForkFailed:
+                pass
+        self._done = (call(),)
+
+    def result(self) -> T:
+        """What the call returned. A process that failed or died has it computed here, now: from this process's
+        state as it is now, not as it was at the start (the caller says whether that may differ)."""
+        if self._done is None:
+            assert self._running is not None
+            process, receiving = self._running
+            try:
+                ok, result = receiving.recv()
+            except (EOFError, OSError):
+                ok, result = False, None
+            finally:
+                receiving.close()
+                process.terminate()
+                process.join()
+            self._done = (result[0],) if ok else (self._call(),)
+        return self._done[0]
+
+
+def start(call: Callable[[], T], *, fork: bool) -> Started[T]:
+    """`call` started now: in a forked process of its own, which works on this process's state as it is now, when
+    `fork` and this platform can (this process goes on meanwhile); else computed here at once, so that either way it
+    works on the state as it is now. `.result()` waits for what it returns."""
+    return Started(call, fork=fork)
+
+
 def _start(context: Any, calls: Sequence[Callable[[], Any]]) -> tuple[Any, Any]:
     """A forked process computing `calls` one after another, and the end of the pipe their results come back on."""
     try:
@@ -76,6 +123,8 @@ def _start(context: Any, calls: Sequence[Callable[[], Any]]) -> tuple[Any, Any]:
 
 
 def _send_results(calls: Sequence[Callable[[], Any]], sending: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)     # ended when done (or when the caller fails): quietly
+    os.nice(NICER)
     outcome: tuple[bool, object]
     try:
         outcome = (True, [call() for call in calls])

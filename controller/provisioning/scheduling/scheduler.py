@@ -43,7 +43,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     first_in_order,
     row_sums,
 )
-from karpy.controller.provisioning.scheduling.packers import PackingOptions, packer_for
+from karpy.controller.provisioning.scheduling.packers import PackingOptions, Started, packer_for
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why, every_provisioner, failed
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -51,6 +51,9 @@ from karpy.controller.provisioning.scheduling.topology import Topology
 MAX_INSTANCE_TYPE_OPTIONS = 60
 FIRST_CHUNK_PODS = 200             # the controller's first chunk of a batch: small, so its first launch starts soon
 FIRST_CHUNK_SECONDS = 0.2          # the optimiser's time on that chunk, at most (past it the greedy's nodes stand)
+# the most pods a chunk takes (but the last): the optimiser's work bounds are set for about so many, and a batch of
+# twice as many is planned in chunks whose optimisation overlaps the next chunk's placing (Scheduler.solve)
+CHUNK_PODS = 5000
 TOPOLOGY_KEYS_FROM_OFFERINGS = (wk.ZONE, wk.CAPACITY_TYPE)
 
 
@@ -494,16 +497,24 @@ class Scheduler:
               first_chunk: int = FIRST_CHUNK_PODS) -> Results:
         """Place every pending pod or give the reason it fits nowhere.
 
-        Without `on_decided` the whole batch is planned at once (`karpy plan`). With it (the controller) the queue
-        is planned in chunks: `first_chunk` pods, then twice as many after each chunk that needed new nodes (a chunk
-        that fit on existing nodes hands over nothing, so the next is as small). Each chunk takes its pods evenly
-        across the queue (take_evenly), so it holds large and small pods as the whole batch does and its nodes pack
-        as the whole plan's would. Each chunk's new nodes
-        are optimised and handed to `on_decided` as soon as they are decided, so a large batch's first launch does
-        not wait for its whole plan; later chunks never add pods to nodes already handed over. A pod that fits
-        nowhere in its chunk is tried again after the last chunk's pods, as the whole-batch queue would try it
-        behind the others. `on_decided` returning False (no longer leading) ends the plan there: the results hold
-        the nodes decided so far, and no pod is reported unschedulable."""
+        The queue is planned in chunks, each taking its pods evenly across the queue (take_evenly), so it holds large
+        and small pods as the whole batch does and its nodes pack as the whole plan's would; later chunks never add
+        pods to an earlier chunk's nodes. A pod that fits nowhere in its chunk is tried again after the last chunk's
+        pods, as the whole-batch queue would try it behind the others. No chunk grows past CHUNK_PODS pods (the
+        optimiser's work bounds are set for about so many), but the last, which takes the rest.
+
+        Without `on_decided` (`karpy plan`) a batch is planned at once, unless it is optimised, holds twice
+        CHUNK_PODS pods or more and no provisioner has limits (its chunks' nodes would share them): then in chunks
+        of CHUNK_PODS whose optimisation is begun as each is placed and finished once all are (Packer.start), so
+        that it runs in a process of its own while the next chunk is placed (when the packing's `processes`
+        allow; the plan is the same either way). Karpenter's greedy plans the batch at once, as Karpenter does.
+
+        With `on_decided` (the controller) the first chunk has `first_chunk` pods, then twice as many after each
+        chunk that needed new nodes (a chunk that fit on existing nodes hands over nothing, so the next is as
+        small). Each chunk's new nodes are optimised and handed to `on_decided` as soon as they are decided, so a
+        large batch's first launch does not wait for its whole plan. `on_decided` returning False (no longer
+        leading) ends the plan there: the results hold the nodes decided so far, and no pod is reported
+        unschedulable."""
         errors: dict[str, Reason] = {}
         broken: dict[str, Reason] = dict(self._unregistered)
         keyed = []
@@ -515,10 +526,22 @@ class Scheduler:
                     broken[pod.key] = failed(failure(e))
         errors.update(broken)
         rest = [pod for _, pod in sorted(keyed, key=lambda kp: kp[0])]
-        size = len(rest) if on_decided is None else max(1, first_chunk)
+        batch = len(rest)
+        # karpy plan's chunks: their optimisation overlaps the next chunk's placing, so their nodes may not share limits
+        deferred = on_decided is None and self.packing.optimize and batch >= 2 * CHUNK_PODS and \
+            all(t.remaining is None for t in self.templates)
+        if on_decided is not None:
+            size = min(max(1, first_chunk), CHUNK_PODS)
+        else:
+            size = CHUNK_PODS if deferred else batch
         decided: list[PlannedNode] = []
         cut_short: list[str] = []
         waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
+        started: list[Started] = []                     # chunks whose optimisation finishes after the last is placed
+
+        def open_node(t: NodeTemplate) -> NewNode:
+            return NewNode(t, self._hostname(t.name))
+
         while True:
             chunk, rest = take_evenly(rest, size)
             if rest:
@@ -527,13 +550,18 @@ class Scheduler:
                 self._place_all(chunk + waiting, errors, broken)
             # the greedy's new nodes are the incumbent: the optimiser returns them unless it finds cheaper
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
-            repacked = packer_for(packing).pack(self.new_nodes, topology=self.topology, options=packing,
-                                                open_node=lambda t: NewNode(t, self._hostname(t.name)))
-            nodes = repacked.nodes
-            if repacked.cut_short is not None:
-                cut_short.append(repacked.cut_short)
-            planned = [self._finalize(n) for n in nodes]
-            decided += planned
+            packer = packer_for(packing)
+            if deferred:
+                # the last chunk is optimised here: nothing is left to place meanwhile
+                here = packing if rest else dataclasses.replace(packing, processes=1)
+                started.append(packer.start(self.new_nodes, topology=self.topology, options=here, batch_pods=batch))
+                planned = []
+            else:
+                repacked = packer.pack(self.new_nodes, topology=self.topology, options=packing, open_node=open_node)
+                if repacked.cut_short is not None:
+                    cut_short.append(repacked.cut_short)
+                planned = [self._finalize(n) for n in repacked.nodes]
+                decided += planned
             self.new_nodes = []                         # handed over: later chunks open nodes of their own
             width = len(self.resource_index)
             self._free_rooms, self._grow_rooms = Rooms(width), Rooms(width)
@@ -542,7 +570,12 @@ class Scheduler:
                 break
             if not rest:
                 break
-            size = size * 2 if planned else size
+            size = min(size * 2, CHUNK_PODS) if planned else size
+        for begun in started:
+            repacked = begun.finish(open_node)
+            if repacked.cut_short is not None:
+                cut_short.append(repacked.cut_short)
+            decided += [self._finalize(n) for n in repacked.nodes]
         return Results(
             new_nodes=decided,
             existing_nodes=[n for n in self.existing if n.pods],

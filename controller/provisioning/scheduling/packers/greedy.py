@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate
-from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
+from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked, Started
 from karpy.controller.provisioning.scheduling.topology import Topology
 
 
@@ -20,3 +20,7 @@ class Greedy:
     def pack(self, nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
              options: PackingOptions) -> Repacked:
         return Repacked(list(nodes))
+
+    def start(self, nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions,
+              batch_pods: int) -> Started:
+        return Started(Repacked(list(nodes)))

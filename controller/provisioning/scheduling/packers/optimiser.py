@@ -30,9 +30,9 @@ group counting it took, so every count a spread or affinity read stays as it was
 
 The fill (2) turns on the order loose pods come in: batches of a few hundred to a
 few thousand pods with anchored nodes run 1-6 with several orders and keep the cheapest.
-A batch of many thousands is dealt into parts, each run through 1-6 on its own. Fills and
-parts may be worked out in processes of their own at once (`PackingOptions.processes`,
-forked.py), as plain data (_PlanData) adopted here, so the plan is the same wherever.
+Fills may be worked out in processes of their own at once (`PackingOptions.processes`,
+forked.py), as plain data (_PlanData) adopted here, so the plan is the same wherever; so
+may a chunk of a large batch (`Optimiser.start`) while the scheduler places the next.
 
 Every placement goes through NewNode.add, which checks every scheduling rule again.
 The result replaces the greedy's only when it costs less: never more expensive.
@@ -68,7 +68,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     smallest,
     some,
 )
-from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked
+from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked, Started
 from karpy.controller.provisioning.scheduling.packers.patterns import cover, solver
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason
@@ -88,7 +88,6 @@ GROW_ROUNDS = 3                  # rounds of growing lopsided nodes (_grow_lopsi
 EVEN_OUT_TRADES = 64             # trades a node may make towards a cheaper type before they are undone
 EVEN_OUT_PARTNERS = 128          # the nodes with the most room in what it sheds that a node trades with, per trade
 EVEN_OUT_IDLE = 4.0              # a node takes two pods for one only with this many times more room idle than it must shed
-PART_PODS = 8000                 # a batch of twice as many pods or more is optimised in parts of about this many
 REFRESH_BLOCK = 512              # nodes _Swaps works out at once (bounds its matrices of nodes by types)
 
 
@@ -110,6 +109,10 @@ class Optimiser:
              options: PackingOptions) -> Repacked:
         return repack(nodes, topology=topology, open_node=open_node, options=options)
 
+    def start(self, nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions,
+              batch_pods: int) -> Started:
+        return start_repack(nodes, topology=topology, options=options, batch_pods=batch_pods)
+
 
 def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
            options: PackingOptions = PackingOptions()) -> Repacked:
@@ -119,21 +122,13 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     nodes returned are copies or new); the templates' remaining limits and the topology's counts end up matching
     whichever set is returned."""
     nodes = list(nodes)
-    if not nodes:
-        return Repacked(nodes)
-    # amounts past int64 (nodes.amounts keeps them exact, as Python integers) are beyond the solver's floats:
-    # such batches keep the greedy's exact plan
-    if any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object for n in nodes):
+    if not _optimisable(nodes):
         return Repacked(nodes)
     if options.max_seconds is not None:
         solver()                                  # imported before the cap's clock starts: its import is no search
-    parts = split_parts(nodes)
     fills = fills_for(nodes, topology)
     started = time.monotonic()
-    if len(parts) > 1:
-        best, moved, cut_short = _repack_parts(parts, fills, topology=topology, open_node=open_node, options=options,
-                                               started=started)
-    elif len(fills) > 1 and options.processes is not None:
+    if len(fills) > 1 and options.processes is not None:
         best, moved, cut_short = _race_fills(nodes, fills, topology=topology, open_node=open_node, options=options,
                                              started=started)
     else:
@@ -143,22 +138,45 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     return Repacked(best, cut_short)
 
 
-def split_parts(nodes: list[NewNode]) -> list[list[NewNode]]:
-    """`nodes` dealt in turn into parts of about PART_PODS pods each, or whole: a batch of fewer than twice
-    PART_PODS pods, or one a template's limits bound (the parts would share them)."""
-    count = sum(len(n.pods) for n in nodes) // PART_PODS
-    if count < 2 or any(n.template.remaining is not None for n in nodes):
-        return [nodes]
-    return [nodes[k::count] for k in range(count)]
+def start_repack(nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions, batch_pods: int) -> Started:
+    """repack() of `nodes`, a chunk of a batch of `batch_pods` pods (whose size chooses the fills), begun now: in a
+    process of its own when `options.processes` allows more than this one, so that the caller goes on meanwhile;
+    finished by `finish(open_node)`. Its plan is made from the state as it is now (the nodes, the topology, the
+    templates' limits), wherever it runs; `finish` adopts it then, naming new nodes and counting moved pods. Only
+    for templates without limits: the plan does not take its nodes' share of them."""
+    nodes = list(nodes)
+    if not _optimisable(nodes):
+        return Started(Repacked(nodes))
+    templates = _templates([nodes])
+    fills = fills_for(nodes, topology, batch_pods=batch_pods)
+    call = functools.partial(_plan_apart, nodes, fills, templates, topology=topology, options=options,
+                             started=time.monotonic(), number=0)
+    planning = forked.start(call, fork=(options.processes or 1) > 1)
+    return Started(lambda open_node: _finish(nodes, planning.result(), templates, topology, open_node))
+
+
+def _finish(nodes: list[NewNode], plan: _PlanData, templates: list[NodeTemplate], topology: Topology,
+            open_node: Callable[[NodeTemplate], NewNode]) -> Repacked:
+    best, moved = _adopt(nodes, plan, templates, open_node)
+    recount(best, moved, topology)
+    return Repacked(best, plan.cut_short)
+
+
+def _optimisable(nodes: list[NewNode]) -> bool:
+    # amounts past int64 (nodes.amounts keeps them exact, as Python integers) are beyond the solver's floats:
+    # such batches keep the greedy's exact plan
+    return bool(nodes) and not any(n.template.allocatable.dtype == object or np.asarray(n.used).dtype == object
+                                   for n in nodes)
 
 
 Fill = tuple[str, str]          # the order loose pods come in (FILL_ORDERS) and the tie-break (FILL_TIES)
 
 
-def fills_for(nodes: list[NewNode], topology: Topology) -> list[Fill]:
+def fills_for(nodes: list[NewNode], topology: Topology, *, batch_pods: int | None = None) -> list[Fill]:
     """The fills a batch's re-packing tries. The fill is a heuristic whose outcome turns on the order pods come in:
-    batches of PORTFOLIO_PODS try several (the order matters only where loose pods fill nodes that keep others)."""
-    pods = sum(len(n.pods) for n in nodes)
+    batches of PORTFOLIO_PODS try several (the order matters only where loose pods fill nodes that keep others).
+    `batch_pods`: the size of the batch `nodes` are a chunk of (its fills are the chunk's), else their pods'."""
+    pods = batch_pods if batch_pods is not None else sum(len(n.pods) for n in nodes)
     if PORTFOLIO_PODS[0] <= pods <= PORTFOLIO_PODS[1] and any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
         return [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
     return [LARGE_BATCH_FILL if pods > PORTFOLIO_PODS[1] else (FILL_ORDERS[0], FILL_TIES[0])]
@@ -245,23 +263,6 @@ def _plan_each(jobs: list[tuple[list[NewNode], Sequence[Fill]]], templates: list
         return forked.run_forked(calls, processes=options.processes or 1)
     except forked.ForkFailed:
         return [call() for call in calls]            # the same plans, here
-
-
-def _repack_parts(parts: list[list[NewNode]], fills: Sequence[Fill], *, topology: Topology,
-                  open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions, started: float
-                  ) -> tuple[list[NewNode], set[int], str | None]:
-    """Each part optimised on its own with the batch's fills: a part's loose pods stay on its nodes. Each part is
-    large, so little is lost, and its searches cover fewer nodes."""
-    templates = _templates(parts)
-    plans = _plan_each([(part, fills) for part in parts], templates, topology=topology, options=options, started=started)
-    best: list[NewNode] = []
-    moved: set[int] = set()
-    for part, plan in zip(parts, plans):
-        nodes, ids = _adopt(part, plan, templates, open_node)
-        best += nodes
-        moved |= ids
-    cut_short = [plan.cut_short for plan in plans if plan.cut_short is not None]
-    return best, moved, "; ".join(cut_short) if cut_short else None
 
 
 def _race_fills(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topology,

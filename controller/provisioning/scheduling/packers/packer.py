@@ -42,6 +42,16 @@ class Repacked:
     cut_short: str | None = None
 
 
+class Started:
+    """A packing begun by `Packer.start`: `finish(open_node)` gives what it chose, naming its new nodes then."""
+
+    def __init__(self, done: Repacked | Callable[[Callable[[NodeTemplate], NewNode]], Repacked]) -> None:
+        self._done = done
+
+    def finish(self, open_node: Callable[[NodeTemplate], NewNode]) -> Repacked:
+        return self._done if isinstance(self._done, Repacked) else self._done(open_node)
+
+
 class Packer(Protocol):
     def pack(self, nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[[NodeTemplate], NewNode],
              options: PackingOptions) -> Repacked:
@@ -50,4 +60,12 @@ class Packer(Protocol):
         `open_node(template)` makes an empty new node (naming it). The nodes passed in are left as they are (the
         nodes returned are copies or new, or `nodes` themselves); the templates' remaining limits end up matching
         whichever set is returned."""
+        ...
+
+    def start(self, nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions,
+              batch_pods: int) -> Started:
+        """pack() of `nodes`, one chunk of a batch of `batch_pods` pods, begun now from the state as it is now and
+        finished later (Started.finish), when the caller has gone on to place the next chunk: so it may be worked
+        out meanwhile in a process of its own. The caller changes none of `nodes` before finishing, and their
+        templates have no limits."""
         ...
