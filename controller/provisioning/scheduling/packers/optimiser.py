@@ -147,7 +147,7 @@ def start_repack(nodes: Sequence[NewNode], *, topology: Topology, options: Packi
     nodes = list(nodes)
     if not _optimisable(nodes):
         return Started(Repacked(nodes))
-    templates = _templates([nodes])
+    templates = _templates(nodes)
     fills = fills_for(nodes, topology, batch_pods=batch_pods)
     call = functools.partial(_plan_apart, nodes, fills, templates, topology=topology, options=options,
                              started=time.monotonic(), number=0)
@@ -187,7 +187,7 @@ def _best_fill(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topolog
                started: float) -> tuple[list[NewNode], set[int], str | None]:
     """The cheapest plan `fills` find for `nodes` (or `nodes` itself), the pods it moved (by id), and what the
     safety cap left undone; the topology's counts are left to the caller (recount)."""
-    templates = _templates([nodes])
+    templates = _templates(nodes)
     saved = [t.remaining for t in templates]
     best, best_cost, best_remaining = nodes, total_cost(nodes), saved
     cut_short = None
@@ -270,7 +270,7 @@ def _race_fills(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topolo
                 ) -> tuple[list[NewNode], set[int], str | None]:
     """Each fill's plan made on its own, up to `options.processes` at once; the cheapest kept (of equal cost the one
     with fewer nodes, then the earlier fill), as _best_fill keeps it."""
-    templates = _templates([nodes])
+    templates = _templates(nodes)
     plans = _plan_each([(nodes, [fill]) for fill in fills], templates, topology=topology, options=options,
                        started=started)
     chosen = plans[0]
@@ -281,8 +281,8 @@ def _race_fills(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topolo
     return best, moved, next((plan.cut_short for plan in plans if plan.cut_short is not None), None)
 
 
-def _templates(parts: list[list[NewNode]]) -> list[NodeTemplate]:
-    return list({id(n.template): n.template for part in parts for n in part}.values())
+def _templates(nodes: list[NewNode]) -> list[NodeTemplate]:
+    return list({id(n.template): n.template for n in nodes}.values())
 
 
 def _adopt(nodes: list[NewNode], plan: _PlanData, templates: list[NodeTemplate],

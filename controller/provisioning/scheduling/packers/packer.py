@@ -27,10 +27,10 @@ class PackingOptions:
     # the best plan found so far stands, so a burst never waits on the optimiser (the controller sets one,
     # `karpy plan` does not)
     max_seconds: float | None = None
-    # how many processes the optimiser may make its plans in at once, this one included (forked.py): a large batch's
-    # parts, a mid-sized batch's fills (optimiser.py); its plan is the same whichever number. None (the controller,
-    # whose other threads a fork would not copy): all in this process, a batch's fills one after the other under
-    # the safety cap, its new nodes named as they open
+    # how many processes the optimiser may make its plans in at once, this one included (forked.py): a large
+    # batch's chunks (Packer.start), a mid-sized batch's fills (optimiser.py); its plan is the same whichever number.
+    # None (the controller, whose other threads a fork would not copy): all in this process, a batch's fills one
+    # after the other under the safety cap, its new nodes named as they open
     processes: int | None = None
 
 
