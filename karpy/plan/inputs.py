@@ -12,6 +12,7 @@ nothing is raised past `load()` but PlanInputError.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import sys
@@ -40,6 +41,7 @@ from karpy.controller.cloudprovider.catalog import (
     built_in,
     catalog_from_document,
 )
+from karpy.controller.provisioning.scheduling import forked
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot
 from karpy.plan import yaml_reader
@@ -47,15 +49,19 @@ from karpy.plan.fields import model_of, unknown_fields
 
 WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
 PROVISIONER = ("karpenter.sh/v1alpha5", "Provisioner")
+POD = ("v1", "Pod")
 NODEPOOL = ("karpenter.sh/v1", "NodePool")
 EC2NODECLASS = ("karpenter.k8s.aws/v1", "EC2NodeClass")
 # every kind plan reads (an InstanceTypeCatalog too): each is checked for unknown fields
-READ_KINDS = WORKLOADS | {PROVISIONER, NODEPOOL, EC2NODECLASS, ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("apps/v1", "DaemonSet"),
+READ_KINDS = WORKLOADS | {PROVISIONER, NODEPOOL, EC2NODECLASS, POD, ("v1", "Node"), ("v1", "Namespace"), ("apps/v1", "DaemonSet"),
                           ("policy/v1", "PodDisruptionBudget"), (CATALOG_API_VERSION, CATALOG_KIND)}
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
                  "CustomResourceDefinition", "Event", "Lease", "NodeClaim"}
 _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)     # a bare `---` line between documents
+# this many pods or more are checked for unknown fields in a process of their own while the rest is read: fewer
+# take less time than starting it
+FORKED_CHECK_PODS = 2000
 
 
 class PlanInputError(ValueError):
@@ -163,20 +169,25 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     owners = _owners_named(docs)
     node_classes = _node_classes(docs, problems)
     first_seen: dict[str, Document] = {}
-    for d in docs:
+    # pods are checked for unknown fields while the others are read (in a process of its own when they are many);
+    # a pod with unknown fields reports them, not what reading it found
+    pod_docs = [d for d in docs if (d.body.get("apiVersion"), d.body.get("kind")) == POD]
+    checking = forked.start(functools.partial(_unknown_fields_of, pod_docs), fork=len(pod_docs) >= FORKED_CHECK_PODS)
+    found: dict[int, str] = {}                      # per document (by place), its problem
+    for at, d in enumerate(docs):
         kind, api_version = d.body.get("kind"), d.body.get("apiVersion")
         try:
-            if (api_version, kind) in READ_KINDS:
+            if (api_version, kind) in READ_KINDS and (api_version, kind) != POD:
                 _strict(d)
             if (api_version, kind) in (PROVISIONER, NODEPOOL):
                 # one namespace of names: a node's owner label and the plan's `provisioner` field name either
                 parsed = _provisioner(d, aws=aws) if kind == PROVISIONER[1] else _node_pool(d, node_classes)
                 if parsed.name in first_seen:
-                    problems.append(f"{d.where()}: {kind} {parsed.name!r} is given more than once, as Provisioner or"
-                                    f" NodePool (first in {first_seen[parsed.name].where()})")
+                    found[at] = (f"{d.where()}: {kind} {parsed.name!r} is given more than once, as Provisioner or"
+                                 f" NodePool (first in {first_seen[parsed.name].where()})")
                 first_seen.setdefault(parsed.name, d)
                 provisioners.append(parsed)
-            elif (api_version, kind) == ("v1", "Pod"):
+            elif (api_version, kind) == POD:
                 pods.append(PodInfo.parse(d.body, namespace_labels=namespaces))
             elif (api_version, kind) == ("v1", "Node"):
                 nodes.append(_node(d))
@@ -196,9 +207,15 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
             elif kind in IGNORED_KINDS:
                 warnings.append(f"{d.where()}: ignored (does not affect scheduling)")
             else:
-                problems.append(f"{d.where()}: unsupported document {api_version}/{kind}")
+                found[at] = f"{d.where()}: unsupported document {api_version}/{kind}"
         except (PodError, FieldProblem) as e:
-            problems.append(f"{d.where()}: {e}")
+            found[at] = f"{d.where()}: {e}"
+    unknown = checking.result()
+    if unknown:
+        at_of = {id(d): at for at, d in enumerate(docs)}
+        for k, paths in unknown.items():
+            found[at_of[id(pod_docs[k])]] = f"{pod_docs[k].where()}: {paths}"
+    problems += [found[at] for at in sorted(found)]
     if problems:
         raise PlanInputError(problems)
     assert chosen is not None
@@ -207,6 +224,17 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
 
 class FieldProblem(ValueError):
     """One document's problems, already rendered with their paths."""
+
+
+def _unknown_fields_of(docs: Sequence[Document]) -> dict[int, str]:
+    """Per document of `docs` (by place) that has fields its kind lacks, what _strict says of them."""
+    out = {}
+    for k, d in enumerate(docs):
+        try:
+            _strict(d)
+        except FieldProblem as e:
+            out[k] = str(e)
+    return out
 
 
 def _strict(d: Document) -> None:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from karpy.main import main
+from karpy.plan import inputs
 from karpy.plan.fields import model_of, unknown_fields
 from tests.builders import catalog, daemonset, deployment, instance_type, node, pod, provisioner
 from tests.plan.conftest import Plan
@@ -97,3 +98,19 @@ def test_input_without_documents_is_refused_saying_so(tmp_path: Path, capsys: py
     assert main(["plan", "-f", str(path)]) == 2
     out, err = capsys.readouterr()
     assert (out, err) == ("", f"karpy plan: no objects passed to plan: {path} holds no documents\n")
+
+
+@pytest.mark.parametrize("forked_from", [2, 10_000], ids=["forked", "here"])
+def test_pods_checked_while_the_rest_is_read_report_in_document_order_their_unknown_fields_first(
+        plan: Plan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked_from: int) -> None:
+    monkeypatch.setattr(inputs, "FORKED_CHECK_PODS", forked_from)
+    unknown_and_unreadable = typo(pod("both", cpu="lots"), lambda p: p["spec"].update(nodeSelecter={}))
+    run = plan(provisioner("base"), pod("fine"), pod("unreadable", cpu="lots"), unknown_and_unreadable,
+               typo(provisioner("base"), lambda p: p["spec"].update(ttlSecondsAfterEmty=30)),
+               typo(pod("typo"), lambda p: p["metadata"].update(lables={})))
+    assert run.code == 2 and run.out == ""
+    lines = run.err.splitlines()
+    assert [line.split("(")[1].split(")")[0] for line in lines] == [
+        'Pod "unreadable"', 'Pod "both"', 'Provisioner "base"', 'Pod "typo"'], run.err
+    assert "cpu" in lines[0] and "spec.nodeSelecter: unknown field" in lines[1] and "lots" not in lines[1]
+    assert "metadata.lables: unknown field" in lines[3]
