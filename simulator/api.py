@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import threading
 from typing import Any
 
 from karpy.kubeclient.raw import now_rfc3339
@@ -74,6 +75,7 @@ class API:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
         self.registry = registry
+        self._evicting = threading.Lock()
 
     # --- helpers -------------------------------------------------------------------------
     def _webhook_configs(self, key: str) -> list[Obj]:
@@ -287,6 +289,12 @@ class API:
         raise Conflict(f'pods/binding "{name}": too many conflicting writes')
 
     def evict(self, namespace: str, name: str, eviction: Obj) -> None:
+        # the API server takes a disruption from the budget's status on condition of its resourceVersion, so
+        # evictions sent at once (as kubectl drain sends them) are decided one after another, each seeing the last
+        with self._evicting:
+            self._evict(namespace, name, eviction)
+
+    def _evict(self, namespace: str, name: str, eviction: Obj) -> None:
         pod = self.store.get("pods", namespace, name)
         pdbs, _ = self.store.list("poddisruptionbudgets.policy", namespace)
         pods, _ = self.store.list("pods", namespace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
+from karpy.simulator import disruption
 from tests.builders import pod
 from tests.simulator.conftest import Kube
 
@@ -371,3 +373,43 @@ def test_pods_listed_by_node_follow_binds_and_deletes(kube: Kube) -> None:
     assert on("system-1") == [f"{app}-a"]
     kube.core.delete_namespaced_pod(f"{app}-a", "default", grace_period_seconds=0)
     assert on("system-1") == []
+
+
+def test_evictions_at_once_take_no_more_than_the_budget_allows(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
+    verdict = disruption.eviction_verdict
+
+    def slow_verdict(*args: Any) -> Any:
+        time.sleep(0.05)                              # every request reads the budget before any pod goes
+        return verdict(*args)
+
+    monkeypatch.setattr(disruption, "eviction_verdict", slow_verdict)
+    app = name("race")
+    count = 8
+    for i in range(count):
+        kube.core.create_namespaced_pod("default", pod(f"{app}-{i}", labels={"app": app}, node_name="system-0"))
+        running(kube, f"{app}-{i}")
+    kube.policy.create_namespaced_pod_disruption_budget("default", {
+        "metadata": {"name": app}, "spec": {"minAvailable": count - 1, "selector": {"matchLabels": {"app": app}}}})
+    start = threading.Barrier(count)
+    codes: list[int] = []
+
+    def evict(i: int) -> None:
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": f"{app}-{i}"},
+                    "deleteOptions": {"gracePeriodSeconds": 0}}
+        start.wait()
+        try:
+            kube.core.create_namespaced_pod_eviction(f"{app}-{i}", "default", eviction)
+            codes.append(201)
+        except ApiException as e:
+            codes.append(int(e.status))
+
+    threads = [threading.Thread(target=evict, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(codes) == [201] + [429] * (count - 1), codes      # sent at once, as kubectl drain sends them
+    left = [p for p in kube.core.list_namespaced_pod("default", label_selector=f"app={app}").items]
+    assert len(left) == count - 1
+    for p in left:
+        kube.core.delete_namespaced_pod(p.metadata.name, "default", grace_period_seconds=0)
