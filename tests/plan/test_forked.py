@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 from typing import Callable
 
 import pytest
@@ -61,3 +62,12 @@ def test_a_started_call_whose_process_fails_or_dies_is_computed_here_when_its_re
     dying = forked.start(lambda: os._exit(3) if state["dies"] else os.getpid(), fork=True)
     state["dies"] = False
     assert dying.result() == os.getpid()
+
+
+def test_a_forked_process_runs_nicer_leaves_interrupts_to_its_caller_and_ends_quietly_when_terminated() -> None:
+    pid, on_interrupt, on_terminate, niceness = forked.start(
+        lambda: (os.getpid(), signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), os.nice(0)),
+        fork=True).result()
+    assert pid != os.getpid()
+    assert on_interrupt == signal.SIG_IGN and on_terminate == signal.SIG_DFL
+    assert niceness == min(19, os.nice(0) + forked.NICER)

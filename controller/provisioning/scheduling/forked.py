@@ -124,6 +124,7 @@ def _start(context: Any, calls: Sequence[Callable[[], Any]]) -> tuple[Any, Any]:
 
 def _send_results(calls: Sequence[Callable[[], Any]], sending: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)     # ended when done (or when the caller fails): quietly
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # ^C reaches the whole process group: the caller's to handle
     os.nice(NICER)
     outcome: tuple[bool, object]
     try:
