@@ -171,8 +171,9 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     first_seen: dict[str, Document] = {}
     # pods are checked for unknown fields while the others are read (in a process of its own when they are many);
     # a pod with unknown fields reports them, not what reading it found
-    pod_docs = [d for d in docs if (d.body.get("apiVersion"), d.body.get("kind")) == POD]
-    checking = forked.start(functools.partial(_unknown_fields_of, pod_docs), fork=len(pod_docs) >= FORKED_CHECK_PODS)
+    pod_places = [at for at, d in enumerate(docs) if (d.body.get("apiVersion"), d.body.get("kind")) == POD]
+    checking = forked.start(functools.partial(_unknown_fields_of, [docs[at] for at in pod_places]),
+                            fork=len(pod_places) >= FORKED_CHECK_PODS)
     found: dict[int, str] = {}                      # per document (by place), its problem
     for at, d in enumerate(docs):
         kind, api_version = d.body.get("kind"), d.body.get("apiVersion")
@@ -210,11 +211,8 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
                 found[at] = f"{d.where()}: unsupported document {api_version}/{kind}"
         except (PodError, FieldProblem) as e:
             found[at] = f"{d.where()}: {e}"
-    unknown = checking.result()
-    if unknown:
-        at_of = {id(d): at for at, d in enumerate(docs)}
-        for k, paths in unknown.items():
-            found[at_of[id(pod_docs[k])]] = f"{pod_docs[k].where()}: {paths}"
+    for k, paths in checking.result().items():
+        found[pod_places[k]] = f"{docs[pod_places[k]].where()}: {paths}"
     problems += [found[at] for at in sorted(found)]
     if problems:
         raise PlanInputError(problems)

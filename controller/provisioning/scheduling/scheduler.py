@@ -43,7 +43,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     first_in_order,
     row_sums,
 )
-from karpy.controller.provisioning.scheduling.packers import PackingOptions, Started, packer_for
+from karpy.controller.provisioning.scheduling.packers import PackingOptions, StartedPacking, packer_for
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason, Why, every_provisioner, failed
 from karpy.controller.provisioning.scheduling.topology import Topology
@@ -537,7 +537,7 @@ class Scheduler:
         decided: list[PlannedNode] = []
         cut_short: list[str] = []
         waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
-        started: list[Started] = []                     # chunks whose optimisation finishes after the last is placed
+        started: list[StartedPacking] = []              # chunks whose optimisation finishes after the last is placed
 
         def open_node(t: NodeTemplate) -> NewNode:
             return NewNode(t, self._hostname(t.name))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from karpy.controller.provisioning.scheduling.packers.greedy import Greedy
 from karpy.controller.provisioning.scheduling.packers.optimiser import Optimiser
-from karpy.controller.provisioning.scheduling.packers.packer import Packer, PackingOptions, Repacked, Started
+from karpy.controller.provisioning.scheduling.packers.packer import Packer, PackingOptions, Repacked, StartedPacking
 
-__all__ = ["Greedy", "Optimiser", "Packer", "PackingOptions", "Repacked", "Started", "packer_for"]
+__all__ = ["Greedy", "Optimiser", "Packer", "PackingOptions", "Repacked", "StartedPacking", "packer_for"]
 
 
 def packer_for(options: PackingOptions) -> Packer:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from karpy.controller.provisioning.scheduling.nodes import NewNode, NodeTemplate
-from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked, Started
+from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked, StartedPacking
 from karpy.controller.provisioning.scheduling.topology import Topology
 
 
@@ -22,5 +22,5 @@ class Greedy:
         return Repacked(list(nodes))
 
     def start(self, nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions,
-              batch_pods: int) -> Started:
-        return Started(Repacked(list(nodes)))
+              batch_pods: int) -> StartedPacking:
+        return StartedPacking(Repacked(list(nodes)))

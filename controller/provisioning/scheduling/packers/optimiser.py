@@ -68,7 +68,7 @@ from karpy.controller.provisioning.scheduling.nodes import (
     smallest,
     some,
 )
-from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked, Started
+from karpy.controller.provisioning.scheduling.packers.packer import PackingOptions, Repacked, StartedPacking
 from karpy.controller.provisioning.scheduling.packers.patterns import cover, solver
 from karpy.controller.provisioning.scheduling.pods import PodInfo
 from karpy.controller.provisioning.scheduling.reasons import Reason
@@ -110,7 +110,7 @@ class Optimiser:
         return repack(nodes, topology=topology, open_node=open_node, options=options)
 
     def start(self, nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions,
-              batch_pods: int) -> Started:
+              batch_pods: int) -> StartedPacking:
         return start_repack(nodes, topology=topology, options=options, batch_pods=batch_pods)
 
 
@@ -138,7 +138,7 @@ def repack(nodes: Sequence[NewNode], *, topology: Topology, open_node: Callable[
     return Repacked(best, cut_short)
 
 
-def start_repack(nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions, batch_pods: int) -> Started:
+def start_repack(nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions, batch_pods: int) -> StartedPacking:
     """repack() of `nodes`, a chunk of a batch of `batch_pods` pods (whose size chooses the fills), begun now: in a
     process of its own when `options.processes` allows more than this one, so that the caller goes on meanwhile;
     finished by `finish(open_node)`. Its plan is made from the state as it is now (the nodes, the topology, the
@@ -146,13 +146,13 @@ def start_repack(nodes: Sequence[NewNode], *, topology: Topology, options: Packi
     for templates without limits: the plan does not take its nodes' share of them."""
     nodes = list(nodes)
     if not _optimisable(nodes):
-        return Started(Repacked(nodes))
+        return StartedPacking(Repacked(nodes))
     templates = _templates(nodes)
     fills = fills_for(nodes, topology, batch_pods=batch_pods)
     call = functools.partial(_plan_apart, nodes, fills, templates, topology=topology, options=options,
                              started=time.monotonic(), number=0)
     planning = forked.start(call, fork=(options.processes or 1) > 1)
-    return Started(lambda open_node: _finish(nodes, planning.result(), templates, topology, open_node))
+    return StartedPacking(lambda open_node: _finish(nodes, planning.result(), templates, topology, open_node))
 
 
 def _finish(nodes: list[NewNode], plan: _PlanData, templates: list[NodeTemplate], topology: Topology,
@@ -175,7 +175,7 @@ Fill = tuple[str, str]          # the order loose pods come in (FILL_ORDERS) and
 def fills_for(nodes: list[NewNode], topology: Topology, *, batch_pods: int | None = None) -> list[Fill]:
     """The fills a batch's re-packing tries. The fill is a heuristic whose outcome turns on the order pods come in:
     batches of PORTFOLIO_PODS try several (the order matters only where loose pods fill nodes that keep others).
-    `batch_pods`: the size of the batch `nodes` are a chunk of (its fills are the chunk's), else their pods'."""
+    `batch_pods`: when `nodes` are a chunk of a batch, the batch's pods (the chunk takes the batch's fills)."""
     pods = batch_pods if batch_pods is not None else sum(len(n.pods) for n in nodes)
     if PORTFOLIO_PODS[0] <= pods <= PORTFOLIO_PODS[1] and any(pins_of(p, n, topology) is None for n in nodes for p in n.pods):
         return [(order, tie) for tie in FILL_TIES for order in FILL_ORDERS]
@@ -254,25 +254,18 @@ def _pods_of(nodes: list[NewNode]) -> list[PodInfo]:
     return [p for n in nodes for p in n.pods]
 
 
-def _plan_each(jobs: list[tuple[list[NewNode], Sequence[Fill]]], templates: list[NodeTemplate], *, topology: Topology,
-               options: PackingOptions, started: float) -> list[_PlanData]:
-    """A plan per job (nodes, fills), made up to `options.processes` at once (forked.py), each as it would be alone."""
-    calls = [functools.partial(_plan_apart, nodes, fills, templates, topology=topology, options=options,
-                               started=started, number=k) for k, (nodes, fills) in enumerate(jobs)]
-    try:
-        return forked.run_forked(calls, processes=options.processes or 1)
-    except forked.ForkFailed:
-        return [call() for call in calls]            # the same plans, here
-
-
 def _race_fills(nodes: list[NewNode], fills: Sequence[Fill], *, topology: Topology,
                 open_node: Callable[[NodeTemplate], NewNode], options: PackingOptions, started: float
                 ) -> tuple[list[NewNode], set[int], str | None]:
     """Each fill's plan made on its own, up to `options.processes` at once; the cheapest kept (of equal cost the one
     with fewer nodes, then the earlier fill), as _best_fill keeps it."""
     templates = _templates(nodes)
-    plans = _plan_each([(nodes, [fill]) for fill in fills], templates, topology=topology, options=options,
-                       started=started)
+    calls = [functools.partial(_plan_apart, nodes, [fill], templates, topology=topology, options=options,
+                               started=started, number=k) for k, fill in enumerate(fills)]
+    try:
+        plans = forked.run_forked(calls, processes=options.processes or 1)
+    except forked.ForkFailed:
+        plans = [call() for call in calls]            # the same plans, here
     chosen = plans[0]
     for plan in plans[1:]:
         if better(plan.cost, len(plan.nodes), chosen.cost, len(chosen.nodes)):

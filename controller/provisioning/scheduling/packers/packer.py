@@ -42,7 +42,7 @@ class Repacked:
     cut_short: str | None = None
 
 
-class Started:
+class StartedPacking:
     """A packing begun by `Packer.start`: `finish(open_node)` gives what it chose, naming its new nodes then."""
 
     def __init__(self, done: Repacked | Callable[[Callable[[NodeTemplate], NewNode]], Repacked]) -> None:
@@ -63,9 +63,9 @@ class Packer(Protocol):
         ...
 
     def start(self, nodes: Sequence[NewNode], *, topology: Topology, options: PackingOptions,
-              batch_pods: int) -> Started:
-        """pack() of `nodes`, one chunk of a batch of `batch_pods` pods, begun now from the state as it is now and
-        finished later (Started.finish), when the caller has gone on to place the next chunk: so it may be worked
-        out meanwhile in a process of its own. The caller changes none of `nodes` before finishing, and their
-        templates have no limits."""
+              batch_pods: int) -> StartedPacking:
+        """pack() of `nodes`, one chunk of a batch of `batch_pods` pods, begun now from the state as it is now
+        and finished later (StartedPacking.finish), when the caller has gone on to place the next chunk: so it may
+        be worked out meanwhile in a process of its own. The caller changes none of `nodes` before finishing, and
+        their templates have no limits."""
         ...
