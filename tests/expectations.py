@@ -119,7 +119,8 @@ def expect_provisioned(*objects: Mapping[str, Any], catalog: str = "aws", node_c
     InstanceTypeCatalog is among `objects`). Bad input raises PlanInputError, naming each problem."""
     from karpy.controller.provisioning.scheduling.packers import PackingOptions
     from karpy.controller.provisioning.scheduling.scheduler import Scheduler
-    from karpy.plan.inputs import Document, from_documents
+    from karpy.plan.documents import Document
+    from karpy.plan.inputs import from_documents
     from karpy.plan.render import plan_json
 
     loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(objects, 1)], catalog=catalog)
@@ -135,7 +136,8 @@ def expect_consolidated(*objects: Mapping[str, Any], catalog: str = "aws", now: 
     """What `karpy plan --consolidate -o json` prints for `objects` (its `decisionSeconds` aside), decided in process
     at `now` (the wall clock by default); `options` are the Consolidator's keyword arguments."""
     from karpy.controller.consolidation.decisions import Consolidator
-    from karpy.plan.inputs import Document, from_documents
+    from karpy.plan.documents import Document
+    from karpy.plan.inputs import from_documents
     from karpy.plan.render import consolidation_json
 
     loaded = from_documents([Document("<test>", i, o) for i, o in enumerate(objects, 1)], catalog=catalog)

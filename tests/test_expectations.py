@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from karpy.plan.inputs import PlanInputError
+from karpy.plan.documents import PlanInputError
 from tests.builders import node, pod, provisioner
 from tests.expectations import expect_nodes, expect_not_scheduled, expect_provisioned, expect_scheduled
 

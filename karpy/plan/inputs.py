@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import re
-import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import pydantic
-import yaml
 
 from karpy.apis.awsnodetemplate_validation import decode_awsnodetemplate
 from karpy.apis.errors import FieldError, from_validation_error
@@ -44,7 +40,7 @@ from karpy.controller.cloudprovider.catalog import (
 from karpy.controller.provisioning.scheduling import forked
 from karpy.controller.provisioning.scheduling.pods import PodError, PodInfo
 from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot
-from karpy.plan import yaml_reader
+from karpy.plan.documents import Document, PlanInputError, Reading, read_documents, start_reading
 from karpy.plan.fields import model_of, unknown_fields
 
 WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
@@ -58,18 +54,9 @@ READ_KINDS = WORKLOADS | {PROVISIONER, NODEPOOL, EC2NODECLASS, POD, ("v1", "Node
 IGNORED_KINDS = {"Service", "ConfigMap", "Secret", "ServiceAccount", "Ingress", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding", "HorizontalPodAutoscaler", "PersistentVolumeClaim", "NetworkPolicy",
                  "CustomResourceDefinition", "Event", "Lease", "NodeClaim"}
-_DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)     # a bare `---` line between documents
 # this many pods or more are checked for unknown fields in a process of their own while the rest is read: fewer
 # take less time than starting it
 FORKED_CHECK_PODS = 2000
-
-
-class PlanInputError(ValueError):
-    """Invalid input; str() is one line per problem."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = list(problems)
 
 
 @dataclasses.dataclass
@@ -79,76 +66,14 @@ class PlanInput:
     warnings: list[str]
 
 
-@dataclasses.dataclass(frozen=True)
-class Document:
-    source: str
-    index: int                        # 1-based, in its file
-    body: Mapping[str, Any]
-
-    def where(self) -> str:
-        kind = self.body.get("kind", "?")
-        name = (self.body.get("metadata") or {}).get("name") if isinstance(self.body.get("metadata"), Mapping) else None
-        return f"{self.source}: document {self.index} ({kind} {json.dumps(name)})" if name else f"{self.source}: document {self.index} ({kind})"
-
-
-def read_documents(paths: Sequence[str]) -> list[Document]:
-    """Every document of every file (`List` documents expanded); raises PlanInputError."""
-    docs: list[Document] = []
-    problems = []
-    for path in paths:
-        try:
-            text = Path(path).read_text(encoding="utf-8") if path != "-" else sys.stdin.read()
-        except OSError as e:
-            problems.append(f"{path}: {e.strerror or e}")
-            continue
-        except UnicodeDecodeError:
-            problems.append(f"{path}: not UTF-8 text")
-            continue
-        try:
-            loaded = _json_documents(text)
-            if loaded is None:
-                loaded = yaml_reader.load_all(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            problems.append(f"{path}: not valid YAML or JSON{at}: {getattr(e, 'problem', None) or e}")
-            continue
-        index = 0
-        for body in loaded:
-            if body is None:
-                continue
-            index += 1
-            if not isinstance(body, Mapping):
-                problems.append(f"{path}: document {index}: not a mapping (got {type(body).__name__})")
-                continue
-            if body.get("kind") == "List" and isinstance(body.get("items"), list):
-                docs += [Document(path, index, item) for item in body["items"] if isinstance(item, Mapping)]
-            else:
-                docs.append(Document(path, index, body))
-    if problems:
-        raise PlanInputError(problems)
-    return docs
-
-
-def _json_documents(text: str) -> list[Any] | None:
-    """The documents of `text` when every one of them is JSON (as `kubectl get -o json` and generated inputs
-    are), else None for the YAML reader: JSON is YAML, and reading it as JSON is many times faster."""
-    chunks = _DOCUMENT_START.split(text)
-    if not text.lstrip().startswith(("{", "[", "---")):
-        return None
-    try:
-        return [json.loads(chunk) for chunk in chunks if chunk.strip()]
-    except ValueError:
-        return None
-
-
-def load(paths: Sequence[str], *, catalog: str = "aws") -> PlanInput:
-    """Read `paths` into a PlanInput; raises PlanInputError listing every problem, or saying that the files
-    hold no documents at all (as kubectl says "no objects passed to apply")."""
-    docs = read_documents(paths)
+def load(paths: Sequence[str] | Reading, *, catalog: str = "aws") -> PlanInput:
+    """Read `paths` (or the files being read) into a PlanInput; raises PlanInputError listing every problem, or
+    saying that the files hold no documents at all (as kubectl says "no objects passed to apply")."""
+    reading = paths if isinstance(paths, Reading) else start_reading(paths)
+    docs = reading.documents()
     if not docs:
-        named = ", ".join("standard input" if p == "-" else p for p in paths)
-        raise PlanInputError([f"no objects passed to plan: {named} {'holds' if len(paths) == 1 else 'hold'} no documents"])
+        named = ", ".join("standard input" if p == "-" else p for p in reading.paths)
+        raise PlanInputError([f"no objects passed to plan: {named} {'holds' if len(reading.paths) == 1 else 'hold'} no documents"])
     return from_documents(docs, catalog=catalog)
 
 

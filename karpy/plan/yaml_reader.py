@@ -9,13 +9,14 @@ in one recursive pass. A document holding anything else (a merge key, a timestam
 self-referencing alias) is built by PyYAML's own constructor, with its own errors.
 
 A long text is cut at document starts into one part per core, and the parts are read at once, each in a
-process of its own (forked). A `---` line ends whatever was open (a block scalar; a quoted one is an
+process of its own (forked), while the process that asked goes on. A `---` line ends whatever was open (a block scalar; a quoted one is an
 error) and an anchor names a node of its own document, so the parts' documents, in order, are the text's. Whatever goes wrong there, the whole text is read again
 here, so an error names its line in the text."""
 
 from __future__ import annotations
 
 import functools
+import marshal
 import re
 from typing import Any
 
@@ -89,47 +90,91 @@ class _Loader(_BaseLoader):
         return out
 
 
+# the share of a long text read in the process that asked, after what it goes on with meanwhile (`karpy plan`
+# imports its planning modules, about as long as reading a tenth of a 20,000-pod file): the others start at once
+FIRST_SHARE = 0.4
 PARALLEL_CHARS = 1_000_000       # a shorter text is read in this process alone: starting others costs more than it saves
 MAX_PARTS = 8
 _DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)   # a `---` line: a document starts
-_DIRECTIVE = re.compile(r"^%", re.MULTILINE)                      # `%YAML`, `%TAG`: they apply to the next document
 
 
 def load_all(text: str, *, parts: int | None = None) -> list[Any]:
     """Every document of `text`, as PyYAML's safe loader gives them; raises yaml.YAMLError as it does. `parts`:
-    how many processes read it at once (default: one per core for a long text, else one)."""
+    how many processes read it at once (default: one per core for a long text, else this one alone)."""
+    return start_loading(text, parts=parts).result()
+
+
+def start_loading(text: str, *, parts: int | None = None) -> Loading:
+    """load_all(text) begun now: a long text's later parts are read in forked processes, one each, while this one
+    goes on (`karpy plan` imports what it plans with meanwhile); `.result()` reads the first part here and gives
+    the documents."""
     if parts is None:
         parts = min(forked.cores(), MAX_PARTS) if len(text) >= PARALLEL_CHARS else 1
-    pieces = split_documents(text, parts) if parts > 1 and forked.can_fork() else [text]
-    if len(pieces) > 1:
-        try:
-            return _load_in_parts(pieces)
-        except Exception:  # a part that fails to read (or a process that fails to start): read whole, below
-            pass
-    return _load(text)
+    return Loading(text, split_documents(text, parts, first=FIRST_SHARE) if parts > 1 and forked.can_fork() else [text])
 
 
-def _load_in_parts(pieces: list[str]) -> list[Any]:
-    """The documents of `pieces`, in order: the first read here, each other in a forked process of its own (which
-    shares the text with this one, and sends back only what it read)."""
-    loaded: list[Any] = []
-    for part in forked.run_forked([functools.partial(_load, piece) for piece in pieces], processes=len(pieces)):
-        loaded += part
-    return loaded
+class Loading:
+    """A text being read: its first part here when asked for, each other part in a process of its own from the
+    start."""
+
+    def __init__(self, text: str, pieces: list[str]) -> None:
+        self._text = text
+        self._first = pieces[0]
+        self._later: list[forked.Started[bytes | list[Any]]] = []
+        self._whole = False                             # a part failed: the whole text is read here
+        for piece in pieces[1:]:
+            try:
+                self._later.append(forked.start(functools.partial(_load_to_send, piece), fork=True))
+            except Exception:  # a part read here (it could not fork) failed
+                self._whole = True
+                break
+
+    def result(self) -> list[Any]:
+        """The documents, in order. Whatever goes wrong in a part, the whole text is read again here (once every
+        part's process has ended), so that an error names its line in the text."""
+        whole = self._whole
+        loaded: list[Any] = []
+        if not whole:
+            try:
+                loaded = _load(self._first)
+            except Exception:  # its line is the text's too, but a later part's error may come first: read whole
+                whole = True
+        for part in self._later:
+            try:
+                sent = part.result()
+                if not whole:
+                    loaded += marshal.loads(sent) if isinstance(sent, bytes) else sent
+            except Exception:  # the part's own error, with its line in the part: the whole text's is raised below
+                whole = True
+        return _load(self._text) if whole else loaded
 
 
-def split_documents(text: str, parts: int) -> list[str]:
-    """`text` cut into at most `parts` pieces of about equal length, each cut where a document starts (a `---`
-    line); the text whole when it has directives (they belong to the document after them) or no such line."""
-    if parts <= 1 or _DIRECTIVE.search(text):
+def split_documents(text: str, parts: int, *, first: float | None = None) -> list[str]:
+    """`text` cut into at most `parts` pieces, each cut where a document starts (a `---` line): the first `first` of
+    its length (default: as long as the others), the others of about equal length; the text whole when it has
+    directives (they belong to the document after them) or no such line."""
+    # a line starting `%` (`%YAML`, `%TAG`) is a directive, searched for as a plain substring (a pattern takes longer)
+    if parts <= 1 or text.startswith("%") or "\n%" in text:
         return [text]
+    head = 1 / parts if first is None else first
     cuts = [0]
     for k in range(1, parts):
-        found = _DOCUMENT_START.search(text, max(cuts[-1] + 1, len(text) * k // parts))
+        at = head + (1 - head) * (k - 1) / (parts - 1)
+        found = _DOCUMENT_START.search(text, max(cuts[-1] + 1, int(len(text) * at)))
         if found is None:
             break
         cuts.append(found.start())
     return [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
+
+
+def _load_to_send(piece: str) -> bytes | list[Any]:
+    """_load(piece) as a forked process sends it back: marshalled when it is plain data (many times faster to write
+    than pickled, and as fast to read; shared and recursive nodes stay so), else as it is (a timestamp's date)."""
+    loaded = _load(piece)
+    try:
+        return marshal.dumps(loaded)
+    except ValueError:
+        return loaded
 
 
 def _load(text: str) -> list[Any]:

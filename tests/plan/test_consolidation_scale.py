@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from karpy.controller.consolidation.decisions import Consolidator
-from karpy.plan.inputs import Document, from_documents
+from karpy.plan.documents import Document
+from karpy.plan.inputs import from_documents
 from tests.builders import catalog, instance_type, node, pod, provisioner
 from tests.expectations import expect_consolidated
 from tests.plan.conftest import Plan

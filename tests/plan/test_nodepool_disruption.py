@@ -10,7 +10,8 @@ import pytest
 
 from karpy.apis.v1.labels import DO_NOT_DISRUPT
 from karpy.controller.consolidation.decisions import Consolidator
-from karpy.plan.inputs import Document, from_documents
+from karpy.plan.documents import Document
+from karpy.plan.inputs import from_documents
 from karpy.plan.render import explain_node_json
 from tests.builders import pod
 from tests.expectations import expect_consolidated

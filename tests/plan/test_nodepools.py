@@ -13,7 +13,8 @@ import pytest
 
 from karpy.apis.v1.convert import convert
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
-from karpy.plan.inputs import Document, PlanInputError, from_documents
+from karpy.plan.documents import Document, PlanInputError
+from karpy.plan.inputs import from_documents
 from karpy.plan.render import plan_json
 from tests.apis.test_convert import FIXTURES
 from tests.builders import awsnodetemplate, pod, provisioner

@@ -14,7 +14,7 @@ import yaml
 
 from karpy.commands import PLAN_GC_THRESHOLD
 from karpy.controller.provisioning.scheduling.scheduler import Results, Scheduler
-from karpy.plan.inputs import read_documents
+from karpy.plan.documents import read_documents
 from tests.builders import catalog, deployment, instance_type, pod, provisioner
 from tests.plan.conftest import Plan, PlanRun
 
@@ -177,3 +177,22 @@ def test_plan_collects_garbage_in_large_steps_and_puts_the_collector_back_as_it_
     [(threshold, frozen)] = seen
     assert threshold[0] == PLAN_GC_THRESHOLD and frozen > 0                # while planning: large steps, the input set aside
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0     # after: as it was
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_json_output_is_laid_out_as_the_standard_library_lays_it_out_in_any_terminal(
+        monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
+    import io
+
+    from karpy.commands import print_json
+
+    doc = {"nodes": [{"name": "n-1", "costPerHour": 0.0521, "pods": ["default/a"], "labels": {}, "taints": []}],
+           "summary": {"nodes": 1, "reason": "zone \u2014 us-east-1a"}}
+    out = io.TextIOWrapper(io.BytesIO(), encoding=encoding)
+    monkeypatch.setattr(sys, "stdout", out)
+    print_json(doc)
+    out.flush()
+    written = out.buffer.getvalue().decode(encoding)
+    assert json.loads(written) == doc
+    expected = json.dumps(doc, indent=2, ensure_ascii=encoding != "utf-8") + "\n"
+    assert written == expected                         # UTF-8 where it can be written, else \u escapes

@@ -138,3 +138,41 @@ def test_a_cut_at_a_document_start_ends_no_document_early():
     pieces = yaml_reader.split_documents(text, 2)
     assert pieces[1].startswith("---\n  next\n")
     assert yaml_reader.load_all(text, parts=2) == safe_load_all(text)
+
+
+def test_a_first_share_cuts_the_first_part_shorter_and_the_others_evenly():
+    pieces = yaml_reader.split_documents(MANY, 3, first=0.2)
+    assert "".join(pieces) == MANY and len(pieces) == 3
+    assert len(pieces[0]) < len(pieces[1]) and abs(len(pieces[1]) - len(pieces[2])) < len(MANY) // 10
+
+
+def test_later_parts_are_read_in_processes_started_before_the_documents_are_asked_for():
+    import multiprocessing
+
+    before = set(multiprocessing.active_children())
+    loading = yaml_reader.start_loading(MANY, parts=3)
+    started = set(multiprocessing.active_children()) - before
+    assert len(started) == 2                                          # the first part is read here, when asked
+    assert loading.result() == safe_load_all(MANY)
+    assert not set(multiprocessing.active_children()) - before     # every process ended
+
+
+@pytest.mark.parametrize("late", [
+    pytest.param("---\ncreated: 2024-01-02\n", id="a timestamp (not marshallable)"),
+    pytest.param("---\nself: &s [1, *s]\n", id="a recursive list"),
+])
+def test_a_later_part_of_any_plain_or_other_objects_comes_back_as_it_was_read(late):
+    text = MANY + late
+    loaded = yaml_reader.load_all(text, parts=2)
+    assert loaded[:-1] == safe_load_all(text)[:-1]
+    last, = safe_load_all(late)
+    assert type(loaded[-1][next(iter(last))]) is type(last[next(iter(last))])
+
+
+def test_an_error_in_the_first_part_names_its_line_as_the_whole_text_does():
+    text = "a: [1, 2\n" + MANY
+    with pytest.raises(yaml.YAMLError) as safe:
+        safe_load_all(text)
+    with pytest.raises(yaml.YAMLError) as parts:
+        yaml_reader.load_all(text, parts=2)
+    assert str(parts.value) == str(safe.value)
