@@ -552,9 +552,10 @@ class Scheduler:
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
             packer = packer_for(packing)
             if deferred:
-                # the last chunk is optimised here: nothing is left to place meanwhile
-                here = packing if rest else dataclasses.replace(packing, processes=1)
-                started.append(packer.start(self.new_nodes, topology=self.topology, options=here, batch_pods=batch))
+                # the last chunk too, though nothing is left to place meanwhile: optimised here (at a higher
+                # priority than forked processes) it would hold one core while the chunks still being optimised
+                # shared the other; forked, they all share both evenly
+                started.append(packer.start(self.new_nodes, topology=self.topology, options=packing, batch_pods=batch))
                 planned = []
             else:
                 repacked = packer.pack(self.new_nodes, topology=self.topology, options=packing, open_node=open_node)
