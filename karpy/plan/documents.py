@@ -1,7 +1,8 @@
-"""`karpy plan`'s files read into documents (YAML or JSON, `List` documents expanded).
+"""The files `karpy plan` and `karpy convert` read, as documents (YAML or JSON, `List` documents expanded).
 
-Reading a long YAML file is begun (start_reading) before the modules that plan are imported: its parts are read
-in processes of their own meanwhile (yaml_reader.py). So this module imports no more than reading needs."""
+`karpy plan` begins reading a long YAML file (start_reading) before it imports the modules that plan: the file's
+later parts are read in processes of their own meanwhile (yaml_reader.py). So this module imports no more than
+reading needs."""
 
 from __future__ import annotations
 

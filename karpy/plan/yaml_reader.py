@@ -8,10 +8,11 @@ nulls. So here a scalar's type is resolved once per distinct spelling, and such 
 in one recursive pass. A document holding anything else (a merge key, a timestamp, a custom tag, a
 self-referencing alias) is built by PyYAML's own constructor, with its own errors.
 
-A long text is cut at document starts into one part per core, and the parts are read at once, each in a
-process of its own (forked), while the process that asked goes on. A `---` line ends whatever was open (a block scalar; a quoted one is an
-error) and an anchor names a node of its own document, so the parts' documents, in order, are the text's. Whatever goes wrong there, the whole text is read again
-here, so an error names its line in the text."""
+A long text is cut at document starts into one part per core. Each part but the first is read in a process of
+its own (forked), started at once while the process that asked goes on; that one reads the first part when it
+asks for the documents. A `---` line ends whatever was open (a block scalar; a quoted one is an error) and an
+anchor names a node of its own document, so the parts' documents, in order, are the text's. Whatever goes wrong
+there, the whole text is read again here, so an error names its line in the text."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ class _Loader(_BaseLoader):
 
 
 # the share of a long text read in the process that asked, after what it goes on with meanwhile (`karpy plan`
-# imports its planning modules, about as long as reading a tenth of a 20,000-pod file): the others start at once
+# imports its planning modules, about as long as reading a fifth of a 20,000-pod file): the others start at once
 FIRST_SHARE = 0.4
 PARALLEL_CHARS = 1_000_000       # a shorter text is read in this process alone: starting others costs more than it saves
 MAX_PARTS = 8
