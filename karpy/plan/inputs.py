@@ -91,7 +91,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
     daemonsets: list[PodInfo] = []
     pdbs: list[dict[str, Any]] = []
     node_templates: dict[str, AWSSettings] = {}
-    owners = _owners_named(docs)
+    owners = functools.cache(functools.partial(_owners_named, docs))     # looked for only when a workload expands
     node_classes = _node_classes(docs, problems)
     first_seen: dict[str, Document] = {}
     # pods are checked for unknown fields while the others are read (in a process of its own when they are many);
@@ -118,7 +118,7 @@ def from_documents(docs: Sequence[Document], *, catalog: str = "aws") -> PlanInp
             elif (api_version, kind) == ("v1", "Node"):
                 nodes.append(_node(d))
             elif (api_version, kind) in WORKLOADS:
-                pods += _expand(d, owners, namespaces)
+                pods += _expand(d, owners(), namespaces)
             elif (api_version, kind) == ("apps/v1", "DaemonSet"):
                 daemonsets.append(_daemon(d, namespaces))
             elif (api_version, kind) == ("policy/v1", "PodDisruptionBudget"):
