@@ -146,15 +146,22 @@ def test_a_first_share_cuts_the_first_part_shorter_and_the_others_evenly():
     assert len(pieces[0]) < len(pieces[1]) and abs(len(pieces[1]) - len(pieces[2])) < len(MANY) // 10
 
 
-def test_later_parts_are_read_in_processes_started_before_the_documents_are_asked_for():
-    import multiprocessing
+def test_later_parts_are_read_in_processes_started_before_the_documents_are_asked_for(monkeypatch):
+    from karpy.controller.provisioning.scheduling import forked
 
-    before = set(multiprocessing.active_children())
+    processes = []
+    start = forked._start
+
+    def started(*args):
+        process, receiving = start(*args)
+        processes.append(process)
+        return process, receiving
+
+    monkeypatch.setattr(forked, "_start", started)
     loading = yaml_reader.start_loading(MANY, parts=3)
-    started = set(multiprocessing.active_children()) - before
-    assert len(started) == 2                                          # the first part is read here, when asked
+    assert len(processes) == 2                                         # the first part is read here, when asked
     assert loading.result() == safe_load_all(MANY)
-    assert not set(multiprocessing.active_children()) - before     # every process ended
+    assert not any(process.is_alive() for process in processes)       # every process ended
 
 
 @pytest.mark.parametrize("late", [
