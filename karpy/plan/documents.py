@@ -1,7 +1,7 @@
 """The files `karpy plan` and `karpy convert` read, as documents (YAML or JSON, `List` documents expanded).
 
-`karpy plan` begins reading a long YAML file (start_reading) before it imports the modules that plan: the file's
-later parts are read in processes of their own meanwhile (yaml_reader.py). So this module imports no more than
+`karpy plan` begins reading a long YAML file (start_reading) before it imports the modules that plan: the file is
+read in processes of their own meanwhile (yaml_reader.py). So this module imports no more than
 reading needs."""
 
 from __future__ import annotations

@@ -8,11 +8,12 @@ nulls. So here a scalar's type is resolved once per distinct spelling, and such 
 in one recursive pass. A document holding anything else (a merge key, a timestamp, a custom tag, a
 self-referencing alias) is built by PyYAML's own constructor, with its own errors.
 
-A long text is cut at document starts into one part per core. Each part but the first is read in a process of
-its own (forked), started at once while the process that asked goes on; that one reads the first part when it
-asks for the documents. A `---` line ends whatever was open (a block scalar; a quoted one is an error) and an
-anchor names a node of its own document, so the parts' documents, in order, are the text's. Whatever goes wrong
-there, the whole text is read again here, so an error names its line in the text."""
+A long text is read in a process of its own (forked), started at once while the process that asked goes on, by
+rapidyaml where that gives what PyYAML gives (yaml_rapid.py), several times faster. Where it does not, the text is
+cut at document starts into one part per core. Each part but the first is read in a process of its own; the
+process that asked reads the first part. A `---` line ends whatever was open (a block scalar; a quoted one is an
+error) and an anchor names a node of its own document, so the parts' documents, in order, are the text's. Whatever
+goes wrong there, the whole text is read again here, so an error names its line in the text."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from karpy.controller.provisioning.scheduling import forked
+from karpy.plan import yaml_rapid
 
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -106,46 +108,68 @@ def load_all(text: str, *, parts: int | None = None) -> list[Any]:
 
 
 def start_loading(text: str, *, parts: int | None = None) -> Loading:
-    """load_all(text) begun now: a long text's later parts are read in forked processes, one each, while this one
-    goes on (`karpy plan` imports what it plans with meanwhile); `.result()` reads the first part here and gives
-    the documents."""
+    """load_all(text) begun now: a long text is read in forked processes while this one goes on (`karpy plan`
+    imports what it plans with meanwhile), by rapidyaml when `parts` is not given and it may; `.result()` gives the
+    documents."""
+    long = len(text) >= PARALLEL_CHARS and forked.can_fork()
+    rapid = parts is None and long and yaml_rapid.available()
     if parts is None:
-        parts = min(forked.cores(), MAX_PARTS) if len(text) >= PARALLEL_CHARS else 1
-    return Loading(text, split_documents(text, parts, first=FIRST_SHARE) if parts > 1 and forked.can_fork() else [text])
+        parts = min(forked.cores(), MAX_PARTS) if long else 1
+    return Loading(text, parts=parts if forked.can_fork() else 1, rapid=rapid)
 
 
 class Loading:
-    """A text being read: its first part here when asked for, each other part in a process of its own from the
-    start."""
+    """A text being read: by rapidyaml in a process of its own from the start, or else (rapidyaml declined) in parts:
+    its first part here when asked for, each other part in a process of its own."""
 
-    def __init__(self, text: str, pieces: list[str]) -> None:
+    def __init__(self, text: str, *, parts: int, rapid: bool) -> None:
         self._text = text
-        self._first = pieces[0]
-        self._later: list[forked.Started[bytes | list[Any]]] = []
-        self._whole = False                             # a part failed: the whole text is read here
-        for piece in pieces[1:]:
+        self._parts = parts
+        self._rapid = forked.start(functools.partial(yaml_rapid.read_to_send, text), fork=True, only_forked=True) \
+            if rapid else None
+        self._in_parts = None if rapid else _InParts(text, parts, first=FIRST_SHARE)
+
+    def result(self) -> list[Any]:
+        """The documents, in order."""
+        if self._rapid is not None:
             try:
-                self._later.append(forked.start(functools.partial(_load_to_send, piece), fork=True))
-            except Exception:  # a part read here (it could not fork) failed
-                self._whole = True
-                break
+                sent = self._rapid.result()
+            except forked.ForkFailed:               # it ran out of memory (an alias bomb) or died: PyYAML reads it
+                sent = None
+            self._rapid = None
+            if sent is not None:
+                return list(marshal.loads(sent))
+            self._in_parts = _InParts(self._text, self._parts, first=None)    # begun now: even parts
+        assert self._in_parts is not None
+        return self._in_parts.result()
+
+
+class _InParts:
+    """A text read in parts by PyYAML: its first part here when asked for, each other part in a process of its own
+    from the start."""
+
+    def __init__(self, text: str, parts: int, *, first: float | None) -> None:
+        self._text = text
+        pieces = split_documents(text, parts, first=first) if parts > 1 else [text]
+        self._first = pieces[0]
+        self._later = [forked.start(functools.partial(_load_to_send, piece), fork=True, only_forked=True)
+                       for piece in pieces[1:]]
 
     def result(self) -> list[Any]:
         """The documents, in order. Whatever goes wrong in a part, the whole text is read again here (once every
         part's process has ended), so that an error names its line in the text."""
-        whole = self._whole
+        whole = False
         loaded: list[Any] = []
-        if not whole:
-            try:
-                loaded = _load(self._first)
-            except Exception:  # its line is the text's too, but a later part's error may come first: read whole
-                whole = True
+        try:
+            loaded = _load(self._first)
+        except Exception:  # its line is the text's too, but a later part's error may come first: read whole
+            whole = True
         for part in self._later:
             try:
                 sent = part.result()
                 if not whole:
                     loaded += marshal.loads(sent) if isinstance(sent, bytes) else sent
-            except Exception:  # the part's own error, with its line in the part: the whole text's is raised below
+            except forked.ForkFailed:  # the part's own error (its line is in the part), or it died: read whole below
                 whole = True
         return _load(self._text) if whole else loaded
 

@@ -64,6 +64,17 @@ def test_a_started_call_whose_process_fails_or_dies_is_computed_here_when_its_re
     assert dying.result() == os.getpid()
 
 
+def test_a_call_started_only_forked_is_never_computed_here() -> None:
+    here = os.getpid()
+    with pytest.raises(forked.ForkFailed, match="ValueError: no"):
+        forked.start(fails, fork=True, only_forked=True).result()
+    with pytest.raises(forked.ForkFailed, match="died"):
+        forked.start(lambda: os._exit(3) if os.getpid() != here else None, fork=True, only_forked=True).result()
+    with pytest.raises(forked.ForkFailed, match="not to be forked"):
+        forked.start(os.getpid, fork=False, only_forked=True).result()
+    assert forked.start(os.getpid, fork=True, only_forked=True).result() != here
+
+
 def test_a_forked_process_runs_nicer_leaves_interrupts_to_its_caller_and_ends_quietly_when_terminated() -> None:
     pid, on_interrupt, on_terminate, niceness = forked.start(
         lambda: (os.getpid(), signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), os.nice(0)),

@@ -73,41 +73,59 @@ def run_forked(calls: Sequence[Callable[[], T]], *, processes: int) -> list[T]:
 class Started(Generic[T]):
     """A call started by `start`: running in a forked process, or already computed here."""
 
-    def __init__(self, call: Callable[[], T], *, fork: bool) -> None:
+    def __init__(self, call: Callable[[], T], *, fork: bool, only_forked: bool = False) -> None:
         self._call = call
+        self._only_forked = only_forked
         self._running: tuple[Any, Any] | None = None
         self._done: tuple[T] | None = None
+        self._failed: str | None = None
         if fork and can_fork():
             try:
                 self._running = _start(multiprocessing.get_context("fork"), [call])
                 return
-            except ForkFailed:
-                pass
+            except ForkFailed as e:
+                if only_forked:
+                    self._failed = str(e)
+                    return
+        elif only_forked:
+            self._failed = "this platform cannot fork" if fork else "not to be forked"
+            return
         self._done = (call(),)
 
     def result(self) -> T:
         """What the call returned. A process that failed or died has it computed here, now: from this process's
-        state as it is now, not as it was at the start (the caller says whether that may differ)."""
+        state as it is now, not as it was at the start (the caller says whether that may differ); or, started
+        `only_forked`, raises ForkFailed."""
         if self._done is None:
-            assert self._running is not None
-            process, receiving = self._running
-            try:
-                ok, result = receiving.recv()
-            except (EOFError, OSError):
-                ok, result = False, None
-            finally:
-                receiving.close()
-                process.terminate()
-                process.join()
-            self._done = (result[0],) if ok else (self._call(),)
+            if self._running is not None:
+                process, receiving = self._running
+                self._running = None
+                try:
+                    ok, result = receiving.recv()
+                except (EOFError, OSError) as e:
+                    ok, result = False, f"the process died: {e}"
+                finally:
+                    receiving.close()
+                    process.terminate()
+                    process.join()
+                if ok:
+                    self._done = (result[0],)
+                else:
+                    self._failed = str(result)
+            if self._done is None:
+                if self._only_forked:
+                    raise ForkFailed(f"a forked process failed: {self._failed}")
+                self._done = (self._call(),)
         return self._done[0]
 
 
-def start(call: Callable[[], T], *, fork: bool) -> Started[T]:
+def start(call: Callable[[], T], *, fork: bool, only_forked: bool = False) -> Started[T]:
     """`call` started now: in a forked process of its own, which works on this process's state as it is now, when
     `fork` and this platform can (this process goes on meanwhile); else computed here at once, so that either way it
-    works on the state as it is now. `.result()` waits for what it returns."""
-    return Started(call, fork=fork)
+    works on the state as it is now. `.result()` waits for what it returns. `only_forked`: never computed here (a
+    call that must not run in this process, or not twice): where it could not fork, or its process failed,
+    `.result()` raises ForkFailed."""
+    return Started(call, fork=fork, only_forked=only_forked)
 
 
 def _start(context: Any, calls: Sequence[Callable[[], Any]]) -> tuple[Any, Any]:
