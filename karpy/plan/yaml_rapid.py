@@ -60,9 +60,10 @@ def available() -> bool:
 def read(text: str) -> list[Any] | None:
     """Every document of `text` as PyYAML's safe loader gives them (aliases copied, not shared), or None when this
     reader cannot promise that (see the module's docstring) or rapidyaml refuses the text."""
-    if ryml is None or not text.endswith("\n") or _follows_other_rules(text) or \
-            not _aliases_stay_in_their_documents(text):
-        return None                                    # (a block scalar ending the text without a line break: rapidyaml adds one)
+    if ryml is None or not text.endswith("\n"):     # (a block scalar ending the text: rapidyaml ends it with one)
+        return None
+    if _follows_other_rules(text) or not _aliases_stay_in_their_documents(text):
+        return None
     try:
         encoded = text.encode()
     except UnicodeEncodeError:                         # a lone surrogate: not text PyYAML reads either
@@ -124,7 +125,7 @@ def _aliases_stay_in_their_documents(text: str) -> bool:
     """Whether every alias (`*a`) follows an anchor of its name (`&a`) in its own document."""
     if "*" not in text:
         return True
-    starts = _found(text, "\n---", "\n...")
+    starts = _found(text, "\n---")                   # (a text with `...` is declined before)
     document, anchored = -1, set[str]()
     for at in _found(text, "&", "*"):
         if at and text[at - 1] not in _SEPARATORS:

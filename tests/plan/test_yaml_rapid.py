@@ -45,6 +45,12 @@ def test_reads_as_pyyaml_where_it_reads(text):
     "base: &b {x: 1}\nm:\n  <<: *b\n",                                   # a merge key
     "%YAML 1.1\n---\na: 1\n",   # a directive
     "a: &x 1\n---\nb: *x\n",    # an alias to another document's anchor: PyYAML refuses it
+    "a: -.5\n",                 # a string to PyYAML, written -0.5 by rapidyaml
+    "a: |\n  x",                # a block scalar ending the text: PyYAML gives "x", rapidyaml "x\n"
+    "a: b\u2028c\n",             # a line break to PyYAML only
+    "a: 1\n...\n  b: 2\n",      # past a document end marker rapidyaml reads on, PyYAML finds an error
+    "a:\t1\n",
+    "x: &a [1]\n? *a\n: y\n",     # an explicit key
     "a: [1, 2\n",               # invalid YAML: PyYAML's error names its line
     "? [a, b]\n: c\n",
 ])
