@@ -75,10 +75,10 @@ def test_a_call_started_only_forked_is_never_computed_here() -> None:
     assert forked.start(os.getpid, fork=True, only_forked=True).result() != here
 
 
-def test_a_forked_process_runs_nicer_leaves_interrupts_to_its_caller_and_ends_quietly_when_terminated() -> None:
+def test_a_forked_process_runs_at_its_callers_priority_leaves_interrupts_to_it_and_ends_quietly_when_terminated() -> None:
     pid, on_interrupt, on_terminate, niceness = forked.start(
         lambda: (os.getpid(), signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), os.nice(0)),
         fork=True).result()
     assert pid != os.getpid()
     assert on_interrupt == signal.SIG_IGN and on_terminate == signal.SIG_DFL
-    assert niceness == min(19, os.nice(0) + forked.NICER)
+    assert niceness == os.nice(0)
