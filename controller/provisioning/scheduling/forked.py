@@ -54,19 +54,11 @@ def run_forked(calls: Sequence[Callable[[], T]], *, processes: int) -> list[T]:
         for k in range(1, count):
             started.append(_start(context, calls[k::count]))
         shares[0] = [call() for call in calls[::count]]
-        for k, (_, receiving) in enumerate(started, start=1):
-            try:
-                ok, result = receiving.recv()
-            except (EOFError, OSError) as e:
-                raise ForkFailed(f"a forked process died: {e}") from e
-            if not ok:
-                raise ForkFailed(f"a forked process failed: {result}")
-            shares[k] = result
+        for k, running in enumerate(started, start=1):
+            shares[k] = _receive(running)
     finally:
-        for process, receiving in started:
-            receiving.close()
-            process.terminate()                            # done already, unless this process failed first
-            process.join()
+        for running in started:
+            _end(running)                                  # done already, unless this process failed first
     return [shares[k % count][k // count] for k in range(len(calls))]
 
 
@@ -78,19 +70,17 @@ class Started(Generic[T]):
         self._only_forked = only_forked
         self._running: tuple[Any, Any] | None = None
         self._done: tuple[T] | None = None
-        self._failed: str | None = None
+        self._failure: ForkFailed | None = None          # why a call started only_forked has no result
         if fork and can_fork():
             try:
                 self._running = _start(multiprocessing.get_context("fork"), [call])
                 return
             except ForkFailed as e:
-                if only_forked:
-                    self._failed = str(e)
-                    return
-        elif only_forked:
-            self._failed = "this platform cannot fork" if fork else "not to be forked"
-            return
-        self._done = (call(),)
+                self._failure = e
+        else:
+            self._failure = ForkFailed("this platform cannot fork" if fork else "not to be forked")
+        if not only_forked:
+            self._done = (call(),)
 
     def result(self) -> T:
         """What the call returned. A process that failed or died has it computed here, now: from this process's
@@ -98,23 +88,17 @@ class Started(Generic[T]):
         `only_forked`, raises ForkFailed."""
         if self._done is None:
             if self._running is not None:
-                process, receiving = self._running
-                self._running = None
+                running, self._running = self._running, None
                 try:
-                    ok, result = receiving.recv()
-                except (EOFError, OSError) as e:
-                    ok, result = False, f"the process died: {e}"
+                    self._done = (_receive(running)[0],)
+                except ForkFailed as e:
+                    self._failure = e
                 finally:
-                    receiving.close()
-                    process.terminate()
-                    process.join()
-                if ok:
-                    self._done = (result[0],)
-                else:
-                    self._failed = str(result)
+                    _end(running)
             if self._done is None:
                 if self._only_forked:
-                    raise ForkFailed(f"a forked process failed: {self._failed}")
+                    assert self._failure is not None
+                    raise self._failure
                 self._done = (self._call(),)
         return self._done[0]
 
@@ -138,6 +122,26 @@ def _start(context: Any, calls: Sequence[Callable[[], Any]]) -> tuple[Any, Any]:
         raise ForkFailed(f"could not fork: {e}") from e
     sending.close()
     return process, receiving
+
+
+def _receive(running: tuple[Any, Any]) -> list[Any]:
+    """What the process of `running` (from _start) sent: its calls' results; ForkFailed when it failed or died."""
+    _, receiving = running
+    try:
+        ok, result = receiving.recv()
+    except (EOFError, OSError) as e:
+        raise ForkFailed(f"a forked process died: {e}") from e
+    if not ok:
+        raise ForkFailed(f"a forked process failed: {result}")
+    return list(result)
+
+
+def _end(running: tuple[Any, Any]) -> None:
+    """End the process of `running` (from _start), done or not, and close its pipe."""
+    process, receiving = running
+    receiving.close()
+    process.terminate()
+    process.join()
 
 
 def _send_results(calls: Sequence[Callable[[], Any]], sending: Any) -> None:
