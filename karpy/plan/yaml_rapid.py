@@ -198,26 +198,25 @@ class _Scalars:
         pending = [docs]
         while pending:
             node = pending.pop()
+            children: Any
             if type(node) is dict:
-                for key, value in node.items():
-                    if key not in keys:
-                        if self._plain_tag(key) != _STR:
-                            raise _Declined(key)       # written quoted whatever it was: `1:` is an int to PyYAML
-                        keys.add(key)
-                    if type(value) is str:
-                        if value not in values:
-                            self._check_string(value, values)
-                    elif type(value) is dict or type(value) is list:
-                        pending.append(value)
+                if not keys.issuperset(node):
+                    for key in node:
+                        if key not in keys:
+                            if self._plain_tag(key) != _STR:
+                                raise _Declined(key)   # written quoted whatever it was: `1:` is an int to PyYAML
+                            keys.add(key)
+                children = node.values()
             elif type(node) is list:
-                for value in node:
-                    if type(value) is str:
-                        if value not in values:
-                            self._check_string(value, values)
-                    elif type(value) is dict or type(value) is list:
-                        pending.append(value)
-            elif type(node) is str and node not in values:
-                self._check_string(node, values)
+                children = node
+            else:
+                children = (node,)                     # a document that is a scalar
+            for value in children:
+                if type(value) is str:
+                    if value not in values:
+                        self._check_string(value, values)
+                elif type(value) is dict or type(value) is list:
+                    pending.append(value)
 
     def _check_string(self, value: str, values: set[str]) -> None:
         if self._plain_tag(value) != _STR and self._string_written_plain(value):
