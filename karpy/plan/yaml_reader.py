@@ -111,11 +111,11 @@ def start_loading(text: str, *, parts: int | None = None) -> Loading:
     """load_all(text) begun now: a long text is read in forked processes while this one goes on (`karpy plan`
     imports what it plans with meanwhile), by rapidyaml when `parts` is not given and it may; `.result()` gives the
     documents."""
-    long = len(text) >= PARALLEL_CHARS and forked.can_fork()
-    rapid = parts is None and long and yaml_rapid.available()
+    can_fork = forked.can_fork()
+    long = can_fork and len(text) >= PARALLEL_CHARS
     if parts is None:
-        parts = min(forked.cores(), MAX_PARTS) if long else 1
-    return Loading(text, parts=parts if forked.can_fork() else 1, rapid=rapid)
+        return Loading(text, parts=min(forked.cores(), MAX_PARTS) if long else 1, rapid=long and yaml_rapid.available())
+    return Loading(text, parts=parts if can_fork else 1, rapid=False)
 
 
 class Loading:
@@ -138,7 +138,8 @@ class Loading:
                 sent = None
             self._rapid = None
             if sent is not None:
-                return list(marshal.loads(sent))
+                docs: list[Any] = marshal.loads(sent)
+                return docs
             self._in_parts = _InParts(self._text, self._parts, first=None)    # begun now: even parts
         assert self._in_parts is not None
         return self._in_parts.result()

@@ -552,9 +552,8 @@ class Scheduler:
             packing = self.packing if decided or on_decided is None else first_chunk_packing(self.packing)
             packer = packer_for(packing)
             if deferred:
-                # the last chunk too, though nothing is left to place meanwhile: optimised here (at a higher
-                # priority than forked processes) it would hold one core while the chunks still being optimised
-                # shared the other; forked, they all share both evenly
+                # the last chunk too, though nothing is left to place meanwhile: the chunks still being optimised
+                # are then processes alike, sharing the cores evenly
                 started.append(packer.start(self.new_nodes, topology=self.topology, options=packing, batch_pods=batch))
                 planned = []
             else:
