@@ -10,15 +10,8 @@ import pytest
 
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import fake_catalog
-from karpy.controller.provisioning.scheduling import scheduler as scheduling
 from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import (
-    ClusterSnapshot,
-    PlannedNode,
-    Scheduler,
-    deferred_chunk_sizes,
-    take_evenly,
-)
+from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, take_evenly
 from tests.builders import node, pod, provisioner
 
 
@@ -32,29 +25,14 @@ def layout(nodes: list[PlannedNode]) -> list[tuple[str, tuple[str, ...]]]:
     return [(n.name, tuple(p.key for p in n.pods)) for n in nodes]
 
 
-def test_a_chunk_takes_its_pods_evenly_across_the_queue() -> None:
+def test_a_chunk_takes_its_pods_evenly_across_the_queue_and_a_small_rest_joins_it() -> None:
     queue = [PodInfo.parse(pod(f"p-{i}")) for i in range(10)]
     chunk, rest = take_evenly(queue, 3)
     assert chunk == [queue[0], queue[3], queue[6]] and rest == [p for p in queue if p not in chunk]
-    chunk, rest = take_evenly(rest, 4)
-    assert chunk == [queue[1], queue[2], queue[5], queue[8]] and rest == [queue[4], queue[7], queue[9]]
-    assert take_evenly(rest, 3) == (rest, []) and take_evenly(rest, 5) == (rest, [])
+    chunk, rest = take_evenly(rest, 4)                # a rest of three would be smaller than a chunk: it joins
+    assert len(chunk) == 7 and rest == []
     assert take_evenly(queue[:4], 2) == ([queue[0], queue[2]], [queue[1], queue[3]])
     assert take_evenly([], 5) == ([], [])
-
-
-def test_karpy_plans_deferred_chunks_are_half_as_large_first_and_last_and_even_between(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    assert deferred_chunk_sizes(20_000) == [2500, 5000, 5000, 5000, 2500]
-    assert deferred_chunk_sizes(10_000) == [2500, 5000, 2500]
-    assert deferred_chunk_sizes(12_000) == [2500, 3500, 3500, 2500]       # never past CHUNK_PODS
-    assert deferred_chunk_sizes(20_001) == [2500, 3750, 3750, 3750, 3751, 2500]
-    for batch in range(10_000, 60_000, 997):
-        sizes = deferred_chunk_sizes(batch)
-        assert sum(sizes) == batch and sizes[0] == sizes[-1] == 2500 and max(sizes) <= 5000
-        assert max(sizes[1:-1]) - min(sizes[1:-1]) <= 1
-    monkeypatch.setattr(scheduling, "CHUNK_PODS", 3)
-    assert deferred_chunk_sizes(6) == [1, 2, 2, 1]
 
 
 def test_chunks_double_only_after_one_needed_new_nodes() -> None:

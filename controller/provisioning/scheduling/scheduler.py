@@ -51,7 +51,7 @@ from karpy.controller.provisioning.scheduling.topology import Topology
 MAX_INSTANCE_TYPE_OPTIONS = 60
 FIRST_CHUNK_PODS = 200             # the controller's first chunk of a batch: small, so its first launch starts soon
 FIRST_CHUNK_SECONDS = 0.2          # the optimiser's time on that chunk, at most (past it the greedy's nodes stand)
-# the most pods a chunk takes (but the controller's last): the optimiser's work bounds are set for about so many, and a batch of
+# the most pods a chunk takes (but the last): the optimiser's work bounds are set for about so many, and a batch of
 # twice as many is planned in chunks whose optimisation overlaps the next chunk's placing (Scheduler.solve)
 CHUNK_PODS = 5000
 TOPOLOGY_KEYS_FROM_OFFERINGS = (wk.ZONE, wk.CAPACITY_TYPE)
@@ -314,26 +314,14 @@ def topology_kind(pod: PodInfo) -> tuple[object, ...]:
 
 
 def take_evenly(queue: list[PodInfo], size: int) -> tuple[list[PodInfo], list[PodInfo]]:
-    """A chunk of `size` pods spread evenly over `queue` (in its order) and the rest of the queue (the whole queue
-    when it holds no more). Chunks cut off the front of a queue ordered largest first held only large pods, then
-    only small ones, and their nodes packed each apart: on ten draws of 1,000 pods of Karpenter's diverse
-    benchmark, 26-32% dearer than the whole batch planned at once."""
-    if len(queue) <= size:
+    """A chunk of `size` pods spread evenly over `queue` (in its order) and the rest of the queue; the whole queue
+    when the rest would be smaller than a chunk (it joins it). Chunks cut off the front of a queue ordered largest
+    first held only large pods, then only small ones, and their nodes packed each apart: on ten draws of 1,000 pods of
+    Karpenter's diverse benchmark, 26-32% dearer than the whole batch planned at once."""
+    if len(queue) - size < size:
         return queue, []
     picked = {len(queue) * i // size for i in range(size)}
     return [p for i, p in enumerate(queue) if i in picked], [p for i, p in enumerate(queue) if i not in picked]
-
-
-def deferred_chunk_sizes(batch: int) -> list[int]:
-    """The sizes of `karpy plan`'s chunks of a batch of `batch` pods whose optimisation overlaps the next chunk's
-    placing (Scheduler.solve): CHUNK_PODS each, but the first and the last, half as large. The first chunk is
-    placed with nothing to optimise beside it, and the last is optimised with nothing left to place: each keeps
-    one core busy and the other idle, for half as long when halved. On 7 draws of 20,000 pods of Karpenter's
-    diverse benchmark this took 1.6 s off a plan's median wall time; the plans cost as much (-0.2% to +0.15%)."""
-    half = max(1, CHUNK_PODS // 2)
-    middle = batch - 2 * half
-    count = -(-middle // CHUNK_PODS)                  # the fewest chunks of CHUNK_PODS at most, sized evenly
-    return [half] + [middle * (i + 1) // count - middle * i // count for i in range(count)] + [half]
 
 
 def first_chunk_packing(packing: PackingOptions) -> PackingOptions:
@@ -513,14 +501,13 @@ class Scheduler:
         and small pods as the whole batch does and its nodes pack as the whole plan's would; later chunks never add
         pods to an earlier chunk's nodes. A pod that fits nowhere in its chunk is tried again after the last chunk's
         pods, as the whole-batch queue would try it behind the others. No chunk grows past CHUNK_PODS pods (the
-        optimiser's work bounds are set for about so many), but the controller's last, which a smaller rest joins.
+        optimiser's work bounds are set for about so many), but the last, which takes the rest.
 
         Without `on_decided` (`karpy plan`) a batch is planned at once, unless it is optimised, holds twice
         CHUNK_PODS pods or more and no provisioner has limits (its chunks' nodes would share them): then in chunks
-        of CHUNK_PODS, the first and the last half as large (deferred_chunk_sizes), whose optimisation is begun as
-        each is placed and finished once all are (Packer.start), so that it runs in a process of its own while
-        the next chunk is placed (when the packing's `processes` allow; the plan is the same either way).
-        Karpenter's greedy plans the batch at once, as Karpenter does.
+        of CHUNK_PODS whose optimisation is begun as each is placed and finished once all are (Packer.start), so
+        that it runs in a process of its own while the next chunk is placed (when the packing's `processes`
+        allow; the plan is the same either way). Karpenter's greedy plans the batch at once, as Karpenter does.
 
         With `on_decided` (the controller) the first chunk has `first_chunk` pods, then twice as many after each
         chunk that needed new nodes (a chunk that fit on existing nodes hands over nothing, so the next is as
@@ -543,8 +530,10 @@ class Scheduler:
         # karpy plan's chunks: their optimisation overlaps the next chunk's placing, so their nodes may not share limits
         deferred = on_decided is None and self.packing.optimize and batch >= 2 * CHUNK_PODS and \
             all(t.remaining is None for t in self.templates)
-        sizes = deferred_chunk_sizes(batch) if deferred else None
-        size = min(max(1, first_chunk), CHUNK_PODS) if on_decided is not None else batch
+        if on_decided is not None:
+            size = min(max(1, first_chunk), CHUNK_PODS)
+        else:
+            size = CHUNK_PODS if deferred else batch
         decided: list[PlannedNode] = []
         cut_short: list[str] = []
         waiting: list[PodInfo] = []                     # pods that fit nowhere in an earlier chunk
@@ -554,10 +543,6 @@ class Scheduler:
             return NewNode(t, self._hostname(t.name))
 
         while True:
-            if sizes:
-                size = sizes.pop(0)
-            elif len(rest) < 2 * size:
-                size = len(rest)                        # a rest smaller than a chunk joins it
             chunk, rest = take_evenly(rest, size)
             if rest:
                 waiting += self._place_in_turn(chunk, errors, broken)
