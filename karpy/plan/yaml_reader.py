@@ -8,12 +8,13 @@ nulls. So here a scalar's type is resolved once per distinct spelling, and such 
 in one recursive pass. A document holding anything else (a merge key, a timestamp, a custom tag, a
 self-referencing alias) is built by PyYAML's own constructor, with its own errors.
 
-A long text is read in a process of its own (forked), started at once while the process that asked goes on, by
-rapidyaml where that gives what PyYAML gives (yaml_rapid.py), several times faster. Where it does not, the text is
-cut at document starts into one part per core. Each part but the first is read in a process of its own; the
-process that asked reads the first part. A `---` line ends whatever was open (a block scalar; a quoted one is an
-error) and an anchor names a node of its own document, so the parts' documents, in order, are the text's. Whatever
-goes wrong there, the whole text is read again here, so an error names its line in the text."""
+A long text is cut at document starts into one part per core. Each part is read at once in a process of its own
+(forked) while the process that asked goes on, by rapidyaml where that gives what PyYAML gives (yaml_rapid.py),
+several times faster. Where it does not for some part, PyYAML reads the text, cut again into one part per core:
+each part but the first in a process of its own, the first by the process that asked. A `---` line ends whatever
+was open (a block scalar; a quoted one is an error) and an anchor names a node of its own document, so the parts'
+documents, in order, are the text's. Whatever goes wrong in PyYAML's parts, the whole text is read again here, so
+an error names its line in the text."""
 
 from __future__ import annotations
 
@@ -109,8 +110,8 @@ def load_all(text: str, *, parts: int | None = None) -> list[Any]:
 
 def start_loading(text: str, *, parts: int | None = None) -> Loading:
     """load_all(text) begun now: a long text is read in forked processes while this one goes on (`karpy plan`
-    imports what it plans with meanwhile), by rapidyaml when `parts` is not given and it may; `.result()` gives the
-    documents."""
+    imports what it plans with meanwhile), by rapidyaml in one part per core when `parts` is not given and it may;
+    `.result()` gives the documents."""
     can_fork = forked.can_fork()
     long = can_fork and len(text) >= PARALLEL_CHARS
     if parts is None:
@@ -119,26 +120,32 @@ def start_loading(text: str, *, parts: int | None = None) -> Loading:
 
 
 class Loading:
-    """A text being read: by rapidyaml in a process of its own from the start, or else (rapidyaml declined) in parts:
-    its first part here when asked for, each other part in a process of its own."""
+    """A text being read: in `parts` parts by rapidyaml, each in a process of its own from the start, or else
+    (rapidyaml declined a part) by PyYAML in parts: its first part here when asked for, each other part in a
+    process of its own."""
 
     def __init__(self, text: str, *, parts: int, rapid: bool) -> None:
         self._text = text
         self._parts = parts
-        self._rapid = forked.start(functools.partial(yaml_rapid.read_to_send, text), fork=True, only_forked=True) \
-            if rapid else None
+        self._rapid = [forked.start(functools.partial(yaml_rapid.read_to_send, piece), fork=True, only_forked=True)
+                       for piece in split_documents(text, parts)] if rapid else None
         self._in_parts = None if rapid else _InParts(text, parts, first=FIRST_SHARE)
 
     def result(self) -> list[Any]:
         """The documents, in order."""
         if self._rapid is not None:
-            try:
-                sent = self._rapid.result()
-            except forked.ForkFailed:               # it ran out of memory (an alias bomb) or died: PyYAML reads it
-                sent = None
+            docs: list[Any] | None = []
+            for part in self._rapid:
+                try:
+                    sent = part.result()
+                except forked.ForkFailed:           # it ran out of memory (an alias bomb) or died: PyYAML reads it
+                    sent = None
+                if sent is None:
+                    docs = None
+                elif docs is not None:
+                    docs += marshal.loads(sent)
             self._rapid = None
-            if sent is not None:
-                docs: list[Any] = marshal.loads(sent)
+            if docs is not None:
                 return docs
             self._in_parts = _InParts(self._text, self._parts, first=None)    # begun now: even parts
         assert self._in_parts is not None

@@ -98,7 +98,7 @@ def test_an_alias_bomb_runs_out_of_the_memory_its_process_is_given():
     assert yaml_reader.load_all(text) == safe_load_all(text)                # PyYAML reads it, sharing the aliases
 
 
-def test_a_long_text_is_read_by_rapidyaml_in_one_process_and_by_parts_where_it_declines(monkeypatch):
+def test_a_long_text_is_read_by_rapidyaml_in_a_process_per_part_and_by_pyyaml_where_it_declines_one(monkeypatch):
     started = []
     start = forked._start
 
@@ -108,14 +108,22 @@ def test_a_long_text_is_read_by_rapidyaml_in_one_process_and_by_parts_where_it_d
 
     monkeypatch.setattr(forked, "_start", counted)
     monkeypatch.setattr(yaml_reader, "PARALLEL_CHARS", 10)
+    parts = min(forked.cores(), yaml_reader.MAX_PARTS)
     many = "".join(f"---\nkind: Pod\nmetadata: {{name: p{i}}}\nspec: {{n: {i}}}\n" for i in range(40))
     assert yaml_reader.load_all(many) == safe_load_all(many)
-    assert len(started) == 1
+    assert len(started) == parts
 
     started.clear()
-    dated = many + "---\ncreated: 2024-01-02\n"                          # a date: rapidyaml declines
+    dated = many + "---\ncreated: 2024-01-02\n"                          # a date in the last part: rapidyaml declines it
     assert yaml_reader.load_all(dated) == safe_load_all(dated)
-    assert len(started) == 1 + min(forked.cores(), yaml_reader.MAX_PARTS) - 1   # then read in parts
+    assert len(started) == parts + parts - 1                              # then PyYAML reads it in parts, whole
+
+    started.clear()
+    with monkeypatch.context() as m:
+        m.setattr(forked, "cores", lambda: 3)
+        anchored = "---\na: &x [1, 2]\nb: *x\n" + many + "---\nc: &y {k: v}\nd: [*y, *y]\n"
+        assert yaml_reader.load_all(anchored) == safe_load_all(anchored)   # anchors in the first part and the last
+        assert len(started) == 3
 
 
 def test_an_error_in_a_long_text_names_its_line_as_pyyaml_does(monkeypatch):
