@@ -110,8 +110,8 @@ def test_past_its_safety_cap_the_search_stops_between_rounds(monkeypatch: pytest
 
 def test_fill_takes_what_the_greedy_over_numpy_arrays_takes() -> None:
     rng = np.random.default_rng(3)
-    for _ in range(200):
-        need = rng.integers(0, 9, size=(12, 3)).astype(float) * rng.choice([0.25, 1.0, 1000.0], size=3)
+    for at in range(400):                     # the second half: every class asks for every resource (fill stops early)
+        need = rng.integers(at // 200, 9, size=(12, 3)).astype(float) * rng.choice([0.25, 1.0, 1000.0], size=3)
         cap = rng.integers(0, 20, size=12).astype(float)
         room = rng.integers(1, 60, size=3).astype(float) * need.max(axis=0).clip(1.0)
         order = rng.permutation(12).tolist()

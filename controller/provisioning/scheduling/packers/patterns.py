@@ -68,21 +68,37 @@ class Choice:
 
 def fill(order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """Greedily the most pods of each class in `order` that `room` holds, at most `cap` of each."""
-    return np.array(_fill(order, room.tolist(), need.tolist(), cap.tolist()), dtype=np.int64)
+    return np.array(_fill(order, room.tolist(), *_asks(need.tolist()), cap.tolist()), dtype=np.int64)
 
 
-def _fill(order: list[int], room: list[float], need: list[list[float]], cap: list[float]) -> list[int]:
+Asks = list[list[tuple[int, float]]]        # per class, the resources it asks for (by index) and how much of each
+
+
+def _asks(need: list[list[float]]) -> tuple[Asks, list[tuple[int, float]]]:
+    """Per class, what it asks for (`Asks`); and the resources every class asks for, each with the least any class
+    asks of it: once the room holds less than that of one of them, no class fits."""
+    asks = [[(r, amount) for r, amount in enumerate(row) if amount > 0] for row in need]
+    least = [(r, min(row[r] for row in need)) for r in range(len(need[0]) if need else 0)
+             if all(row[r] > 0 for row in need)]
+    return asks, least
+
+
+def _fill(order: list[int], room: list[float], asks: Asks, least: list[tuple[int, float]], cap: list[float]) -> list[int]:
     """fill on Python floats: a class at a time over a handful of resources, where numpy's per-call cost is most
-    of the work (the same arithmetic, so the same counts)."""
-    counts = [0] * len(need)
+    of the work (the same arithmetic, so the same counts). It stops once a resource every class asks for has less
+    room than the least any asks (`least`): every class after would take none."""
+    counts = [0] * len(asks)
     for c in order:
-        row = need[c]
-        ratios = [room[r] / amount for r, amount in enumerate(row) if amount > 0]
-        most = math.floor(min(ratios) + 1e-9) if ratios else int(cap[c])
+        asked = asks[c]
+        most = math.floor(min([room[r] / amount for r, amount in asked]) + 1e-9) if asked else int(cap[c])
         take = max(0, min(most, int(cap[c])))
         if take:
             counts[c] = take
-            room = [left - take * amount for left, amount in zip(room, row)]
+            room = room.copy()
+            for r, amount in asked:
+                room[r] -= take * amount
+            if any(room[r] / amount + 1e-9 < 1 for r, amount in least):
+                break
     return counts
 
 
@@ -144,10 +160,10 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         return True
 
     by_size = sorted(range(m), key=lambda c: (-size[c], c))
-    need_rows, counts, rooms = need.tolist(), count.tolist(), alloc.astype(float).tolist()
+    (asks, least), counts, rooms = _asks(need.tolist()), count.tolist(), alloc.astype(float).tolist()
 
     def greedy(j: int, order: list[int]) -> np.ndarray:
-        return np.array(_fill(order, rooms[j], need_rows, counts), dtype=np.int64)
+        return np.array(_fill(order, rooms[j], asks, least, counts), dtype=np.int64)
     for j in range(k):
         for c in range(m):
             if fits[c, j]:
