@@ -125,6 +125,21 @@ def test_fill_takes_what_the_greedy_over_numpy_arrays_takes() -> None:
         assert patterns.fill(order, room, need, cap).tolist() == counts.tolist()
 
 
+def test_each_first_fills_as_fill_does_with_each_class_moved_to_the_front() -> None:
+    rng = np.random.default_rng(5)
+    for at in range(400):                     # the second half: every class asks for every resource
+        m = int(rng.integers(1, 15))
+        need = rng.integers(at // 200, 9, size=(m, 3)).astype(float) * rng.choice([0.25, 1.0, 1000.0, 0.1, 1 / 3], size=3)
+        cap = rng.integers(0, 20, size=m).astype(float)
+        room = rng.integers(1, 60, size=3).astype(float) * need.max(axis=0).clip(1.0) + rng.choice([0.0, 0.3, 1 / 7])
+        order = rng.permutation(m).tolist()
+        first = sorted(rng.choice(m, size=int(rng.integers(0, m + 1)), replace=False).tolist())
+        each = patterns.each_first(first, order, room, need, cap)
+        assert each.shape == (len(first), m)
+        for row, c in zip(each.tolist(), first):
+            assert row == patterns.fill([c] + [d for d in order if d != c], room, need, cap).tolist()
+
+
 def test_exact_pricing_runs_only_in_rounds_whose_greedy_pricing_adds_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
     # each exact pricing is a MIP: run in every round, a batch of many shapes took minutes
     need, count, alloc, price = random_classes(11, classes=30, largest=16, replicas=(1, 12), size=16.0)
@@ -133,7 +148,7 @@ def test_exact_pricing_runs_only_in_rounds_whose_greedy_pricing_adds_no_pattern(
     exact_calls: list[tuple[int, int]] = []   # (round, patterns added in the round before this exact pricing)
     real_master, real_knapsack = patterns._master, patterns.knapsack
 
-    def master(found: list[Any], *args: Any, **kwargs: Any) -> Any:
+    def master(found: Any, *args: Any, **kwargs: Any) -> Any:
         columns[:] = [found]
         at_round.append(len(found))
         return real_master(found, *args, **kwargs)

@@ -102,6 +102,31 @@ def _fill(order: list[int], room: list[float], asks: Asks, least: list[tuple[int
     return counts
 
 
+def each_first(first: list[int], order: list[int], room: np.ndarray, need: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """For each class c of `first`, fill() of [c] and then the other classes in `order`: one pattern per row, all
+    filled at once, a class at a time over arrays (the same arithmetic as _fill, so the same counts)."""
+    starts = np.asarray(first, dtype=np.int64)
+    counts = np.zeros((len(starts), len(need)), dtype=np.int64)
+    if not len(starts):
+        return counts
+    rooms = np.tile(np.asarray(room, dtype=float), (len(starts), 1))
+    rows = np.arange(len(starts))
+    for step in [None, *order]:
+        asks = need[starts] if step is None else need[step][None, :]
+        caps = cap[starts] if step is None else np.full(len(starts), cap[step])
+        asked = asks > 0
+        lowest = np.where(asked, rooms / np.where(asked, asks, 1.0), np.inf).min(axis=1)
+        most = np.where(asked.any(axis=1), np.floor(lowest + 1e-9), caps.astype(np.int64))
+        take = np.maximum(0, np.minimum(most, caps.astype(np.int64))).astype(np.int64)
+        if step is None:
+            counts[rows, starts] = take
+        else:
+            take[starts == step] = 0                  # each row took its own class first
+            counts[:, step] += take
+        rooms -= take[:, None] * asks
+    return counts
+
+
 def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndarray, *,
              seconds: float | None = None, exact: bool = False) -> np.ndarray | None:
     """The pattern of the greatest total `value` that `room` holds, at most `cap` of each class, solved by HiGHS
@@ -146,18 +171,10 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     # sizes relative to what the types offer, so no resource's unit dominates the ordering
     unit = np.maximum(alloc.max(axis=0), 1.0)
     size = (need / unit).max(axis=1)
-    columns: list[tuple[int, np.ndarray]] = []
-    costs: list[float] = []
-    seen: set[tuple[int, tuple[int, ...]]] = set()
+    columns = _Patterns(m)
 
     def add(j: int, pattern: np.ndarray) -> bool:
-        key = (j, tuple(int(v) for v in pattern))
-        if not pattern.any() or key in seen:
-            return False
-        seen.add(key)
-        columns.append((j, pattern))
-        costs.append(cost(j, pattern))
-        return True
+        return columns.add(j, pattern, cost)
 
     by_size = sorted(range(m), key=lambda c: (-size[c], c))
     (asks, least), counts, rooms = _asks(need.tolist()), count.tolist(), alloc.astype(float).tolist()
@@ -165,14 +182,13 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     def greedy(j: int, order: list[int]) -> np.ndarray:
         return np.array(_fill(order, rooms[j], asks, least, counts), dtype=np.int64)
     for j in range(k):
-        for c in range(m):
-            if fits[c, j]:
-                add(j, greedy(j, [c] + [d for d in by_size if d != c]))
+        for pattern in each_first(np.flatnonzero(fits[:, j]).tolist(), by_size, alloc[j].astype(float), need, count):
+            add(j, pattern)
     duals = np.zeros(m)
     for _ in range(MAX_ROUNDS):
         if until is not None and time.monotonic() > until:
             return None                 # each solve keeps to the cap; the rounds of them must too
-        solved = _master(columns, costs, need, count, caps, left, integral=False, seconds=seconds)
+        solved = _master(columns, count, caps, left, integral=False, seconds=seconds)
         if solved is None:
             return None
         _, duals = solved
@@ -203,45 +219,89 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             break
     if until is not None and time.monotonic() > until:
         return None
-    solved = _master(columns, costs, need, count, caps, left, integral=True, seconds=seconds)
+    solved = _master(columns, count, caps, left, integral=True, seconds=seconds)
     if solved is None:
         return None
     x, _ = solved
     out = []
-    for (j, pattern), n in zip(columns, x):
+    for j, pattern, n in zip(columns.types, columns.pods, x):
         if n > 0:
             out.append(Choice(j, tuple(int(v) for v in pattern), int(n)))
     return out
 
 
-def _master(columns: list[tuple[int, np.ndarray]], costs: list[float], need: np.ndarray, count: np.ndarray,
-            caps: np.ndarray | None, left: np.ndarray | None, *, integral: bool,
-            seconds: float | None) -> tuple[np.ndarray, np.ndarray] | None:
-    """The master program over `columns` (costing `costs`): node counts per pattern (whole when `integral`) and
-    the classes' duals."""
-    a = np.array([p for _, p in columns], dtype=float).T            # classes x patterns
+class _Patterns:
+    """The patterns found: each a type, how many pods of each class a node of it holds, and what that costs. The
+    master program is solved over them every round, so they are kept as the columns of a sparse classes x patterns
+    matrix too, grown as they come (a pattern holds few of many classes)."""
+
+    def __init__(self, classes: int) -> None:
+        self.classes = classes
+        self.types: list[int] = []
+        self.pods: list[np.ndarray] = []
+        self.costs: list[float] = []
+        self._seen: set[tuple[int, bytes]] = set()
+        self._rows: list[np.ndarray] = []         # per pattern, the classes it holds...
+        self._held: list[np.ndarray] = []         # ...and how many of each
+
+    def __len__(self) -> int:
+        return len(self.types)
+
+    def add(self, j: int, pattern: np.ndarray, cost: Callable[[int, np.ndarray], float]) -> bool:
+        """Add `pattern` on type j (costing `cost(j, pattern)`) unless it holds nothing or is known."""
+        pattern = np.asarray(pattern, dtype=np.int64)
+        key = (j, pattern.tobytes())
+        if not pattern.any() or key in self._seen:
+            return False
+        self._seen.add(key)
+        self.types.append(j)
+        self.pods.append(pattern)
+        self.costs.append(cost(j, pattern))
+        rows = np.flatnonzero(pattern)
+        self._rows.append(rows)
+        self._held.append(pattern[rows].astype(float))
+        return True
+
+    def matrix(self) -> Any:
+        """Pods of each class (rows) each pattern (columns) holds, as scipy's sparse CSC array."""
+        starts = np.zeros(len(self._rows) + 1, dtype=np.int64)
+        np.cumsum([len(rows) for rows in self._rows], out=starts[1:])
+        return sparse().csc_array((np.concatenate(self._held), np.concatenate(self._rows), starts),
+                                  shape=(self.classes, len(self._rows)))
+
+
+def sparse() -> types.ModuleType:
+    """scipy.sparse, imported on first use (as solver())."""
+    return importlib.import_module("scipy.sparse")
+
+
+def _master(columns: _Patterns, count: np.ndarray, caps: np.ndarray | None, left: np.ndarray | None, *,
+            integral: bool, seconds: float | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The master program over the patterns `columns`: node counts per pattern (whole when `integral`) and the
+    classes' duals."""
+    a = columns.matrix()                                            # classes x patterns
     # a hair per node, so of two mixes of equal cost the one with fewer nodes wins
-    cost = np.array(costs) + TIE_PER_NODE
+    cost = np.array(columns.costs) + TIE_PER_NODE
     blocks_a, blocks_lo, blocks_hi = [a], [count.astype(float)], [np.full(len(count), np.inf)]
     if caps is not None and left is not None and len(left):
         scale = np.maximum(caps.max(axis=0), 1.0)
-        use = np.array([caps[j] / scale for j, _ in columns], dtype=float).T   # limited resources x patterns
-        blocks_a.append(use), blocks_lo.append(np.full(len(left), -np.inf)), blocks_hi.append(np.maximum(left, 0) / scale)
-    matrix = np.vstack(blocks_a)
+        use = np.array([caps[j] / scale for j in columns.types], dtype=float).T   # limited resources x patterns
+        blocks_a.append(sparse().csc_array(use)), blocks_lo.append(np.full(len(left), -np.inf))
+        blocks_hi.append(np.maximum(left, 0) / scale)
     lo, hi = np.concatenate(blocks_lo), np.concatenate(blocks_hi)
     if not integral:
         # as A_ub x <= b_ub: -a x <= -count, use x <= left
-        result = solver().linprog(cost, A_ub=np.vstack([-a] + blocks_a[1:]), b_ub=np.concatenate([-blocks_lo[0]] + blocks_hi[1:]),
-                         bounds=(0, None), method="highs")
+        result = solver().linprog(cost, A_ub=sparse().vstack([-a] + blocks_a[1:], format="csc"),
+                                  b_ub=np.concatenate([-blocks_lo[0]] + blocks_hi[1:]), bounds=(0, None), method="highs")
         if result.status != 0:
             return None
         return result.x, -result.ineqlin.marginals[:len(count)]
     # hundreds of near-equal patterns make a hard program whose later nodes seldom make the plan cheaper (the
     # placement after it drops what the cover over-provides); fewer nodes for more patterns bounds the work
     node_limit = max(1, min(MIP_NODE_LIMIT, MIP_NODE_WORK // len(columns)))
-    upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for _, p in columns])
+    upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for p in columns.pods])
     result = _milp(cost, integrality=np.ones(len(columns)), bounds=solver().Bounds(0, upper),
-                  constraints=solver().LinearConstraint(matrix, lo, hi),
+                  constraints=solver().LinearConstraint(sparse().vstack(blocks_a, format="csc"), lo, hi),
                   options={"node_limit": node_limit, "mip_rel_gap": MIP_REL_GAP, "disp": False,
                            **({"time_limit": seconds} if seconds is not None else {})})
     if result.x is None:
