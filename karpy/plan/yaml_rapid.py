@@ -106,8 +106,9 @@ def _address_space() -> int:
 
 def _follows_other_rules(text: str) -> bool:
     """Whether `text` holds a directive (`%YAML`), a document end marker (`...`), a tab, a tag (`!`), a merge key
-    (`<<`) or an explicit key (`? `, where rapidyaml's aliases go astray): PyYAML reads them by rules this reader does
-    not follow. (Searched for as plain characters: a pattern takes ten times longer.)"""
+    (`<<`), an explicit key (`? `, where rapidyaml's aliases go astray) or a plain `=` (a value PyYAML cannot
+    build, even where a later duplicate key discards it): PyYAML reads them by rules this reader does not follow.
+    (Searched for as plain characters: a pattern takes ten times longer.)"""
     if text.startswith(("%", "...")) or "\n%" in text or "\n..." in text or "<<" in text or "\t" in text:
         return True                                    # (past a document end marker and around tabs, rapidyaml
                                                        # reads on where PyYAML finds an error)
@@ -118,6 +119,19 @@ def _follows_other_rules(text: str) -> bool:
                     followed_by is None or at + 1 == len(text) or text[at + 1] in followed_by):
                 return True
             at = text.find(indicator, at + 1)
+    return any(_plain_equals(text, before) for before in ("", *_SEPARATORS))
+
+
+def _plain_equals(text: str, before: str) -> bool:
+    """Whether `text` holds `before` and then a plain `=` scalar (`=` alone; `before` "": at the start)."""
+    at = (0 if text.startswith("=") else -1) if not before else text.find(before + "=")
+    while at >= 0:
+        end = at + len(before) + 1
+        while end < len(text) and text[end] == " ":
+            end += 1
+        if end == len(text) or text[end] in "\r\n,]}#":
+            return True
+        at = text.find(before + "=", at + 1) if before else -1
     return False
 
 

@@ -26,6 +26,7 @@ def safe_load_all(text):
     "s: |\n  kept\n  lines\nf: >-\n  folded\n  text\nq: \"\\x41\\u00e9\\t\"\np: plain\n  continued\n",
     "- a\n- [b, {c: d}]\n",                                               # a sequence as the document
     "k: v\r\nw: x\r\n",
+    "args: [x = y, a=b, '= c']\nenv: A=1\n",                         # `=` within or beside other text
 ])
 def test_reads_as_pyyaml_where_it_reads(text):
     assert yaml_rapid.read(text) == safe_load_all(text)
@@ -53,6 +54,8 @@ def test_reads_as_pyyaml_where_it_reads(text):
     "x: &a [1]\n? *a\n: y\n",     # an explicit key
     "a: [1, 2\n",               # invalid YAML: PyYAML's error names its line
     "? [a, b]\n: c\n",
+    "a: =\na: 1\n",             # a plain `=`: PyYAML cannot build it, even where a later duplicate key discards it
+    "a: [1, = ]\n",
 ])
 def test_declines_where_pyyaml_may_read_otherwise(text):
     assert yaml_rapid.read(text) is None
