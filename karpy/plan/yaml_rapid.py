@@ -6,8 +6,8 @@ is about four times faster than PyYAML with yaml_reader's own constructor. The t
 date), so the text is read here only where the outcome is provably PyYAML's; else `read` answers None and the
 caller reads it with PyYAML:
 
-- the text has no directive (`%YAML`), document end marker (`...`), tab, tag (`!`), merge key (`<<`) or explicit
-  key (`? `), and every alias names an anchor of its own document (rapidyaml would follow it into an earlier one, where PyYAML refuses);
+- the text has no directive (`%YAML`), document end marker (`...`), tab, tag (`!`), merge key (`<<`), explicit
+  key (`? `) or plain `=` (PyYAML cannot build it), and every alias names an anchor of its own document (rapidyaml would follow it into an earlier one, where PyYAML refuses);
 - it ends with a line break (rapidyaml ends a last block scalar with one where PyYAML does not) and has no
   character PyYAML reads as a line break where rapidyaml does not (NEL, LS, PS) or refuses as unprintable;
 - every number the JSON holds is spelled as PyYAML reads it as that number (rapidyaml writes plain `1e3` as a
@@ -27,7 +27,7 @@ import marshal
 import os
 import re
 import resource
-from typing import Any
+from typing import Any, Iterator
 
 import msgspec
 import yaml
@@ -113,26 +113,23 @@ def _follows_other_rules(text: str) -> bool:
         return True                                    # (past a document end marker and around tabs, rapidyaml
                                                        # reads on where PyYAML finds an error)
     for indicator, followed_by in (("!", None), ("?", " \t\r\n")):
-        at = text.find(indicator)
-        while at >= 0:
+        for at in _places(text, indicator):
             if (at == 0 or text[at - 1] in _SEPARATORS) and (
                     followed_by is None or at + 1 == len(text) or text[at + 1] in followed_by):
                 return True
-            at = text.find(indicator, at + 1)
-    return any(_plain_equals(text, before) for before in ("", *_SEPARATORS))
-
-
-def _plain_equals(text: str, before: str) -> bool:
-    """Whether `text` holds `before` and then a plain `=` scalar (`=` alone; `before` "": at the start)."""
-    at = (0 if text.startswith("=") else -1) if not before else text.find(before + "=")
-    while at >= 0:
-        end = at + len(before) + 1
-        while end < len(text) and text[end] == " ":
-            end += 1
-        if end == len(text) or text[end] in "\r\n,]}#":
+    # a plain `=` starts the text or follows a separator (searched for together: most `=` are within a scalar)
+    for separator in _SEPARATORS:
+        if any(_equals_alone(text, at + 1) for at in _places(text, separator + "=")):
             return True
-        at = text.find(before + "=", at + 1) if before else -1
-    return False
+    return text.startswith("=") and _equals_alone(text, 0)
+
+
+def _equals_alone(text: str, at: int) -> bool:
+    """Whether the `=` at `at` is all of its scalar (spaces, then the end of the line, the text or a collection's item)."""
+    end = at + 1
+    while end < len(text) and text[end] == " ":
+        end += 1
+    return end == len(text) or text[end] in "\r\n,]}#"
 
 
 def _aliases_stay_in_their_documents(text: str) -> bool:
@@ -156,14 +153,16 @@ def _aliases_stay_in_their_documents(text: str) -> bool:
 
 
 def _found(text: str, *needles: str) -> list[int]:
-    """Where any of `needles` is found in `text`, in order. (str.find: a pattern takes several times longer.)"""
-    places = []
-    for needle in needles:
-        at = text.find(needle)
-        while at >= 0:
-            places.append(at)
-            at = text.find(needle, at + 1)
-    return sorted(places)
+    """Where any of `needles` is found in `text`, in order."""
+    return sorted(at for needle in needles for at in _places(text, needle))
+
+
+def _places(text: str, needle: str) -> Iterator[int]:
+    """Where `needle` is found in `text`, in order. (str.find: a pattern takes several times longer.)"""
+    at = text.find(needle)
+    while at >= 0:
+        yield at
+        at = text.find(needle, at + 1)
 
 
 class _Scalars:

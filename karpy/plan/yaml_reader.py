@@ -134,16 +134,7 @@ class Loading:
     def result(self) -> list[Any]:
         """The documents, in order."""
         if self._rapid is not None:
-            docs: list[Any] | None = []
-            for part in self._rapid:
-                try:
-                    sent = part.result()
-                except forked.ForkFailed:           # it ran out of memory (an alias bomb) or died: PyYAML reads it
-                    sent = None
-                if sent is None:
-                    docs = None
-                elif docs is not None:
-                    docs += marshal.loads(sent)
+            docs = _received(self._rapid)            # None: a part declined, ran out of memory (an alias bomb) or died
             self._rapid = None
             if docs is not None:
                 return docs
@@ -166,20 +157,29 @@ class _InParts:
     def result(self) -> list[Any]:
         """The documents, in order. Whatever goes wrong in a part, the whole text is read again here (once every
         part's process has ended), so that an error names its line in the text."""
-        whole = False
-        loaded: list[Any] = []
+        first: list[Any] | None
         try:
-            loaded = _load(self._first)
+            first = _load(self._first)
         except Exception:  # its line is the text's too, but a later part's error may come first: read whole
-            whole = True
-        for part in self._later:
-            try:
-                sent = part.result()
-                if not whole:
-                    loaded += marshal.loads(sent) if isinstance(sent, bytes) else sent
-            except forked.ForkFailed:  # the part's own error (its line is in the part), or it died: read whole below
-                whole = True
-        return _load(self._text) if whole else loaded
+            first = None
+        later = _received(self._later)             # None: a part's own error (its line is in the part), or it died
+        return _load(self._text) if first is None or later is None else first + later
+
+
+def _received(parts: list[forked.Started[Any]]) -> list[Any] | None:
+    """The documents the parts' processes sent (marshalled, or as they are), in order; None when one sent None
+    (rapidyaml declined its part), failed or died. Every part's process has ended either way."""
+    docs: list[Any] | None = []
+    for part in parts:
+        try:
+            sent = part.result()
+        except forked.ForkFailed:
+            sent = None
+        if sent is None:
+            docs = None
+        elif docs is not None:
+            docs += marshal.loads(sent) if isinstance(sent, bytes) else sent
+    return docs
 
 
 def split_documents(text: str, parts: int, *, first: float | None = None) -> list[str]:

@@ -113,11 +113,11 @@ def each_first(first: list[int], order: list[int], room: np.ndarray, need: np.nd
     rows = np.arange(len(starts))
     for step in [None, *order]:
         asks = need[starts] if step is None else need[step][None, :]
-        caps = cap[starts] if step is None else np.full(len(starts), cap[step])
+        caps = (cap[starts] if step is None else np.full(len(starts), cap[step])).astype(np.int64)
         asked = asks > 0
         lowest = np.where(asked, rooms / np.where(asked, asks, 1.0), np.inf).min(axis=1)
-        most = np.where(asked.any(axis=1), np.floor(lowest + 1e-9), caps.astype(np.int64))
-        take = np.maximum(0, np.minimum(most, caps.astype(np.int64))).astype(np.int64)
+        most = np.where(asked.any(axis=1), np.floor(lowest + 1e-9), caps)
+        take = np.maximum(0, np.minimum(most, caps)).astype(np.int64)
         if step is None:
             counts[rows, starts] = take
         else:
@@ -171,11 +171,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     # sizes relative to what the types offer, so no resource's unit dominates the ordering
     unit = np.maximum(alloc.max(axis=0), 1.0)
     size = (need / unit).max(axis=1)
-    columns = _Patterns(m)
-
-    def add(j: int, pattern: np.ndarray) -> bool:
-        return columns.add(j, pattern, cost)
-
+    columns = _Patterns(m, cost)
     by_size = sorted(range(m), key=lambda c: (-size[c], c))
     (asks, least), counts, rooms = _asks(need.tolist()), count.tolist(), alloc.astype(float).tolist()
 
@@ -183,7 +179,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         return np.array(_fill(order, rooms[j], asks, least, counts), dtype=np.int64)
     for j in range(k):
         for pattern in each_first(np.flatnonzero(fits[:, j]).tolist(), by_size, alloc[j].astype(float), need, count):
-            add(j, pattern)
+            columns.add(j, pattern)
     duals = np.zeros(m)
     for _ in range(MAX_ROUNDS):
         if until is not None and time.monotonic() > until:
@@ -207,13 +203,13 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
         candidates.sort(key=lambda x: (x[0], x[1]))
         added = 0
         for reduced, j, column in candidates:
-            if reduced < -1e-9 and column is not None and add(j, column):
+            if reduced < -1e-9 and column is not None and columns.add(j, column):
                 added += 1
         # exact pricing for the types the greedy found most promising, once the greedy finds no pattern worth
         # adding (with one class the greedy's pattern, as many pods as fit, is already exact)
         for _, j, _ in candidates[:EXACT_PRICING if m > 1 and not added else 0]:
             exact = knapsack(duals, alloc[j].astype(float), need, count, seconds=seconds)
-            if exact is not None and cost(j, exact) - dot(duals, exact) < -1e-9 and add(j, exact):
+            if exact is not None and cost(j, exact) - dot(duals, exact) < -1e-9 and columns.add(j, exact):
                 added += 1
         if not added:
             break
@@ -235,8 +231,9 @@ class _Patterns:
     master program is solved over them every round, so they are kept as the columns of a sparse classes x patterns
     matrix too, grown as they come (a pattern holds few of many classes)."""
 
-    def __init__(self, classes: int) -> None:
+    def __init__(self, classes: int, cost: Callable[[int, np.ndarray], float]) -> None:
         self.classes = classes
+        self._cost = cost                          # what a node of type j holding a pattern costs
         self.types: list[int] = []
         self.pods: list[np.ndarray] = []
         self.costs: list[float] = []
@@ -247,8 +244,8 @@ class _Patterns:
     def __len__(self) -> int:
         return len(self.types)
 
-    def add(self, j: int, pattern: np.ndarray, cost: Callable[[int, np.ndarray], float]) -> bool:
-        """Add `pattern` on type j (costing `cost(j, pattern)`) unless it holds nothing or is known."""
+    def add(self, j: int, pattern: np.ndarray) -> bool:
+        """Add `pattern` on type j unless it holds nothing or is known."""
         pattern = np.asarray(pattern, dtype=np.int64)
         key = (j, pattern.tobytes())
         if not pattern.any() or key in self._seen:
@@ -256,7 +253,7 @@ class _Patterns:
         self._seen.add(key)
         self.types.append(j)
         self.pods.append(pattern)
-        self.costs.append(cost(j, pattern))
+        self.costs.append(self._cost(j, pattern))
         rows = np.flatnonzero(pattern)
         self._rows.append(rows)
         self._held.append(pattern[rows].astype(float))
