@@ -1036,24 +1036,28 @@ def _even_out(swaps: _Swaps, a: int, topology: Topology, budget: list[int]) -> b
         for theirs in (single[:, None], _pairs(owners, room, swaps.shape_ids) if pairs else np.zeros((0, 2), dtype=np.int64)):
             if not len(theirs):
                 return False
-            diff = swaps.need[given][:, None, :] - swaps.need[theirs].sum(axis=1)[None, :, :]
+            gives, takes = swaps.need[given], swaps.need[theirs].sum(axis=1)
             owner = owners[theirs[:, 0]]
-            # a sheds more of what it is short of than it takes back, keeps within its own type and within the
-            # cheaper one in everything else; the other keeps its type
-            fits = every(diff[:, :, over] >= 0) & some(diff[:, :, over] > 0) & \
-                every(-diff <= spare[a]) & every(short - diff <= np.where(over, np.inf, 0)) & \
-                every(diff <= spare[owner][None, :, :])
-            found = np.argwhere(fits)
+            # a sheds more of what it is short of than it takes back (worked out first, over those resources alone:
+            # most pairs fail it), keeps within its own type and within the cheaper one in everything else; the
+            # other keeps its type
+            shed = gives[:, None, over] - takes[None, :, over]
+            found = np.argwhere(every(shed >= 0) & some(shed > 0))
+            diff = gives[found[:, 0]] - takes[found[:, 1]]
+            fits = every(-diff <= spare[a]) & every(short - diff <= np.where(over, np.inf, 0)) & \
+                every(diff <= spare[owner[found[:, 1]]])
+            found, diff = found[fits], diff[fits]
             if len(found):
                 break
         else:
             return False
-        gain = row_sums(np.minimum(diff[found[:, 0], found[:, 1]][:, over], short[over]) / swaps.unit[over])
-        o, t = found[np.lexsort((found[:, 1], found[:, 0], -gain))[0]].tolist()
-        k, qs, b = int(given[o]), theirs[t].tolist(), int(owner[t])
-        spare[a] += diff[o, t]
-        spare[b] -= diff[o, t]
-        short -= diff[o, t]
+        gain = row_sums(np.minimum(diff[:, over], short[over]) / swaps.unit[over])
+        best = np.lexsort((found[:, 1], found[:, 0], -gain))[0]
+        o, t = found[best].tolist()
+        k, qs, b, traded = int(given[o]), theirs[t].tolist(), int(owner[t]), diff[best]
+        spare[a] += traded
+        spare[b] -= traded
+        short -= traded
         owners[k] = b
         owners[qs] = a
         mine.remove(k)
