@@ -11,7 +11,13 @@ import pytest
 from karpy.apis.provisioner_validation import decode_provisioner
 from karpy.controller.cloudprovider.catalog import fake_catalog
 from karpy.controller.provisioning.scheduling.pods import PodInfo
-from karpy.controller.provisioning.scheduling.scheduler import ClusterSnapshot, PlannedNode, Scheduler, take_evenly
+from karpy.controller.provisioning.scheduling.scheduler import (
+    ClusterSnapshot,
+    PlannedNode,
+    Scheduler,
+    deal,
+    take_evenly,
+)
 from tests.builders import node, pod, provisioner
 
 
@@ -33,6 +39,12 @@ def test_a_chunk_takes_its_pods_evenly_across_the_queue_and_a_small_rest_joins_i
     assert len(chunk) == 7 and rest == []
     assert take_evenly(queue[:4], 2) == ([queue[0], queue[2]], [queue[1], queue[3]])
     assert take_evenly([], 5) == ([], [])
+
+
+def test_a_last_chunks_nodes_are_dealt_in_turn_into_parts_none_empty() -> None:
+    nodes: list[Any] = list(range(7))               # deal reads only the list's order
+    assert deal(nodes, 2) == [[0, 2, 4, 6], [1, 3, 5]]
+    assert deal(nodes[:1], 2) == [[0]] and deal([], 2) == [[]] and deal(nodes, 1) == [nodes]
 
 
 def test_chunks_double_only_after_one_needed_new_nodes() -> None:

@@ -461,7 +461,8 @@ def test_a_large_batch_is_planned_in_chunks_to_the_same_plan_wherever_each_chunk
             return Scheduler(load([str(path)], catalog="fake-400").snapshot, packing=PackingOptions(processes=processes)).solve()
 
     chunked = [solved(processes) for processes in (1, 2, 3)]
-    assert len(forks) == 3          # each chunk optimised in a process of its own, the last too
+    # each chunk optimised in a process of its own, the last in LAST_CHUNK_PARTS (its nodes dealt in turn)
+    assert len(forks) == 2 + scheduling.LAST_CHUNK_PARTS == 4
     best = chunked[0]
     assert plan_json(chunked[1]) == plan_json(best) == plan_json(chunked[2])   # here, or while the next is placed
 
@@ -508,6 +509,12 @@ def test_only_a_large_optimised_batch_without_limits_is_chunked_and_its_chunks_f
 
     assert chunks(5) == [("Optimiser.pack", 5)]                    # fewer than twice CHUNK_PODS: whole
     assert chunks(6) == [("Optimiser.start", 3)] * 2                # chunks, each finished after the last is placed
+    # a pod per node (one host port): the last chunk's three nodes are dealt into two parts, optimised apart
+    port = {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": {"cpu": "1"}},
+                            "ports": [{"containerPort": 80, "hostPort": 80}]}]}
+    calls.clear()
+    solve(tmp_path, provisioner("default"), *[pod(f"p-{i}", **port) for i in range(6)])
+    assert calls == [("Optimiser.start", 3), ("Optimiser.start", 2), ("Optimiser.start", 1)]
     assert chunks(6, limits={"resources": {"cpu": "1000"}}) == [("Optimiser.pack", 6)]   # limits they'd share: whole
     assert chunks(6, optimize=False) == [("Greedy.pack", 6)]       # Karpenter's greedy: whole, as Karpenter plans
 

@@ -54,6 +54,9 @@ FIRST_CHUNK_SECONDS = 0.2          # the optimiser's time on that chunk, at most
 # the most pods a chunk takes (but the last): the optimiser's work bounds are set for about so many, and a batch of
 # twice as many is planned in chunks whose optimisation overlaps the next chunk's placing (Scheduler.solve)
 CHUNK_PODS = 5000
+# karpy plan optimises its last chunk's nodes in so many parts at once: once every chunk is placed, nothing is left
+# to place beside the last chunk's optimisation, and one process would keep one core busy and the other idle
+LAST_CHUNK_PARTS = 2
 TOPOLOGY_KEYS_FROM_OFFERINGS = (wk.ZONE, wk.CAPACITY_TYPE)
 
 
@@ -324,6 +327,12 @@ def take_evenly(queue: list[PodInfo], size: int) -> tuple[list[PodInfo], list[Po
     return [p for i, p in enumerate(queue) if i in picked], [p for i, p in enumerate(queue) if i not in picked]
 
 
+def deal(nodes: list[NewNode], parts: int) -> list[list[NewNode]]:
+    """`nodes` dealt in turn into `parts` parts (none empty): nodes are opened as the chunk's pods come, largest
+    first, so each part holds nodes of every size, as the chunk does."""
+    return [nodes[k::parts] for k in range(min(parts, len(nodes)))] or [nodes]
+
+
 def first_chunk_packing(packing: PackingOptions) -> PackingOptions:
     """The optimiser's options for a batch's first chunk: its time held to FIRST_CHUNK_SECONDS."""
     budget = FIRST_CHUNK_SECONDS if packing.max_seconds is None else min(packing.max_seconds, FIRST_CHUNK_SECONDS)
@@ -507,7 +516,9 @@ class Scheduler:
         CHUNK_PODS pods or more and no provisioner has limits (its chunks' nodes would share them): then in chunks
         of CHUNK_PODS whose optimisation is begun as each is placed and finished once all are (Packer.start), so
         that it runs in a process of its own while the next chunk is placed (when the packing's `processes`
-        allow; the plan is the same either way). Karpenter's greedy plans the batch at once, as Karpenter does.
+        allow; the plan is the same either way). The last chunk's nodes are optimised in LAST_CHUNK_PARTS parts
+        (deal), each apart, as nothing is left to place beside them. Karpenter's greedy plans the batch at once,
+        as Karpenter does.
 
         With `on_decided` (the controller) the first chunk has `first_chunk` pods, then twice as many after each
         chunk that needed new nodes (a chunk that fit on existing nodes hands over nothing, so the next is as
@@ -554,7 +565,8 @@ class Scheduler:
             if deferred:
                 # the last chunk too, though nothing is left to place meanwhile: the chunks still being optimised
                 # are then processes alike, sharing the cores evenly
-                started.append(packer.start(self.new_nodes, topology=self.topology, options=packing, batch_pods=batch))
+                for part in deal(self.new_nodes, 1 if rest else LAST_CHUNK_PARTS):
+                    started.append(packer.start(part, topology=self.topology, options=packing, batch_pods=batch))
                 planned = []
             else:
                 repacked = packer.pack(self.new_nodes, topology=self.topology, options=packing, open_node=open_node)
