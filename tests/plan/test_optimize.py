@@ -423,6 +423,25 @@ def test_swaps_work_out_each_nodes_room_and_shortfall_as_one_node_alone_would(tm
     assert 0 < shortfalls < len(nodes)
 
 
+def test_a_nodes_price_with_more_is_kept_per_row_until_the_node_changes(tmp_path: Path) -> None:
+    scheduler, by_name, (node, other) = planned(tmp_path, [pod("p", cpu="1"), pod("q", cpu="2", memory="3Gi"),
+                                                           pod("r", cpu="500m")], {"n": ("p",), "o": ("r",)})
+    rows = scheduler.rows
+    q, r = rows.of(by_name["q"]), rows.of(by_name["r"])
+    assert q is not None and r is not None
+    first = node.option_with(q)
+    assert first == node._option_with(q) and node.option_with(q) is first          # asked again: the kept answer
+    assert node.option_with(r) == node._option_with(r) != first
+    twin = node.clone()
+    assert twin.add(by_name["q"], scheduler.topology) is None                       # a copy changes: its own answers
+    assert twin.option_with(r) == twin._option_with(r) != node.option_with(r)
+    before = node.snapshot()
+    assert node.add(by_name["q"], scheduler.topology) is None
+    assert node.option_with(q) == node._option_with(q) != first                     # the node changed: worked out again
+    node.restore(before)
+    assert node.option_with(q) == first and other.option_with(q) == other._option_with(q)
+
+
 def test_a_templates_most_allocatable_per_mask_of_options_is_kept_and_stays_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from karpy.controller.provisioning.scheduling import nodes
     scheduler, _, (node,) = planned(tmp_path, [pod("p", cpu="1")], {"n": ("p",)})
