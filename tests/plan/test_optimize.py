@@ -529,7 +529,7 @@ def test_only_a_large_optimised_batch_without_limits_is_chunked_and_its_chunks_f
     assert chunks(5) == [("Optimiser.pack", 5)]                    # fewer than twice CHUNK_PODS: whole
     assert chunks(6) == [("Optimiser.start", 3)] * 2                # chunks, each finished after the last is placed
     # a pod per node (one host port): the last chunk's three nodes are dealt into two parts, optimised apart
-    port = {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": {"cpu": "1"}},
+    port: dict[str, Any] = {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": {"cpu": "1"}},
                             "ports": [{"containerPort": 80, "hostPort": 80}]}]}
     calls.clear()
     solve(tmp_path, provisioner("default"), *[pod(f"p-{i}", **port) for i in range(6)])
