@@ -386,6 +386,9 @@ class ExistingNode:
         return None
 
 
+NodeMakeup = tuple[Requirements, np.ndarray, np.ndarray]   # a node's requirements, requests and options (NewNode.makeup)
+
+
 class NodeState(NamedTuple):
     """What NewNode.restore() puts back: everything a pod's addition changes, the template's remaining limits
     (its reservation moves them), and the node's price then."""
@@ -409,9 +412,8 @@ class NewNode:
         self.hostname = hostname
         self._ranked_for: Requirements | None = None
         self._ranked_cache: tuple[np.ndarray, np.ndarray, list[Offering | None]] = (np.zeros(0, dtype=np.int64), np.zeros(0), [])
-        self._now_cache: tuple[tuple[object, object, object], tuple[int, float] | None] | None = None
-        # option_with's answers by row, for the requirements, requests and options they were worked out for
-        self._with_cache: tuple[object, object, object, dict[bytes, tuple[int, float] | None]] | None = None
+        self._now_cache: tuple[NodeMakeup, tuple[int, float] | None] | None = None
+        self._with_cache: tuple[NodeMakeup, dict[bytes, tuple[int, float] | None]] | None = None   # option_with's, by row
         self.requirements = template.requirements.copy()
         # held as Python integers when the types' sizes are: then no sum of requests can wrap
         self.used = np.zeros(len(template.rows.index), dtype=template.allocatable.dtype)
@@ -441,19 +443,25 @@ class NewNode:
         at = int(costs.argmin())
         return int(candidates[at]), float(costs[at])
 
+    def makeup(self) -> NodeMakeup:
+        """What the node's prices follow: its requirements, requests and options, as the objects they are now."""
+        return self.requirements, self.used, self.options
+
+    def made_of(self, makeup: NodeMakeup) -> bool:
+        """Whether the node is still made of `makeup`'s objects: they are replaced, never edited, as pods come and
+        go, so what was worked out from them then holds now."""
+        return makeup[0] is self.requirements and makeup[1] is self.used and makeup[2] is self.options
+
     def _now(self) -> tuple[int, float] | None:
-        """The option that costs least with the node's pods and that cost (None: no option), kept while the
-        node's requirements, requests and options stay the same objects (they are replaced, never edited)."""
+        """The option that costs least with the node's pods and that cost (None: no option), kept while the node
+        is made of the same objects (made_of)."""
         kept = self._now_cache
-        if kept is not None:
-            requirements, used, options = kept[0]
-            if requirements is self.requirements and used is self.used and options is self.options:
-                return kept[1]
-        state = (self.requirements, self.used, self.options)
+        if kept is not None and self.made_of(kept[0]):
+            return kept[1]
         order = self._ranked()[0]
         candidates = order[self.options[order]]
         found = self._least(candidates, self.used) if len(candidates) else None
-        self._now_cache = (state, found)
+        self._now_cache = (self.makeup(), found)
         return found
 
     def offering(self, index: int) -> Offering | None:
@@ -475,16 +483,16 @@ class NewNode:
 
     def option_with(self, row: np.ndarray) -> tuple[int, float] | None:
         """The option that costs least holding `row` more (its requirements as they are) and what the node then
-        costs, or None. Kept per row while the node's requirements, requests and options stay the same objects (they
-        are replaced, never edited): a fill prices the same few rows on the same nodes again and again between two
-        changes (a 20,000-pod plan: 32,000 of 47,000 asks). Rows of Python integers are worked out each time."""
+        costs, or None. Kept per row while the node is made of the same objects (made_of): a fill prices the same few
+        rows on the same nodes again and again between two changes (a 20,000-pod plan: 32,000 of 47,000 asks). Rows
+        of Python integers are worked out each time."""
         if row.dtype == object:
             return self._option_with(row)
         kept = self._with_cache
-        if kept is None or not (kept[0] is self.requirements and kept[1] is self.used and kept[2] is self.options):
-            kept = self._with_cache = (self.requirements, self.used, self.options, {})
+        if kept is None or not self.made_of(kept[0]):
+            kept = self._with_cache = (self.makeup(), {})
         key = row.dtype.str.encode() + row.tobytes()
-        answers = kept[3]
+        answers = kept[1]
         if key not in answers:
             answers[key] = self._option_with(row)
         return answers[key]

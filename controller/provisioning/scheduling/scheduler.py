@@ -328,8 +328,8 @@ def take_evenly(queue: list[PodInfo], size: int) -> tuple[list[PodInfo], list[Po
 
 
 def deal(nodes: list[NewNode], parts: int) -> list[list[NewNode]]:
-    """`nodes` dealt in turn into `parts` parts (none empty): nodes are opened as the chunk's pods come, largest
-    first, so each part holds nodes of every size, as the chunk does."""
+    """`nodes` dealt in turn into `parts` parts, none empty (no nodes: one empty part): nodes are opened as the
+    chunk's pods come, largest first, so each part holds nodes of every size, as the chunk does."""
     return [nodes[k::parts] for k in range(min(parts, len(nodes)))] or [nodes]
 
 

@@ -515,7 +515,7 @@ class _Bins:
         self.changes = 0                                      # bumped whenever any node changes
         self._holders: dict[bytes, tuple[int, np.ndarray]] = {}
         self._pinned: dict[tuple[tuple[str, str | None], ...], np.ndarray] = {}
-        self._seen: list[tuple[object, ...]] = [()] * len(nodes)  # what each node was made of at its last refresh
+        self._seen = [n.makeup() for n in nodes]                 # what each node was made of at its last refresh
         for i in range(len(nodes)):
             self.refresh(i)
 
@@ -523,13 +523,12 @@ class _Bins:
         """Refresh the nodes changed by hands other than this one's since (a node's requirements, requests and
         options are replaced, never edited, so a node made of the same objects is as it was)."""
         for i, node in enumerate(self.nodes):
-            seen = self._seen[i]
-            if not (seen[0] is node.requirements and seen[1] is node.used and seen[2] is node.options):
+            if not node.made_of(self._seen[i]):
                 self.refresh(i)
 
     def refresh(self, i: int) -> None:
         node = self.nodes[i]
-        self._seen[i] = (node.requirements, node.used, node.options)
+        self._seen[i] = node.makeup()
         self.free[i] = estimate(node.free_room())[self.columns]
         self.grow[i] = estimate(node.grow_room())[self.columns]
         self.price[i] = node.price()
