@@ -2,13 +2,15 @@
 
 A pattern is one node of one instance type and how many pods of each class (same requests) it
 holds, within the type's allocatable. The master program chooses how many nodes of each
-pattern cover every class at the least cost; it starts from patterns a first-fit builds and
+pattern cover every class at the least cost (one HiGHS model, grown a column per pattern, so each
+round's LP starts from the last one's basis); it starts from patterns a first-fit builds and
 grows by pricing: the LP's duals value each class, and for each type the pattern of the
 greatest value (a small knapsack: greedily for every type, exactly with HiGHS for the most
 promising few) joins the master when it costs less than it is worth. A pattern costs what its
 type costs with its pods (`pattern_cost`, exact per pattern: a burstable type's credits turn on
 the pattern's cpu); a type's `price` is the most any of its patterns costs. The last master is
-solved with integer node counts over the patterns generated. Deterministic: the same input
+solved with integer node counts over the patterns generated, or past MIP_COLUMNS patterns its LP's
+counts are rounded up. Deterministic: the same input
 gives the same columns, the search is bounded by rounds and the solver by node limits, never
 by the clock unless the caller passes a safety cap (`seconds`). Pure: numbers in, numbers out.
 """
@@ -20,12 +22,11 @@ import importlib
 import math
 import time
 import types
-import warnings
 from typing import Any, Callable
 
 import numpy as np
 
-from karpy.controller.provisioning.scheduling.nodes import dot
+from karpy.controller.provisioning.scheduling.nodes import dot, every
 
 MAX_ROUNDS = 40                  # pricing rounds; each adds at most one pattern per type
 EXACT_PRICING = 6                # types priced exactly (HiGHS) per round, besides the greedy for all
@@ -33,6 +34,8 @@ MIP_NODE_LIMIT = 2000            # branch-and-bound nodes for the integral maste
 MIP_NODE_WORK = 20_000           # ...and at most this many nodes x patterns: each node's LP grows with the patterns
 KNAPSACK_NODE_LIMIT = 200
 MIP_REL_GAP = 1e-4
+MIP_COLUMNS = 1500               # patterns the integral master is solved over at most (past it: the LP rounded up)
+INITIAL_TYPES = 4                # types each class starts on, past MIP_COLUMNS pairs of type and class
 TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cost go to fewer nodes
 # HiGHS's presolve stays on: without it a knapsack of a dozen classes took up to thousands of branch-and-bound
 # nodes (tens of ms each, 100 s for a batch of 70 shapes), with it one. HiGHS prints a debug line to stdout now
@@ -44,17 +47,28 @@ _HIGHS_MIP_OPTIONS = {"mip_heuristic_run_feasibility_jump": False}
 
 
 def solver() -> types.ModuleType:
-    """scipy.optimize, imported on first use: a plan whose pods never reach the column generation does not pay for
-    its import (about 0.4 s). A search under a time cap imports it before its clock starts (optimiser.repack)."""
-    return importlib.import_module("scipy.optimize")
+    """highspy (HiGHS), imported on first use: a plan whose pods never reach the column generation does not pay for
+    its import. A search under a time cap imports it before its clock starts (optimiser.repack)."""
+    return importlib.import_module("highspy")
 
 
-def _milp(c: np.ndarray, *, options: dict[str, Any], **program: Any) -> Any:
-    """scipy's milp with `_HIGHS_MIP_OPTIONS`, which scipy passes to HiGHS as they are (with a warning it
-    gives for every option it does not list itself, silenced here)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Unrecognized options detected", category=RuntimeWarning)
-        return solver().milp(c, options={**options, **_HIGHS_MIP_OPTIONS}, **program)
+def _highs(options: dict[str, Any]) -> Any:
+    """A HiGHS instance that prints nothing, with `options` (and _HIGHS_MIP_OPTIONS) set. It is highspy's binding of
+    HiGHS itself: highspy.Highs adds Python callbacks, and setting them in its constructor prints HiGHS's banner
+    before output_flag can be turned off (ERGO-Code/HiGHS#2749)."""
+    h = solver()._Highs()
+    h.setOptionValue("output_flag", False)
+    for name, value in {**options, **_HIGHS_MIP_OPTIONS}.items():
+        h.setOptionValue(name, value)
+    return h
+
+
+def _solved(h: Any, *, mip: bool) -> bool:
+    """Whether `h`'s run found a point to use: the optimum, or for a MIP stopped at a limit the best found."""
+    highspy = solver()
+    if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+        return True
+    return mip and h.getInfo().primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,19 +149,40 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
     useful = np.flatnonzero(value > 1e-12)
     if not len(useful):
         return None
-    a = need[useful].T
-    scale = np.where(room > 0, room, 1.0)
-    limits: dict[str, float] = {"mip_rel_gap": 0.0} if exact else {"node_limit": KNAPSACK_NODE_LIMIT}
+    scale = np.where(room > 0, room, 1.0)                               # each resource's room scaled to 1
+    limits: dict[str, Any] = {"mip_rel_gap": 0.0} if exact else {"mip_max_nodes": KNAPSACK_NODE_LIMIT}
     if seconds is not None:
         limits["time_limit"] = seconds
-    result = _milp(-value[useful], integrality=np.ones(len(useful)), bounds=solver().Bounds(0, cap[useful]),
-                  constraints=solver().LinearConstraint(a / scale[:, None], -np.inf, room / scale + 1e-9),
-                  options={**limits, "disp": False})
-    if result.x is None or (exact and result.status != 0):
+    h = _highs(limits)
+    inf = solver().kHighsInf
+    h.addRows(len(room), np.full(len(room), -inf), room / scale + 1e-9, 0, np.zeros(0, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    _add_columns(h, -value[useful], cap[useful].astype(float), [np.arange(len(room))] * len(useful),
+                 list(need[useful] / scale))
+    _integral(h, len(useful))
+    h.run()
+    if not _solved(h, mip=not exact):
         return None
     out = np.zeros(len(value), dtype=np.int64)
-    out[useful] = np.round(result.x).astype(np.int64)
+    out[useful] = np.round(np.array(h.getSolution().col_value)).astype(np.int64)
     return out if ((need.T @ out) <= room + 1e-6).all() else None
+
+
+def _add_columns(h: Any, cost: np.ndarray, upper: np.ndarray, rows: list[np.ndarray], values: list[np.ndarray]) -> None:
+    """Columns of `cost`, bounds 0 to `upper`, and the entries `values` in `rows`, added to HiGHS model `h`."""
+    starts = np.zeros(len(rows), dtype=np.int32)
+    if len(rows) > 1:
+        np.cumsum([len(r) for r in rows[:-1]], out=starts[1:])
+    index = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, dtype=np.int32)
+    value = np.concatenate(values).astype(float) if values else np.zeros(0)
+    h.addCols(len(rows), np.asarray(cost, dtype=float), np.zeros(len(rows)), np.asarray(upper, dtype=float),
+              len(index), starts, index, value)
+
+
+def _integral(h: Any, count: int) -> None:
+    """Every one of `h`'s `count` columns made integer."""
+    h.changeColsIntegrality(count, np.arange(count, dtype=np.int32),
+                            np.full(count, solver().HighsVarType.kInteger))
 
 
 def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndarray, *,
@@ -165,7 +200,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
 
     def cost(j: int, pattern: np.ndarray) -> float:
         return float(price[j]) if pattern_cost is None else pattern_cost(j, pattern)
-    fits = np.array([[(alloc[j] >= need[c]).all() for j in range(k)] for c in range(m)], dtype=bool)
+    fits = every(alloc[None, :, :] >= need[:, None, :])                # classes x types: a node holds one pod
     if not fits.any(axis=1).all():
         return None
     # sizes relative to what the types offer, so no resource's unit dominates the ordering
@@ -177,14 +212,16 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
 
     def greedy(j: int, order: list[int]) -> np.ndarray:
         return np.array(_fill(order, rooms[j], asks, least, counts), dtype=np.int64)
+    starts = _first_patterns(need, count, alloc, price, fits)
     for j in range(k):
-        for pattern in each_first(np.flatnonzero(fits[:, j]).tolist(), by_size, alloc[j].astype(float), need, count):
+        for pattern in each_first(starts[j], by_size, alloc[j].astype(float), need, count):
             columns.add(j, pattern)
     duals = np.zeros(m)
+    master = _Master(count, caps, left)
     for _ in range(MAX_ROUNDS):
         if until is not None and time.monotonic() > until:
             return None                 # each solve keeps to the cap; the rounds of them must too
-        solved = _master(columns, count, caps, left, integral=False, seconds=seconds)
+        solved = master.solve(columns, integral=False, seconds=seconds)
         if solved is None:
             return None
         _, duals = solved
@@ -215,10 +252,14 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
             break
     if until is not None and time.monotonic() > until:
         return None
-    solved = _master(columns, count, caps, left, integral=True, seconds=seconds)
+    # whole node counts over every pattern found: by HiGHS's branch and bound while the patterns are few; past
+    # MIP_COLUMNS its root alone took seconds, and the LP's counts rounded up do as well (the placement after it opens
+    # a pattern's nodes only while pods are left for them, so what rounding up adds is not launched)
+    integral = len(columns) <= MIP_COLUMNS or master.limits is not None
+    solved = master.solve(columns, integral=integral, seconds=seconds)
     if solved is None:
         return None
-    x, _ = solved
+    x = solved[0] if integral else np.ceil(solved[0] - 1e-9).astype(np.int64)
     out = []
     for j, pattern, n in zip(columns.types, columns.pods, x):
         if n > 0:
@@ -226,10 +267,31 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     return out
 
 
+def _first_patterns(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndarray,
+                    fits: np.ndarray) -> list[list[int]]:
+    """Per type, the classes a first pattern of it takes first (each_first): every class it holds, or past
+    MIP_COLUMNS pairs of type and class, each class only on the INITIAL_TYPES types where a node full of it
+    costs least per pod (pricing adds the others' patterns as the duals call for them). A batch of many shapes
+    otherwise began with thousands of patterns, and each round's LP priced them all."""
+    m, k = fits.shape
+    if m * k <= MIP_COLUMNS:
+        return [np.flatnonzero(fits[:, j]).tolist() for j in range(k)]
+    asked = need[:, None, :] > 0
+    held = np.where(asked, alloc[None, :, :] / np.where(asked, need[:, None, :], 1.0), np.inf).min(axis=2)
+    held = np.minimum(np.floor(held + 1e-9), count[:, None])                 # pods of each class a node holds
+    per_pod = np.where(fits & (held > 0), price[None, :] / np.maximum(held, 1.0), np.inf)
+    starts: list[list[int]] = [[] for _ in range(k)]
+    for c in range(m):
+        for j in np.lexsort((np.arange(k), per_pod[c]))[:INITIAL_TYPES].tolist():
+            if np.isfinite(per_pod[c, j]):
+                starts[j].append(c)
+    return starts
+
+
 class _Patterns:
-    """The patterns found: each a type, how many pods of each class a node of it holds, and what that costs. The
-    master program is solved over them every round, so they are kept as the columns of a sparse classes x patterns
-    matrix too, grown as they come (a pattern holds few of many classes)."""
+    """The patterns found: each a type, how many pods of each class a node of it holds, and what that costs; and,
+    as the master's columns take them, the classes each holds and how many of each (a pattern holds few of many
+    classes)."""
 
     def __init__(self, classes: int, cost: Callable[[int, np.ndarray], float]) -> None:
         self.classes = classes
@@ -238,8 +300,8 @@ class _Patterns:
         self.pods: list[np.ndarray] = []
         self.costs: list[float] = []
         self._seen: set[tuple[int, bytes]] = set()
-        self._rows: list[np.ndarray] = []         # per pattern, the classes it holds...
-        self._held: list[np.ndarray] = []         # ...and how many of each
+        self.rows: list[np.ndarray] = []          # per pattern, the classes it holds...
+        self.held: list[np.ndarray] = []          # ...and how many of each
 
     def __len__(self) -> int:
         return len(self.types)
@@ -255,52 +317,70 @@ class _Patterns:
         self.pods.append(pattern)
         self.costs.append(self._cost(j, pattern))
         rows = np.flatnonzero(pattern)
-        self._rows.append(rows)
-        self._held.append(pattern[rows].astype(float))
+        self.rows.append(rows)
+        self.held.append(pattern[rows].astype(float))
         return True
 
-    def matrix(self) -> Any:
-        """Pods of each class (rows) each pattern (columns) holds, as scipy's sparse CSC array."""
-        starts = np.zeros(len(self._rows) + 1, dtype=np.int64)
-        np.cumsum([len(rows) for rows in self._rows], out=starts[1:])
-        return sparse().csc_array((np.concatenate(self._held), np.concatenate(self._rows), starts),
-                                  shape=(self.classes, len(self._rows)))
 
+class _Master:
+    """The master program over the patterns found so far, kept as one HiGHS model that grows a column per pattern
+    as they come: each round's LP starts from the last round's optimal basis, a few pivots where solving it anew
+    took most of a many-shape batch's time. Rows: the classes (at least `count` pods of each), then the limited
+    resources (at most what the limits `left` allow, scaled by the largest capacity)."""
 
-def sparse() -> types.ModuleType:
-    """scipy.sparse, imported on first use (as solver())."""
-    return importlib.import_module("scipy.sparse")
+    def __init__(self, count: np.ndarray, caps: np.ndarray | None, left: np.ndarray | None) -> None:
+        self.count = count
+        # per type its capacity in the limited resources, and what the limits allow, scaled by the largest capacity
+        self.limits: tuple[np.ndarray, np.ndarray] | None = None
+        if caps is not None and left is not None and len(left):
+            scale = np.maximum(caps.max(axis=0), 1.0)
+            self.limits = (caps / scale, np.maximum(left, 0) / scale)
+        self.highs = _highs({})
+        inf = solver().kHighsInf
+        lower, upper = count.astype(float), np.full(len(count), inf)
+        if self.limits is not None:
+            lower = np.concatenate([lower, np.full(len(self.limits[1]), -inf)])
+            upper = np.concatenate([upper, self.limits[1]])
+        self.highs.addRows(len(lower), lower, upper, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0))
+        self.columns = 0                                   # patterns in the model so far
 
-
-def _master(columns: _Patterns, count: np.ndarray, caps: np.ndarray | None, left: np.ndarray | None, *,
-            integral: bool, seconds: float | None) -> tuple[np.ndarray, np.ndarray] | None:
-    """The master program over the patterns `columns`: node counts per pattern (whole when `integral`) and the
-    classes' duals."""
-    a = columns.matrix()                                            # classes x patterns
-    # a hair per node, so of two mixes of equal cost the one with fewer nodes wins
-    cost = np.array(columns.costs) + TIE_PER_NODE
-    blocks_a, blocks_lo, blocks_hi = [a], [count.astype(float)], [np.full(len(count), np.inf)]
-    if caps is not None and left is not None and len(left):
-        scale = np.maximum(caps.max(axis=0), 1.0)
-        use = np.array([caps[j] / scale for j in columns.types], dtype=float).T   # limited resources x patterns
-        blocks_a.append(sparse().csc_array(use)), blocks_lo.append(np.full(len(left), -np.inf))
-        blocks_hi.append(np.maximum(left, 0) / scale)
-    lo, hi = np.concatenate(blocks_lo), np.concatenate(blocks_hi)
-    if not integral:
-        # as A_ub x <= b_ub: -a x <= -count, use x <= left
-        result = solver().linprog(cost, A_ub=sparse().vstack([-a] + blocks_a[1:], format="csc"),
-                                  b_ub=np.concatenate([-blocks_lo[0]] + blocks_hi[1:]), bounds=(0, None), method="highs")
-        if result.status != 0:
+    def solve(self, patterns: _Patterns, *, integral: bool, seconds: float | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Node counts per pattern (whole when `integral`: the last solve) and the classes' duals, over every
+        pattern found; None when the program has no solution."""
+        self._take(patterns)
+        h = self.highs
+        if integral:
+            # hundreds of near-equal patterns make a hard program whose later nodes seldom make the plan cheaper (the
+            # placement after it drops what the cover over-provides); fewer nodes for more patterns bounds the work
+            n = len(patterns)
+            upper = np.array([max(1.0, float(np.ceil(self.count[p > 0].sum() / max(1, p[p > 0].min())))) for p in patterns.pods])
+            h.changeColsBounds(n, np.arange(n, dtype=np.int32), np.zeros(n), upper)
+            _integral(h, n)
+            h.setOptionValue("mip_max_nodes", max(1, min(MIP_NODE_LIMIT, MIP_NODE_WORK // n)))
+            h.setOptionValue("mip_rel_gap", MIP_REL_GAP)
+        if seconds is not None:
+            h.setOptionValue("time_limit", seconds)
+        h.run()
+        if not _solved(h, mip=integral):
             return None
-        return result.x, -result.ineqlin.marginals[:len(count)]
-    # hundreds of near-equal patterns make a hard program whose later nodes seldom make the plan cheaper (the
-    # placement after it drops what the cover over-provides); fewer nodes for more patterns bounds the work
-    node_limit = max(1, min(MIP_NODE_LIMIT, MIP_NODE_WORK // len(columns)))
-    upper = np.array([max(1.0, float(np.ceil(count[p > 0].sum() / max(1, p[p > 0].min())))) for p in columns.pods])
-    result = _milp(cost, integrality=np.ones(len(columns)), bounds=solver().Bounds(0, upper),
-                  constraints=solver().LinearConstraint(sparse().vstack(blocks_a, format="csc"), lo, hi),
-                  options={"node_limit": node_limit, "mip_rel_gap": MIP_REL_GAP, "disp": False,
-                           **({"time_limit": seconds} if seconds is not None else {})})
-    if result.x is None:
-        return None
-    return np.round(result.x).astype(np.int64), np.zeros(len(count))
+        solution = h.getSolution()
+        x = np.array(solution.col_value)
+        if integral:
+            return np.round(x).astype(np.int64), np.zeros(len(self.count))
+        return x, np.array(solution.row_dual)[:len(self.count)]
+
+    def _take(self, patterns: _Patterns) -> None:
+        """The patterns not yet in the model added as its columns, each costing a hair more per node (so of two
+        mixes of equal cost the one with fewer nodes wins)."""
+        new = range(self.columns, len(patterns))
+        if not len(new):
+            return
+        rows, values = [patterns.rows[k] for k in new], [patterns.held[k] for k in new]
+        if self.limits is not None:
+            use, _ = self.limits
+            limit_rows = len(self.count) + np.arange(use.shape[1])
+            rows = [np.concatenate([r, limit_rows]) for r in rows]
+            values = [np.concatenate([v, use[patterns.types[k]]]) for v, k in zip(values, new)]
+        _add_columns(self.highs, np.array(patterns.costs[self.columns:]) + TIE_PER_NODE,
+                     np.full(len(new), solver().kHighsInf), rows, values)
+        self.columns = len(patterns)
