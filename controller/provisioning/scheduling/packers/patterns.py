@@ -42,8 +42,10 @@ TIE_PER_NODE = 1e-7              # $/h added per node in the master: ties in cos
 # and then when it maps a solution back (ERGO-Code/HiGHS#2783); `karpy plan` sends what native code prints to
 # stderr while it plans (commands.native_stdout_to_stderr), so the line never corrupts `-o json`
 # HiGHS runs its feasibility-jump heuristic before every MIP's root node, a fixed cost (tens of ms) that dwarfs
-# solving these small programs; the master and the knapsacks find feasible points without it
-_HIGHS_MIP_OPTIONS = {"mip_heuristic_run_feasibility_jump": False}
+# solving these small programs; the master and the knapsacks find feasible points without it. One thread: HiGHS's
+# worker threads are process-wide, and `karpy plan` forks processes that solve (a fork copies no thread), while
+# the controller solves in threads of its own; these programs are too small to gain from more
+_HIGHS_OPTIONS = {"mip_heuristic_run_feasibility_jump": False, "threads": 1}
 
 
 def solver() -> types.ModuleType:
@@ -53,12 +55,12 @@ def solver() -> types.ModuleType:
 
 
 def _highs(options: dict[str, Any]) -> Any:
-    """A HiGHS instance that prints nothing, with `options` (and _HIGHS_MIP_OPTIONS) set. It is highspy's binding of
+    """A HiGHS instance that prints nothing, with `options` (and _HIGHS_OPTIONS) set. It is highspy's binding of
     HiGHS itself: highspy.Highs adds Python callbacks, and setting them in its constructor prints HiGHS's banner
     before output_flag can be turned off (ERGO-Code/HiGHS#2749)."""
     h = solver()._Highs()
     h.setOptionValue("output_flag", False)
-    for name, value in {**options, **_HIGHS_MIP_OPTIONS}.items():
+    for name, value in {**options, **_HIGHS_OPTIONS}.items():
         h.setOptionValue(name, value)
     return h
 
