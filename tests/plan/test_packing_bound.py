@@ -15,7 +15,7 @@ import yaml
 
 from bench.bound import lower_bound, pattern_bound
 from bench.cost import many_shapes
-from karpy.controller.provisioning.scheduling.packers import PackingOptions, patterns
+from karpy.controller.provisioning.scheduling.packers import PackingOptions, optimiser, patterns
 from karpy.controller.provisioning.scheduling.packers.patterns import cover
 from karpy.controller.provisioning.scheduling.scheduler import Scheduler
 from karpy.plan.inputs import load
@@ -113,7 +113,10 @@ def test_past_its_safety_cap_the_search_stops_between_rounds(monkeypatch: pytest
 def test_a_master_grown_a_pattern_at_a_time_solves_as_one_built_at_once() -> None:
     # each round's LP starts from the last one's basis: it must reach the optimum a program built whole reaches
     need, count, alloc, price = random_classes(5, classes=20, largest=9, replicas=(2, 30), size=16.0)
-    found = patterns._Patterns(len(need), lambda j, pattern: float(price[j]))
+    def priced(j: int, pattern: np.ndarray) -> float:
+        return float(price[j])
+
+    found = patterns._Patterns(len(need), priced)
     order = list(range(len(need)))
     for j in range(len(alloc)):
         for pattern in patterns.each_first(order, order, alloc[j], need, count):
@@ -121,7 +124,7 @@ def test_a_master_grown_a_pattern_at_a_time_solves_as_one_built_at_once() -> Non
     grown = patterns._Master(count, None, None)
     values = []
     for upto in (len(found) // 3, 2 * len(found) // 3, len(found)):
-        part = patterns._Patterns(len(need), found._cost)
+        part = patterns._Patterns(len(need), priced)
         for j, pods in zip(found.types[:upto], found.pods[:upto]):
             part.add(j, pods)
         solved = grown.solve(part, integral=False, seconds=None)
@@ -298,3 +301,17 @@ def test_a_batch_of_many_shapes_plans_the_same_on_one_core_as_on_two(tmp_path: P
         assert out.returncode == 0, out.stderr
         plans.append(out.stdout)
     assert plans[0] == plans[1]
+
+
+@pytest.mark.parametrize(("batch", "fills"), [(100, 1), (1000, 8), (5000, 2), (20000, 1)])
+def test_a_batch_tries_every_fill_up_to_whole_portfolio_pods_then_two_then_one(tmp_path: Path, batch: int,
+                                                                                fills: int) -> None:
+    # eight fills of a 5,000-pod batch took longer than a 20,000-pod batch in chunks; two cost as little
+    s = scheduler(tmp_path, CATALOG, provisioner("default"), *[pod(f"db-{i}", cpu="1", labels={"app": "db"}, affinity=ANTI)
+                                                               for i in range(2)], pod("web", cpu="500m"))
+    s._place_in_turn(s.pending, {}, {})
+    tried = optimiser.fills_for(s.new_nodes, s.topology, batch_pods=batch)
+    assert len(tried) == fills
+    assert tried == {1: [optimiser.LARGE_BATCH_FILL if batch > optimiser.PORTFOLIO_PODS[1] else
+                         (optimiser.FILL_ORDERS[0], optimiser.FILL_TIES[0])],
+                     2: list(optimiser.MID_BATCH_FILLS)}.get(fills, tried)
