@@ -116,7 +116,7 @@ def test_a_master_grown_a_pattern_at_a_time_solves_as_one_built_at_once() -> Non
     def priced(j: int, pattern: np.ndarray) -> float:
         return float(price[j])
 
-    found = patterns._Patterns(len(need), priced)
+    found = patterns._Patterns(priced)
     order = list(range(len(need)))
     for j in range(len(alloc)):
         for pattern in patterns.each_first(order, order, alloc[j], need, count):
@@ -124,7 +124,7 @@ def test_a_master_grown_a_pattern_at_a_time_solves_as_one_built_at_once() -> Non
     grown = patterns._Master(count, None, None)
     values = []
     for upto in (len(found) // 3, 2 * len(found) // 3, len(found)):
-        part = patterns._Patterns(len(need), priced)
+        part = patterns._Patterns(priced)
         for j, pods in zip(found.types[:upto], found.pods[:upto]):
             part.add(j, pods)
         solved = grown.solve(part, integral=False, seconds=None)

@@ -157,8 +157,7 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
         limits["time_limit"] = seconds
     h = _highs(limits)
     inf = solver().kHighsInf
-    h.addRows(len(room), np.full(len(room), -inf), room / scale + 1e-9, 0, np.zeros(0, dtype=np.int32),
-              np.zeros(0, dtype=np.int32), np.zeros(0))
+    _add_rows(h, np.full(len(room), -inf), room / scale + 1e-9)
     _add_columns(h, -value[useful], cap[useful].astype(float), [np.arange(len(room))] * len(useful),
                  list(need[useful] / scale))
     _integral(h, len(useful))
@@ -168,6 +167,11 @@ def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndar
     out = np.zeros(len(value), dtype=np.int64)
     out[useful] = np.round(np.array(h.getSolution().col_value)).astype(np.int64)
     return out if ((need.T @ out) <= room + 1e-6).all() else None
+
+
+def _add_rows(h: Any, lower: np.ndarray, upper: np.ndarray) -> None:
+    """Rows between `lower` and `upper`, empty (the columns added after fill them), added to HiGHS model `h`."""
+    h.addRows(len(lower), lower, upper, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0))
 
 
 def _add_columns(h: Any, cost: np.ndarray, upper: np.ndarray, rows: list[np.ndarray], values: list[np.ndarray]) -> None:
@@ -208,7 +212,7 @@ def cover(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, price: np.ndar
     # sizes relative to what the types offer, so no resource's unit dominates the ordering
     unit = np.maximum(alloc.max(axis=0), 1.0)
     size = (need / unit).max(axis=1)
-    columns = _Patterns(m, cost)
+    columns = _Patterns(cost)
     by_size = sorted(range(m), key=lambda c: (-size[c], c))
     (asks, least), counts, rooms = _asks(need.tolist()), count.tolist(), alloc.astype(float).tolist()
 
@@ -295,8 +299,7 @@ class _Patterns:
     as the master's columns take them, the classes each holds and how many of each (a pattern holds few of many
     classes)."""
 
-    def __init__(self, classes: int, cost: Callable[[int, np.ndarray], float]) -> None:
-        self.classes = classes
+    def __init__(self, cost: Callable[[int, np.ndarray], float]) -> None:
         self._cost = cost                          # what a node of type j holding a pattern costs
         self.types: list[int] = []
         self.pods: list[np.ndarray] = []
@@ -343,7 +346,7 @@ class _Master:
         if self.limits is not None:
             lower = np.concatenate([lower, np.full(len(self.limits[1]), -inf)])
             upper = np.concatenate([upper, self.limits[1]])
-        self.highs.addRows(len(lower), lower, upper, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0))
+        _add_rows(self.highs, lower, upper)
         self.columns = 0                                   # patterns in the model so far
 
     def solve(self, patterns: _Patterns, *, integral: bool, seconds: float | None) -> tuple[np.ndarray, np.ndarray] | None:
