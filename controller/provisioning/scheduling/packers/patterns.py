@@ -130,10 +130,7 @@ def each_first(first: list[int], order: list[int], room: np.ndarray, need: np.nd
     for step in [None, *order]:
         asks = need[starts] if step is None else need[step][None, :]
         caps = (cap[starts] if step is None else np.full(len(starts), cap[step])).astype(np.int64)
-        asked = asks > 0
-        lowest = np.where(asked, rooms / np.where(asked, asks, 1.0), np.inf).min(axis=1)
-        most = np.where(asked.any(axis=1), np.floor(lowest + 1e-9), caps)
-        take = np.maximum(0, np.minimum(most, caps)).astype(np.int64)
+        take = np.maximum(0, np.minimum(_most_held(rooms, asks), caps)).astype(np.int64)
         if step is None:
             counts[rows, starts] = take
         else:
@@ -141,6 +138,14 @@ def each_first(first: list[int], order: list[int], room: np.ndarray, need: np.nd
             counts[:, step] += take
         rooms -= take[:, None] * asks
     return counts
+
+
+def _most_held(room: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """How many pods asking `need` fit in `room` (resources along the last axis, the others broadcast): the fewest
+    over the resources asked for, as _fill counts them; inf where nothing is asked."""
+    asked = need > 0
+    most: np.ndarray = np.floor(np.where(asked, room / np.where(asked, need, 1.0), np.inf).min(axis=-1) + 1e-9)
+    return most
 
 
 def knapsack(value: np.ndarray, room: np.ndarray, need: np.ndarray, cap: np.ndarray, *,
@@ -282,9 +287,7 @@ def _first_patterns(need: np.ndarray, count: np.ndarray, alloc: np.ndarray, pric
     m, k = fits.shape
     if m * k <= MIP_COLUMNS:
         return [np.flatnonzero(fits[:, j]).tolist() for j in range(k)]
-    asked = need[:, None, :] > 0
-    held = np.where(asked, alloc[None, :, :] / np.where(asked, need[:, None, :], 1.0), np.inf).min(axis=2)
-    held = np.minimum(np.floor(held + 1e-9), count[:, None])                 # pods of each class a node holds
+    held = np.minimum(_most_held(alloc[None, :, :], need[:, None, :]), count[:, None])   # pods of each class a node holds
     per_pod = np.where(fits & (held > 0), price[None, :] / np.maximum(held, 1.0), np.inf)
     starts: list[list[int]] = [[] for _ in range(k)]
     for c in range(m):
